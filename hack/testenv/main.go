@@ -1,0 +1,43 @@
+// Command kube-testenv runs a real etcd and a real kube-apiserver in one process on 127.0.0.1, for
+// oz's integration tests and local runs. It also bundles kubectl, so scripts work where none is
+// installed:
+//
+//	kube-testenv run --work-dir DIR [--user NAME:G1,G2]... [--controllers gc,namespace] [-- APISERVER-FLAGS]
+//	kube-testenv kubectl ARGS...
+//
+// `run` writes DIR/ready.json once /readyz answers ok. It stops on SIGTERM or SIGINT and, with
+// --exit-on-stdin-eof, when its standard input closes, so a killed parent leaves nothing behind.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+func main() {
+	// Invoked through a symlink or copy named kubectl: behave as kubectl.
+	if filepath.Base(os.Args[0]) == "kubectl" {
+		os.Exit(runKubectl(os.Args[1:]))
+	}
+	if len(os.Args) < 2 {
+		usage()
+	}
+	switch os.Args[1] {
+	case "run":
+		if err := run(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "kube-testenv: %v\n", err)
+			os.Exit(1)
+		}
+	case "kubectl":
+		os.Exit(runKubectl(os.Args[2:]))
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: kube-testenv run --work-dir DIR [--user NAME:GROUPS]... [--controllers gc,namespace] [--exit-on-stdin-eof] [-- APISERVER-FLAGS]")
+	fmt.Fprintln(os.Stderr, "       kube-testenv kubectl ARGS...")
+	os.Exit(2)
+}

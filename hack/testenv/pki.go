@@ -1,0 +1,171 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pkiFiles are the paths of everything generatePKI writes. All keys are ECDSA P-256.
+type pkiFiles struct {
+	servingCA     string
+	apiserverCert string
+	apiserverKey  string
+	clientCACert  string
+	clientCAKey   string
+	saPublic      string
+	saPrivate     string
+	// clients maps a user name (admin included) to its client certificate and key.
+	clients map[string]certPair
+}
+
+type certPair struct{ cert, key string }
+
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// Long enough for any test run or local session, short enough to be obviously throwaway.
+const validity = 30 * 24 * time.Hour
+
+func generatePKI(dir string, users []user) (*pkiFiles, error) {
+	files := &pkiFiles{clients: map[string]certPair{}}
+
+	servingCA, err := newAuthority("oz-testenv-serving-ca")
+	if err != nil {
+		return nil, err
+	}
+	files.servingCA = filepath.Join(dir, "serving-ca.crt")
+	if err := writeCert(files.servingCA, servingCA.cert.Raw); err != nil {
+		return nil, err
+	}
+	files.apiserverCert, files.apiserverKey = filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
+	err = servingCA.issue(files.apiserverCert, files.apiserverKey, x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP("10.0.0.1")},
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	clientCA, err := newAuthority("oz-testenv-client-ca")
+	if err != nil {
+		return nil, err
+	}
+	files.clientCACert, files.clientCAKey = filepath.Join(dir, "client-ca.crt"), filepath.Join(dir, "client-ca.key")
+	if err := writeCert(files.clientCACert, clientCA.cert.Raw); err != nil {
+		return nil, err
+	}
+	if err := writeKey(files.clientCAKey, clientCA.key); err != nil {
+		return nil, err
+	}
+	// The apiserver maps a client certificate's CN to the user name and each O to a group.
+	identities := append([]user{{Name: "admin", Groups: []string{"system:masters"}}}, users...)
+	for _, u := range identities {
+		pair := certPair{filepath.Join(dir, u.Name+".crt"), filepath.Join(dir, u.Name+".key")}
+		err := clientCA.issue(pair.cert, pair.key, x509.Certificate{
+			Subject:     pkix.Name{CommonName: u.Name, Organization: u.Groups},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		})
+		if err != nil {
+			return nil, err
+		}
+		files.clients[u.Name] = pair
+	}
+
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	files.saPrivate, files.saPublic = filepath.Join(dir, "sa.key"), filepath.Join(dir, "sa.pub")
+	if err := writeKey(files.saPrivate, saKey); err != nil {
+		return nil, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := writePEM(files.saPublic, "PUBLIC KEY", pub); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+func newAuthority(name string) (*authority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	template := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &authority{cert: cert, key: key}, nil
+}
+
+// issue signs a leaf certificate from the given template and writes it and its new key.
+func (a *authority) issue(certPath, keyPath string, template x509.Certificate) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	template.SerialNumber = serial()
+	template.NotBefore = time.Now().Add(-time.Hour)
+	template.NotAfter = time.Now().Add(validity)
+	template.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, &template, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		return fmt.Errorf("signing %s: %w", certPath, err)
+	}
+	if err := writeCert(certPath, der); err != nil {
+		return err
+	}
+	return writeKey(keyPath, key)
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		panic(err) // the system's random source is broken; nothing sensible can follow
+	}
+	return n
+}
+
+func writeCert(path string, der []byte) error { return writePEM(path, "CERTIFICATE", der) }
+
+func writeKey(path string, key *ecdsa.PrivateKey) error {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return writePEM(path, "EC PRIVATE KEY", der)
+}
+
+func writePEM(path, kind string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
+}

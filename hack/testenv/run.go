@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// user is a test identity given as NAME:GROUP1,GROUP2 on the command line.
+type user struct {
+	Name   string   `json:"name"`
+	Groups []string `json:"groups"`
+}
+
+type userList []user
+
+func (u *userList) String() string { return fmt.Sprint(*u) }
+
+func (u *userList) Set(v string) error {
+	name, groups, _ := strings.Cut(v, ":")
+	if name == "" || name == "admin" {
+		return fmt.Errorf("--user %q: want NAME:GROUP1,GROUP2 with a name other than admin", v)
+	}
+	parsed := user{Name: name, Groups: []string{}}
+	for _, g := range strings.Split(groups, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			parsed.Groups = append(parsed.Groups, g)
+		}
+	}
+	*u = append(*u, parsed)
+	return nil
+}
+
+// readyInfo is written to ready.json once the control plane answers; the Rust test support and
+// hack/testenv.sh read it.
+type readyInfo struct {
+	Server          string            `json:"server"`
+	CAFile          string            `json:"caFile"`
+	AdminKubeconfig string            `json:"adminKubeconfig"`
+	Users           map[string]string `json:"users"`
+	ClientCACert    string            `json:"clientCaCert"`
+	ClientCAKey     string            `json:"clientCaKey"`
+	EtcdURL         string            `json:"etcdUrl"`
+	Controllers     []string          `json:"controllers"`
+	Version         string            `json:"version"`
+	PID             int               `json:"pid"`
+	StartupSeconds  float64           `json:"startupSeconds"`
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	workDir := fs.String("work-dir", "", "directory for certificates, kubeconfigs, etcd data and logs (required)")
+	controllers := fs.String("controllers", "", "in-process controllers to run: gc,namespace (default none)")
+	exitOnEOF := fs.Bool("exit-on-stdin-eof", false, "exit when standard input closes (the parent died)")
+	removeOnExit := fs.Bool("remove-work-dir-on-exit", false, "delete --work-dir when exiting")
+	timeout := fs.Duration("startup-timeout", 120*time.Second, "how long to wait for /readyz")
+	var users userList
+	fs.Var(&users, "user", "a test user NAME:GROUP1,GROUP2 (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *workDir == "" {
+		return errors.New("--work-dir is required")
+	}
+	wanted, err := parseControllers(*controllers)
+	if err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(*workDir)
+	if err != nil {
+		return err
+	}
+	for _, sub := range []string{"pki", "etcd", "logs", "users"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return err
+		}
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, "logs", "testenv.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	redirectLogs(logFile)
+
+	// Every way out goes through exit, so the work dir is removed however the process ends,
+	// short of SIGKILL.
+	exit := func(code int) {
+		if *removeOnExit {
+			_ = os.RemoveAll(dir)
+		}
+		os.Exit(code)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopOnSignal(cancel, exit)
+	if *exitOnEOF {
+		go func() {
+			// Nothing is ever written to stdin; a read returns only when the parent has gone.
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			fmt.Fprintln(logFile, "stdin closed: parent is gone, exiting")
+			exit(0)
+		}()
+	}
+	if err := serve(ctx, dir, logFile, users, wanted, *timeout, fs.Args()); err != nil {
+		fmt.Fprintf(logFile, "kube-testenv: %v\n", err)
+		exit(1)
+	}
+	exit(0)
+	return nil
+}
+
+// serve starts everything, writes ready.json and blocks until ctx is cancelled or the apiserver
+// stops.
+func serve(ctx context.Context, dir string, logFile *os.File, users userList, wanted []string, timeout time.Duration, apiserverFlags []string) error {
+
+	started := time.Now()
+	pki, err := generatePKI(filepath.Join(dir, "pki"), users)
+	if err != nil {
+		return fmt.Errorf("generating certificates: %w", err)
+	}
+	etcd, err := startEtcd(filepath.Join(dir, "etcd"), logFile)
+	if err != nil {
+		return fmt.Errorf("starting etcd: %w", err)
+	}
+	defer etcd.Close()
+
+	server, apiErr, err := startAPIServer(ctx, dir, pki, etcd.URL, apiserverFlags)
+	if err != nil {
+		return fmt.Errorf("starting kube-apiserver: %w", err)
+	}
+	kubeconfigs, err := writeKubeconfigs(dir, server, pki, users)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, kubeconfigs.admin, timeout, apiErr); err != nil {
+		return err
+	}
+	if err := startControllers(ctx, kubeconfigs.admin, wanted); err != nil {
+		return fmt.Errorf("starting controllers: %w", err)
+	}
+
+	info := readyInfo{
+		Server:          server,
+		CAFile:          pki.servingCA,
+		AdminKubeconfig: kubeconfigs.admin,
+		Users:           kubeconfigs.users,
+		ClientCACert:    pki.clientCACert,
+		ClientCAKey:     pki.clientCAKey,
+		EtcdURL:         etcd.URL,
+		Controllers:     wanted,
+		Version:         kubernetesVersion,
+		PID:             os.Getpid(),
+		StartupSeconds:  time.Since(started).Seconds(),
+	}
+	if err := writeJSONAtomically(filepath.Join(dir, "ready.json"), info); err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "ready in %.1fs at %s\n", info.StartupSeconds, server)
+
+	select {
+	case <-ctx.Done():
+	case err := <-apiErr:
+		return fmt.Errorf("kube-apiserver stopped: %w", err)
+	}
+	return nil
+}
+
+func parseControllers(list string) ([]string, error) {
+	wanted := []string{}
+	for _, c := range strings.Split(list, ",") {
+		switch c = strings.TrimSpace(c); c {
+		case "", "none":
+		case "gc", "namespace":
+			wanted = append(wanted, c)
+		default:
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: gc, namespace)", c)
+		}
+	}
+	return wanted, nil
+}
+
+// stopOnSignal cancels ctx on SIGTERM or SIGINT; a second signal, or a shutdown that takes more
+// than 10 s, ends the process at once.
+func stopOnSignal(cancel context.CancelFunc, exit func(int)) {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-signals
+		cancel()
+		select {
+		case <-signals:
+		case <-time.After(10 * time.Second):
+		}
+		exit(1)
+	}()
+}
+
+func writeJSONAtomically(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
