@@ -1,0 +1,6 @@
+//! Integration tests against a real kube-apiserver and etcd (see `hack/testenv.sh`). Every test
+//! module shares one control plane per run of this binary, and each test works in a namespace of
+//! its own.
+
+mod harness;
+mod support;

@@ -1,0 +1,289 @@
+use std::{
+    collections::BTreeMap,
+    io::Read,
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::{Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api, Client, Config,
+    api::{ObjectMeta, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde::Deserialize;
+
+use crate::{Error, Result, USERS};
+
+/// What `kube-testenv run` writes to `ready.json` once the apiserver answers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadyInfo {
+    /// The apiserver's URL, `https://127.0.0.1:PORT`.
+    pub server: String,
+    /// The admin kubeconfig (user `admin`, group `system:masters`).
+    pub admin_kubeconfig: PathBuf,
+    /// Each test user's kubeconfig, by user name.
+    pub users: BTreeMap<String, PathBuf>,
+    /// The in-process controllers that run (`gc`, `namespace`).
+    pub controllers: Vec<String>,
+    /// Seconds from process start to ready.
+    pub startup_seconds: f64,
+}
+
+/// How to start a control plane.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneOptions {
+    users: Vec<(String, Vec<String>)>,
+    controllers: Vec<String>,
+}
+
+impl Default for ControlPlaneOptions {
+    /// The shared setup: [`USERS`], and the garbage collector and namespace controllers.
+    fn default() -> Self {
+        Self {
+            users: USERS
+                .iter()
+                .map(|(name, groups)| {
+                    (
+                        name.to_string(),
+                        groups.iter().map(|g| g.to_string()).collect(),
+                    )
+                })
+                .collect(),
+            controllers: vec!["gc".into(), "namespace".into()],
+        }
+    }
+}
+
+impl ControlPlaneOptions {
+    /// No users and no controllers.
+    pub fn empty() -> Self {
+        Self {
+            users: vec![],
+            controllers: vec![],
+        }
+    }
+
+    /// Adds a user authenticated by a client certificate with CN=name and O=each group.
+    pub fn user(mut self, name: &str, groups: &[&str]) -> Self {
+        self.users
+            .push((name.into(), groups.iter().map(|g| g.to_string()).collect()));
+        self
+    }
+}
+
+/// A running kube-testenv process. It exits when this value is dropped, and also when this
+/// process dies, because it watches its standard input, which only this value holds open.
+#[derive(Debug)]
+pub struct ControlPlane {
+    /// What the control plane reported once ready.
+    pub ready: ReadyInfo,
+    work_dir: PathBuf,
+    child: Mutex<Child>,
+    // Held open for the control plane's lifetime; its closing is the signal to exit.
+    stdin: Mutex<Option<ChildStdin>>,
+}
+
+static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+
+impl ControlPlane {
+    /// The control plane shared by every test in this test binary, started on first use with
+    /// [`ControlPlaneOptions::default`]. A static is never dropped; the control plane exits when
+    /// the test binary does, because its stdin closes then.
+    pub fn shared() -> &'static ControlPlane {
+        SHARED.get_or_init(|| {
+            ControlPlane::start(ControlPlaneOptions::default())
+                .unwrap_or_else(|e| panic!("starting the shared test control plane: {e}"))
+        })
+    }
+
+    /// Starts a control plane of its own (blocking until it is ready, up to 3 minutes).
+    pub fn start(options: ControlPlaneOptions) -> Result<Self> {
+        let binary = testenv_binary()?;
+        let work_dir = tempfile::Builder::new()
+            .prefix("oz-testenv-")
+            .tempdir()
+            .map_err(|e| Error::Start(format!("creating a work dir: {e}")))?
+            .keep();
+        let mut command = Command::new(&binary);
+        command
+            .arg("run")
+            .arg("--work-dir")
+            .arg(&work_dir)
+            .args(["--exit-on-stdin-eof", "--remove-work-dir-on-exit"])
+            .arg(format!("--controllers={}", options.controllers.join(",")));
+        for (name, groups) in &options.users {
+            command.arg(format!("--user={name}:{}", groups.join(",")));
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::Start(format!("running {}: {e}", binary.display())))?;
+        let stdin = child.stdin.take();
+
+        let ready_file = work_dir.join("ready.json");
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&ready_file) {
+                let ready: ReadyInfo = serde_json::from_str(&text)
+                    .map_err(|e| Error::Start(format!("parsing {}: {e}", ready_file.display())))?;
+                return Ok(Self {
+                    ready,
+                    work_dir,
+                    child: Mutex::new(child),
+                    stdin: Mutex::new(stdin),
+                });
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = child.stderr.take() {
+                    let _ = pipe.read_to_string(&mut stderr);
+                }
+                let log = tail(&work_dir.join("logs/testenv.log"), 40);
+                return Err(Error::Start(format!(
+                    "kube-testenv exited with {status} before it was ready\n{stderr}\n--- log tail ---\n{log}"
+                )));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let log = tail(&work_dir.join("logs/testenv.log"), 40);
+                return Err(Error::Timeout(format!(
+                    "the control plane was not ready within 180s\n--- log tail ---\n{log}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The directory holding the kubeconfigs, certificates and logs.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// The process id of kube-testenv.
+    pub fn pid(&self) -> u32 {
+        self.child.lock().unwrap().id()
+    }
+
+    /// Whether kube-testenv is still running.
+    pub fn is_running(&self) -> bool {
+        matches!(self.child.lock().unwrap().try_wait(), Ok(None))
+    }
+
+    /// Closes kube-testenv's standard input, exactly what happens when this process dies.
+    pub fn close_stdin(&self) {
+        self.stdin.lock().unwrap().take();
+    }
+
+    /// Waits up to `timeout` for kube-testenv to exit; true if it did.
+    pub fn wait_for_exit(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if !self.is_running() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// The admin kubeconfig path (group `system:masters`).
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.ready.admin_kubeconfig
+    }
+
+    /// A user's kubeconfig path.
+    pub fn kubeconfig_of(&self, user: &str) -> Result<&Path> {
+        self.ready
+            .users
+            .get(user)
+            .map(PathBuf::as_path)
+            .ok_or_else(|| Error::UnknownUser(user.into()))
+    }
+
+    /// A client acting as admin (`system:masters`).
+    pub async fn admin(&self) -> Result<Client> {
+        client_from(self.admin_kubeconfig()).await
+    }
+
+    /// A client authenticated as `user` by that user's own client certificate.
+    pub async fn client_as(&self, user: &str) -> Result<Client> {
+        client_from(self.kubeconfig_of(user)?).await
+    }
+
+    /// Creates a fresh namespace named `oz-test-<prefix>-<random>` and returns its name.
+    pub async fn namespace(&self, prefix: &str) -> Result<String> {
+        let namespaces: Api<Namespace> = Api::all(self.admin().await?);
+        let created = namespaces
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        generate_name: Some(format!("oz-test-{prefix}-")),
+                        labels: Some(BTreeMap::from([(
+                            "oz.test/owner".into(),
+                            "oz-testenv".into(),
+                        )])),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await?;
+        Ok(created
+            .metadata
+            .name
+            .expect("the apiserver names generated namespaces"))
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.close_stdin();
+        if !self.wait_for_exit(Duration::from_secs(10)) {
+            let _ = self.child.lock().unwrap().kill();
+        }
+    }
+}
+
+async fn client_from(path: &Path) -> Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// The kube-testenv binary: `$OZ_TESTENV_BIN`, or what `hack/testenv.sh build` prints, which
+/// builds it once per machine (under a lock, so parallel test binaries wait for one build).
+fn testenv_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("OZ_TESTENV_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/testenv.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .arg("build")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| Error::Binary(format!("running {}: {e}", script.display())))?;
+    if !output.status.success() {
+        return Err(Error::Binary(format!(
+            "{} build failed ({})",
+            script.display(),
+            output.status
+        )));
+    }
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    Ok(PathBuf::from(path))
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| format!("({}: {e})", path.display()));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

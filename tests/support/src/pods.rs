@@ -1,0 +1,127 @@
+//! Pods without a kubelet: the helpers create them and move their status to Running and Ready
+//! through the status subresource, as a kubelet would.
+
+use k8s_openapi::{
+    api::core::v1::{Container, Pod, PodSpec},
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use crate::Result;
+
+/// The container every test workload runs.
+pub fn test_container() -> Container {
+    Container {
+        name: "app".into(),
+        image: Some("registry.k8s.io/pause:3.10".into()),
+        ..Default::default()
+    }
+}
+
+/// A pod spec with one container, [`test_container`].
+pub fn test_pod_spec() -> PodSpec {
+    PodSpec {
+        containers: vec![test_container()],
+        ..Default::default()
+    }
+}
+
+/// Creates a pod with the labels and annotations of `template` and the given owner, then marks
+/// it Running and Ready.
+pub async fn create_ready_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    template: &ObjectMeta,
+    owner: Option<OwnerReference>,
+    spec: PodSpec,
+) -> Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: template.labels.clone(),
+            annotations: template.annotations.clone(),
+            owner_references: owner.map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        ..Default::default()
+    };
+    pods.create(&PostParams::default(), &pod).await?;
+    mark_ready(client, namespace, name).await
+}
+
+/// Sets a pod's status to what a kubelet reports for a running, ready pod: phase Running, an
+/// IP, every condition True and a running status for each container in the spec.
+pub async fn mark_ready(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = pods.get(name).await?;
+    let now = Timestamp::now().to_string();
+    let containers = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.clone())
+        .unwrap_or_default();
+    let statuses: Vec<_> = containers
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "image": c.image.clone().unwrap_or_default(),
+                "imageID": "",
+                "ready": true,
+                "started": true,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            })
+        })
+        .collect();
+    let conditions: Vec<_> = ["PodScheduled", "Initialized", "ContainersReady", "Ready"]
+        .iter()
+        .map(|t| json!({"type": t, "status": "True", "lastTransitionTime": now}))
+        .collect();
+    let ip = fake_pod_ip(name);
+    let status = json!({
+        "status": {
+            "phase": "Running",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": now,
+            "conditions": conditions,
+            "containerStatuses": statuses,
+        }
+    });
+    Ok(pods
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?)
+}
+
+/// Sets a pod's phase to Failed with its containers terminated, as a kubelet does when the pod's
+/// process exits with an error and nothing restarts it.
+pub async fn mark_failed(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let now = Timestamp::now().to_string();
+    let status = json!({
+        "status": {
+            "phase": "Failed",
+            "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}],
+        }
+    });
+    Ok(pods
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?)
+}
+
+// A stable, valid address per pod name, in the service range's neighbour 10.244.0.0/16.
+fn fake_pod_ip(name: &str) -> String {
+    let hash = name
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+    format!("10.244.{}.{}", (hash >> 8) % 256, hash % 254 + 1)
+}
