@@ -1,3 +1,38 @@
 //! oz's API: the four `crds.wizardofoz.co/v1alpha1` kinds, wire-compatible with Oz, and the pure
 //! logic around them (durations, the duration decision, access-command rendering).
+//!
+//! Every Oz field keeps its JSON name and default, so Oz manifests apply unchanged. oz's
+//! additions are optional fields, schema validation that rejects at apply time what Oz only
+//! failed on at reconcile time, printer columns, short names and the `oz` category.
 #![forbid(unsafe_code)]
+
+pub mod access_command;
+mod access_config;
+mod crds;
+pub mod duration;
+mod exec;
+mod mutation;
+mod pod;
+mod requester;
+pub mod rules;
+mod status;
+mod target_ref;
+
+pub use access_config::{AccessConfig, GrantTo};
+pub use crds::{all_crds, crds_yaml};
+pub use exec::{
+    ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
+};
+pub use mutation::{
+    JsonPatchOperation, MAX_JSON_POINTER_LENGTH, MAX_PATCH_OPERATIONS, PatchOp,
+    PodTemplateSpecMutationConfig,
+};
+pub use pod::{PodAccessRequest, PodAccessRequestSpec, PodAccessTemplate, PodAccessTemplateSpec};
+pub use requester::Requester;
+pub use status::{RequestPhase, RequestStatus, TemplateStatus, condition_reason, condition_type};
+pub use target_ref::{ControllerApiVersion, ControllerKind, CrossVersionObjectReference};
+
+/// The API group of every oz kind, the same as Oz's.
+pub const GROUP: &str = "crds.wizardofoz.co";
+/// The only API version, the same as Oz's.
+pub const VERSION: &str = "v1alpha1";

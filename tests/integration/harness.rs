@@ -37,11 +37,7 @@ use oz_testenv::{
 use oz_webhooks::tls::{SwappableCert, TlsServer};
 use serde_json::{Value, json};
 
-use crate::support::eventually;
-
-fn env() -> &'static ControlPlane {
-    ControlPlane::shared()
-}
+use crate::support::{env, eventually};
 
 #[tokio::test]
 async fn each_user_is_authenticated_by_their_own_certificate() {

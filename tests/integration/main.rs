@@ -2,5 +2,6 @@
 //! module shares one control plane per run of this binary, and each test works in a namespace of
 //! its own.
 
+mod crds;
 mod harness;
 mod support;

@@ -2,6 +2,19 @@
 
 use std::{future::Future, time::Duration};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
+};
+use oz_testenv::ControlPlane;
+use tokio::sync::OnceCell;
+
+/// The shared control plane of this test binary.
+pub fn env() -> &'static ControlPlane {
+    ControlPlane::shared()
+}
+
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
 where
@@ -18,4 +31,72 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+static CRDS: OnceCell<()> = OnceCell::const_new();
+
+/// Installs oz's CRDs (once per test binary) and waits until the apiserver serves them.
+pub async fn install_crds() {
+    CRDS.get_or_init(|| async {
+        let admin = env().admin().await.unwrap();
+        let crds: Api<CustomResourceDefinition> = Api::all(admin);
+        for crd in oz_api::all_crds() {
+            crds.patch(
+                &crd.name_any(),
+                &PatchParams::apply("oz-tests").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .unwrap();
+        }
+        for crd in oz_api::all_crds() {
+            let name = crd.name_any();
+            eventually(
+                Duration::from_secs(30),
+                &format!("CRD {name} to be established"),
+                || {
+                    let (crds, name) = (crds.clone(), name.clone());
+                    async move {
+                        let crd = crds.get(&name).await.ok()?;
+                        let conditions = crd.status?.conditions?;
+                        conditions
+                            .iter()
+                            .any(|c| c.type_ == "Established" && c.status == "True")
+                            .then_some(())
+                    }
+                },
+            )
+            .await;
+        }
+    })
+    .await;
+}
+
+/// Parses one YAML manifest into a typeless object and the API resource it belongs to.
+pub fn parse_manifest(yaml: &str) -> (DynamicObject, ApiResource) {
+    let value: serde_json::Value = serde_saphyr::from_str(yaml).unwrap();
+    let object: DynamicObject = serde_json::from_value(value).unwrap();
+    let types = object
+        .types
+        .clone()
+        .expect("manifests have apiVersion and kind");
+    let (group, version) = match types.api_version.split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), types.api_version.clone()),
+    };
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &types.kind));
+    (object, resource)
+}
+
+/// Creates a YAML manifest in `namespace` (whatever namespace it names) as `client`, returning
+/// the stored object or the apiserver's refusal.
+pub async fn create_manifest(
+    client: &Client,
+    namespace: &str,
+    yaml: &str,
+) -> Result<DynamicObject, kube::Error> {
+    let (mut object, resource) = parse_manifest(yaml);
+    object.metadata.namespace = Some(namespace.into());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    api.create(&PostParams::default(), &object).await
 }

@@ -81,6 +81,7 @@ impl ControlPlaneOptions {
 pub struct ControlPlane {
     /// What the control plane reported once ready.
     pub ready: ReadyInfo,
+    binary: PathBuf,
     work_dir: PathBuf,
     child: Mutex<Child>,
     // Held open for the control plane's lifetime; its closing is the signal to exit.
@@ -134,6 +135,7 @@ impl ControlPlane {
                     .map_err(|e| Error::Start(format!("parsing {}: {e}", ready_file.display())))?;
                 return Ok(Self {
                     ready,
+                    binary,
                     work_dir,
                     child: Mutex::new(child),
                     stdin: Mutex::new(stdin),
@@ -190,6 +192,18 @@ impl ControlPlane {
             std::thread::sleep(Duration::from_millis(50));
         }
         false
+    }
+
+    /// The bundled kubectl (same version as the apiserver), set up to act as `user`, or as
+    /// admin for `None`.
+    pub fn kubectl(&self, user: Option<&str>) -> Result<Command> {
+        let kubeconfig = match user {
+            Some(user) => self.kubeconfig_of(user)?,
+            None => self.admin_kubeconfig(),
+        };
+        let mut command = Command::new(&self.binary);
+        command.arg("kubectl").arg("--kubeconfig").arg(kubeconfig);
+        Ok(command)
     }
 
     /// The admin kubeconfig path (group `system:masters`).

@@ -1,0 +1,76 @@
+//! `spec.accessConfig` of both template kinds: who may ask, for how long, and what they are told.
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    access_command::DEFAULT_ACCESS_COMMAND,
+    rules::{
+        DURATION_MAX_LENGTH, GO_DURATION_HINT, default_within_max_rule, positive_duration_rule,
+    },
+};
+
+/// Who a template's grants are bound to.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub enum GrantTo {
+    /// Only the user who created the request, as a User subject (oz's default).
+    #[default]
+    Requester,
+    /// Every member of every group in `allowedGroups`, as Group subjects (Oz's behaviour).
+    AllowedGroups,
+}
+
+/// Access settings shared by ExecAccessTemplate and PodAccessTemplate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(default_within_max_rule())
+    .message("spec.accessConfig.defaultDuration must not be greater than spec.accessConfig.maxDuration: lower the default or raise the maximum")
+    .field_path(".defaultDuration"))]
+pub struct AccessConfig {
+    /// Kubernetes RBAC group names whose members may request access through this template.
+    pub allowed_groups: Vec<String>,
+
+    /// How long access lasts when a request does not say: a Go duration such as `1h` or `90m`.
+    #[serde(default = "default_duration")]
+    #[schemars(length(max = DURATION_MAX_LENGTH))]
+    #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.defaultDuration must be {GO_DURATION_HINT}").as_str()))]
+    pub default_duration: String,
+
+    /// The longest access a request may get; longer requests are clamped to it.
+    #[serde(default = "max_duration")]
+    #[schemars(length(max = DURATION_MAX_LENGTH))]
+    #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.maxDuration must be {GO_DURATION_HINT}").as_str()))]
+    pub max_duration: String,
+
+    /// A Go text/template rendered against the target pod into the request's
+    /// `status.accessMessage`, for example
+    /// `kubectl exec -ti -n {{ .Metadata.Namespace }} {{ .Metadata.Name }} -- /bin/sh`.
+    #[serde(default = "default_access_command")]
+    pub access_command: String,
+
+    /// Who the grant is bound to: `Requester` (default), only the user who created the
+    /// request; or `AllowedGroups`, every member of allowedGroups, as Oz does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_to: Option<GrantTo>,
+}
+
+impl AccessConfig {
+    /// `grantTo`, with its default applied.
+    pub fn grant_to(&self) -> GrantTo {
+        self.grant_to.unwrap_or_default()
+    }
+}
+
+fn default_duration() -> String {
+    "1h".into()
+}
+
+fn max_duration() -> String {
+    "24h".into()
+}
+
+fn default_access_command() -> String {
+    DEFAULT_ACCESS_COMMAND.into()
+}

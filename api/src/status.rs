@@ -1,0 +1,81 @@
+//! Status of templates and requests: Oz's conditions, types and reasons, plus oz's additions
+//! (phase and expiresAt on requests).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::{Deserialize, Serialize};
+
+/// Status of ExecAccessTemplate and PodAccessTemplate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateStatus {
+    /// Oz's conditions: TargetRefExists and TemplateDurationsValid.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// True when every condition is True.
+    #[serde(default)]
+    pub ready: bool,
+}
+
+/// Status of ExecAccessRequest and PodAccessRequest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestStatus {
+    /// Oz's conditions: TargetTemplateExists, AccessDurationsValid, AccessStillValid,
+    /// AccessResourcesCreated and AccessResourcesReady.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// True when every condition is True; recomputed on every reconcile.
+    #[serde(default)]
+    pub ready: bool,
+    /// The access command rendered for the granted pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_message: Option<String>,
+    /// The pod the access is for. Chosen once and never changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    /// Where the request stands, for humans: Pending, Ready, Expired, Denied or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<RequestPhase>,
+    /// When the access ends: creationTimestamp plus the decided duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
+}
+
+/// Where a request stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum RequestPhase {
+    /// Accepted; access is being set up.
+    Pending,
+    /// Access is granted and usable.
+    Ready,
+    /// The access window has ended and the grant is revoked.
+    Expired,
+    /// The requester may not use the template; nothing was granted.
+    Denied,
+    /// Access could not be set up; the conditions say why.
+    Failed,
+}
+
+/// The condition types Oz writes, with the same names.
+pub mod condition_type {
+    pub const TARGET_REF_EXISTS: &str = "TargetRefExists";
+    pub const TEMPLATE_DURATIONS_VALID: &str = "TemplateDurationsValid";
+    pub const TARGET_TEMPLATE_EXISTS: &str = "TargetTemplateExists";
+    pub const ACCESS_DURATIONS_VALID: &str = "AccessDurationsValid";
+    pub const ACCESS_STILL_VALID: &str = "AccessStillValid";
+    pub const ACCESS_RESOURCES_CREATED: &str = "AccessResourcesCreated";
+    pub const ACCESS_RESOURCES_READY: &str = "AccessResourcesReady";
+}
+
+/// The condition reasons Oz writes, with the same names.
+pub mod condition_reason {
+    pub const SUCCESS: &str = "Success";
+    pub const NOT_FOUND: &str = "NotFound";
+    pub const NOT_ACCEPTABLE: &str = "NotAcceptable";
+    pub const BAD_REQUEST: &str = "BadRequest";
+    pub const TIMEOUT: &str = "Timeout";
+    pub const FAILURE: &str = "Failure";
+    pub const NOT_YET_READY: &str = "NotYetReady";
+    /// oz only: the requester is not in the template's allowedGroups.
+    pub const NOT_ALLOWED: &str = "NotAllowed";
+}
