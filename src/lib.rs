@@ -2,4 +2,26 @@
 //!
 //! This crate holds the controllers, builders and binaries; the CRD types and pure logic live in
 //! `oz-api`, the admission webhook server in `oz-webhooks`.
+//!
+//! - [`controllers`]: a template reconciler and a request reconciler, each generic over the
+//!   Exec and Pod kinds ([`kinds`]), reading like Oz's sequence: fetch, verify the template,
+//!   decide the duration, check expiry, build, report readiness.
+//! - [`builders`]: the heavy lifting of a grant: the Role, RoleBinding (and Pod) a request owns.
 #![forbid(unsafe_code)]
+
+pub mod apply;
+pub mod builders;
+pub mod conditions;
+pub mod context;
+pub mod controllers;
+pub mod error;
+pub mod kinds;
+pub mod metrics;
+pub mod target;
+pub mod time;
+
+pub use context::{Context, Settings};
+pub use error::{Error, Result};
+
+/// The field manager of every server-side apply oz makes.
+pub const FIELD_MANAGER: &str = "oz";

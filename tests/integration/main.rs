@@ -3,5 +3,6 @@
 //! its own.
 
 mod crds;
+mod exec;
 mod harness;
 mod support;

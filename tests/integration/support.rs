@@ -100,3 +100,108 @@ pub async fn create_manifest(
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     api.create(&PostParams::default(), &object).await
 }
+
+/// An oz-manager process watching one namespace, as admin, logging to
+/// `target/tmp/oz-manager-<namespace>-<n>.log`. It is killed when dropped.
+pub struct Operator {
+    child: std::process::Child,
+    namespace: String,
+    args: Vec<String>,
+    /// Where this run logs.
+    pub log: std::path::PathBuf,
+}
+
+static OPERATOR_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Operator {
+    /// Starts oz-manager for `namespace` with extra flags.
+    pub fn start(namespace: &str, args: &[&str]) -> Operator {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        Self::spawn(namespace, args)
+    }
+
+    fn spawn(namespace: &str, args: Vec<String>) -> Operator {
+        let run = OPERATOR_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("oz-manager-{namespace}-{run}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_oz-manager"))
+            .arg(format!("--watch-namespaces={namespace}"))
+            .args(&args)
+            .env("KUBECONFIG", env().admin_kubeconfig())
+            .env("OZ_LOG_LEVEL", "info,oz=debug")
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        Operator {
+            child,
+            namespace: namespace.into(),
+            args,
+            log,
+        }
+    }
+
+    /// Kills the process with SIGKILL: no cleanup code runs.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a new process with the same flags (after [`Operator::kill`]).
+    pub fn restart(&mut self) {
+        self.kill();
+        let next = Self::spawn(&self.namespace, self.args.clone());
+        *self = next;
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Whether `user` may `verb` the `resource` (with `subresource`) named `name` in `namespace`,
+/// asked by that user through their own credentials.
+pub async fn can(
+    user: &str,
+    verb: &str,
+    resource: &str,
+    subresource: Option<&str>,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(env().client_as(user).await.unwrap());
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.into()),
+                verb: Some(verb.into()),
+                resource: Some(resource.into()),
+                subresource: subresource.map(Into::into),
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .allowed
+}
+
+/// Whether `user` may exec into `pod`: both verbs a 1.35 websocket exec needs.
+pub async fn can_exec(user: &str, namespace: &str, pod: &str) -> bool {
+    can(user, "create", "pods", Some("exec"), namespace, pod).await
+        && can(user, "get", "pods", Some("exec"), namespace, pod).await
+}

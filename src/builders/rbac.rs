@@ -1,0 +1,240 @@
+//! The Role and RoleBinding of a grant: pure constructors, and the one apply path both builders
+//! use.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
+use kube::{Api, api::ObjectMeta};
+use oz_api::{AccessConfig, GrantTo, Requester};
+
+use crate::{Context, Result, apply::apply};
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// Everything about a grant that does not depend on the kind of access.
+#[derive(Clone, Debug)]
+pub struct GrantIdentity {
+    /// The name shared by the Role, RoleBinding and access Pod: `<request>-<uid8>`.
+    pub name: String,
+    pub namespace: String,
+    /// Labels that let people and oz find the grant's objects.
+    pub labels: BTreeMap<String, String>,
+    /// The controller owner reference to the request.
+    pub owner: OwnerReference,
+}
+
+/// A verb set on one subresource of one pod.
+#[derive(Clone, Copy, Debug)]
+pub struct PodPermission {
+    /// `pods`, `pods/exec`, `pods/attach`, ...
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// `kubectl exec`: read the pod, and create (POST, and since 1.35 the websocket GET upgrade
+/// too) plus get on pods/exec.
+pub const EXEC_PERMISSIONS: &[PodPermission] = &[
+    PodPermission {
+        resource: "pods",
+        verbs: &["get"],
+    },
+    PodPermission {
+        resource: "pods/exec",
+        verbs: &["create", "get"],
+    },
+];
+
+/// The Role granting `permissions` on the one pod `pod`, and nothing else.
+pub fn build_role(grant: &GrantIdentity, pod: &str, permissions: &[PodPermission]) -> Role {
+    Role {
+        metadata: grant_metadata(grant),
+        rules: Some(
+            permissions
+                .iter()
+                .map(|p| PolicyRule {
+                    api_groups: Some(vec!["".into()]),
+                    resources: Some(vec![p.resource.into()]),
+                    resource_names: Some(vec![pod.into()]),
+                    verbs: p.verbs.iter().map(|v| v.to_string()).collect(),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The RoleBinding of the grant's Role to `subjects`.
+pub fn build_role_binding(grant: &GrantIdentity, subjects: Vec<Subject>) -> RoleBinding {
+    RoleBinding {
+        metadata: grant_metadata(grant),
+        role_ref: RoleRef {
+            api_group: RBAC_GROUP.into(),
+            kind: "Role".into(),
+            name: grant.name.clone(),
+        },
+        subjects: Some(subjects),
+    }
+}
+
+/// Who the template says gets the grant: the requester alone, or every allowed group.
+pub fn subjects_for(config: &AccessConfig, requester: &Requester) -> Vec<Subject> {
+    match config.grant_to() {
+        GrantTo::Requester => vec![Subject {
+            api_group: Some(RBAC_GROUP.into()),
+            kind: "User".into(),
+            name: requester.username.clone(),
+            namespace: None,
+        }],
+        GrantTo::AllowedGroups => config
+            .allowed_groups
+            .iter()
+            .map(|group| Subject {
+                api_group: Some(RBAC_GROUP.into()),
+                kind: "Group".into(),
+                name: group.clone(),
+                namespace: None,
+            })
+            .collect(),
+    }
+}
+
+/// Subjects for a binding that may already exist: editing a template after a grant must never
+/// widen it, so an existing binding keeps only the subjects that are still wanted.
+pub fn never_wider(existing: Option<&RoleBinding>, wanted: Vec<Subject>) -> Vec<Subject> {
+    match existing.and_then(|b| b.subjects.as_ref()) {
+        Some(current) => wanted.into_iter().filter(|s| current.contains(s)).collect(),
+        None => wanted,
+    }
+}
+
+/// Applies the grant's Role and RoleBinding for `pod`.
+pub async fn apply_grant(
+    ctx: &Context,
+    grant: &GrantIdentity,
+    pod: &str,
+    permissions: &[PodPermission],
+    subjects: Vec<Subject>,
+) -> Result<()> {
+    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+    let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+    apply(&roles, &build_role(grant, pod, permissions)).await?;
+    let existing = bindings.get_opt(&grant.name).await?;
+    let subjects = never_wider(existing.as_ref(), subjects);
+    apply(&bindings, &build_role_binding(grant, subjects)).await?;
+    Ok(())
+}
+
+fn grant_metadata(grant: &GrantIdentity) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(grant.name.clone()),
+        namespace: Some(grant.namespace.clone()),
+        labels: Some(grant.labels.clone()),
+        owner_references: Some(vec![grant.owner.clone()]),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant() -> GrantIdentity {
+        GrantIdentity {
+            name: "req-1a2b3c4d".into(),
+            namespace: "shop".into(),
+            labels: BTreeMap::from([("app.kubernetes.io/managed-by".into(), "oz".into())]),
+            owner: OwnerReference {
+                api_version: "crds.wizardofoz.co/v1alpha1".into(),
+                kind: "ExecAccessRequest".into(),
+                name: "req".into(),
+                uid: "1a2b3c4d-0000".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+        }
+    }
+
+    fn config(grant_to: Option<GrantTo>) -> AccessConfig {
+        AccessConfig {
+            allowed_groups: vec!["devs".into(), "sre".into()],
+            default_duration: "1h".into(),
+            max_duration: "2h".into(),
+            access_command: String::new(),
+            grant_to,
+        }
+    }
+
+    fn alice() -> Requester {
+        Requester {
+            username: "alice".into(),
+            uid: None,
+            groups: vec!["devs".into()],
+        }
+    }
+
+    #[test]
+    fn the_exec_role_grants_exactly_get_pod_and_create_get_exec_on_one_pod() {
+        let role = build_role(&grant(), "web-0", EXEC_PERMISSIONS);
+        let rules = role.rules.unwrap();
+        assert_eq!(rules.len(), 2);
+        assert_eq!(
+            rules[0].resources.as_deref(),
+            Some(&["pods".to_string()][..])
+        );
+        assert_eq!(rules[0].verbs, ["get"]);
+        assert_eq!(
+            rules[1].resources.as_deref(),
+            Some(&["pods/exec".to_string()][..])
+        );
+        assert_eq!(rules[1].verbs, ["create", "get"]);
+        for rule in &rules {
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(&["web-0".to_string()][..])
+            );
+            assert_eq!(rule.api_groups.as_deref(), Some(&["".to_string()][..]));
+        }
+        assert_eq!(
+            role.metadata.owner_references.unwrap()[0].controller,
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn requester_grants_bind_only_the_requester_as_a_user() {
+        let subjects = subjects_for(&config(None), &alice());
+        assert_eq!(subjects.len(), 1);
+        assert_eq!(
+            (subjects[0].kind.as_str(), subjects[0].name.as_str()),
+            ("User", "alice")
+        );
+    }
+
+    #[test]
+    fn allowed_groups_grants_bind_every_group_as_oz_does() {
+        let subjects = subjects_for(&config(Some(GrantTo::AllowedGroups)), &alice());
+        let names: Vec<_> = subjects
+            .iter()
+            .map(|s| (s.kind.as_str(), s.name.as_str()))
+            .collect();
+        assert_eq!(names, [("Group", "devs"), ("Group", "sre")]);
+    }
+
+    #[test]
+    fn an_existing_binding_is_never_widened() {
+        let existing = build_role_binding(
+            &grant(),
+            subjects_for(&config(Some(GrantTo::AllowedGroups)), &alice())[..1].to_vec(),
+        );
+        let mut wider = config(Some(GrantTo::AllowedGroups));
+        wider.allowed_groups.push("everyone".into());
+        let kept = never_wider(Some(&existing), subjects_for(&wider, &alice()));
+        let names: Vec<_> = kept.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["devs"]);
+        // A binding that does not exist yet gets what is wanted.
+        assert_eq!(never_wider(None, subjects_for(&wider, &alice())).len(), 3);
+    }
+}

@@ -1,0 +1,137 @@
+//! Label selectors: matching a pod's labels, and the string form for list calls.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// Whether `labels` satisfy `selector`. An empty selector matches nothing here: a workload
+/// controller always has one, and granting access to "every pod" is never intended.
+pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let match_labels = selector.match_labels.iter().flatten();
+    let expressions = selector.match_expressions.iter().flatten();
+    if selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|e| e.is_empty())
+    {
+        return false;
+    }
+    match_labels
+        .into_iter()
+        .all(|(k, v)| labels.get(k) == Some(v))
+        && expressions.into_iter().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let value = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// The selector in the form list calls take (`app=web,tier in (a,b)`).
+pub fn to_query(selector: &LabelSelector) -> String {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            _ => format!("!{}", e.key),
+        });
+    }
+    parts.join(",")
+}
+
+/// A short human form for messages, e.g. `app=web`.
+pub fn describe(selector: &LabelSelector) -> String {
+    let query = to_query(selector);
+    if query.is_empty() {
+        "(empty)".into()
+    } else {
+        query
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn requirement(key: &str, operator: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: operator.into(),
+            values: Some(values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn match_labels_must_all_be_present() {
+        let selector = LabelSelector {
+            match_labels: Some(labels(&[("app", "web")])),
+            ..Default::default()
+        };
+        assert!(matches(&selector, &labels(&[("app", "web"), ("x", "y")])));
+        assert!(!matches(&selector, &labels(&[("app", "db")])));
+        assert!(!matches(&selector, &labels(&[])));
+        assert_eq!(to_query(&selector), "app=web");
+    }
+
+    #[test]
+    fn expressions_follow_kubernetes_semantics() {
+        let selector = LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![
+                requirement("tier", "In", &["a", "b"]),
+                requirement("canary", "NotIn", &["true"]),
+                requirement("team", "Exists", &[]),
+                requirement("legacy", "DoesNotExist", &[]),
+            ]),
+        };
+        assert!(matches(&selector, &labels(&[("tier", "a"), ("team", "x")])));
+        assert!(!matches(
+            &selector,
+            &labels(&[("tier", "c"), ("team", "x")])
+        ));
+        assert!(!matches(
+            &selector,
+            &labels(&[("tier", "a"), ("team", "x"), ("canary", "true")])
+        ));
+        assert!(!matches(&selector, &labels(&[("tier", "a")])));
+        assert!(!matches(
+            &selector,
+            &labels(&[("tier", "a"), ("team", "x"), ("legacy", "1")])
+        ));
+        assert_eq!(
+            to_query(&selector),
+            "tier in (a,b),canary notin (true),team,!legacy"
+        );
+    }
+
+    #[test]
+    fn an_empty_selector_matches_nothing() {
+        assert!(!matches(
+            &LabelSelector::default(),
+            &labels(&[("app", "web")])
+        ));
+    }
+}

@@ -1,0 +1,297 @@
+//! Wiring: one template controller and one request controller per kind, per watched namespace
+//! (or cluster-wide), with the watches that make them react instead of poll.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::{Stream, StreamExt, future::BoxFuture};
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment, StatefulSet},
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::DynamicObject,
+    runtime::{
+        Controller,
+        controller::Action,
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+use oz_api::{ControllerKind, ExecAccessTemplate, PodAccessTemplate, RequestPhase};
+
+use crate::{
+    Context, Error,
+    builders::{AccessBuilder, ExecAccessBuilder, MANAGED_BY},
+    kinds::{AccessRequest, AccessTemplate},
+    metrics::{ErrorLabels, KindLabels},
+    target::rollout_resource,
+};
+
+pub mod request;
+pub mod template;
+
+pub use request::RequestReconciler;
+
+/// Where the controllers look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace.
+    Cluster,
+    /// One namespace.
+    Namespace(String),
+}
+
+impl Scope {
+    fn api<K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>>(
+        &self,
+        client: &Client,
+    ) -> Api<K> {
+        match self {
+            Scope::Cluster => Api::all(client.clone()),
+            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        }
+    }
+}
+
+/// Which kinds of access to run controllers for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    Exec,
+    Pod,
+}
+
+/// The controllers for `kinds` in `scope`, as futures that run until `shutdown` resolves.
+pub async fn controllers(
+    ctx: Context,
+    scope: Scope,
+    kinds: &[AccessKind],
+    shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
+) -> Vec<BoxFuture<'static, ()>> {
+    let rollouts_installed = rollouts_installed(&ctx.client).await;
+    let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
+    for kind in kinds {
+        match kind {
+            AccessKind::Exec => {
+                tasks.push(Box::pin(template_controller::<ExecAccessTemplate>(
+                    ctx.clone(),
+                    scope.clone(),
+                    rollouts_installed,
+                    shutdown.clone(),
+                )));
+                tasks.push(Box::pin(request_controller(
+                    ctx.clone(),
+                    scope.clone(),
+                    ExecAccessBuilder,
+                    shutdown.clone(),
+                )));
+            }
+            AccessKind::Pod => {
+                tasks.push(Box::pin(template_controller::<PodAccessTemplate>(
+                    ctx.clone(),
+                    scope.clone(),
+                    rollouts_installed,
+                    shutdown.clone(),
+                )));
+            }
+        }
+    }
+    tasks
+}
+
+async fn template_controller<T: AccessTemplate>(
+    ctx: Context,
+    scope: Scope,
+    rollouts_installed: bool,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let controller = Controller::new(scope.api::<T>(&client), watcher::Config::default());
+    let store = controller.store();
+    let mut controller = controller
+        .watches(
+            scope.api::<Deployment>(&client),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::Deployment),
+        )
+        .watches(
+            scope.api::<StatefulSet>(&client),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::StatefulSet),
+        )
+        .watches(
+            scope.api::<DaemonSet>(&client),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::DaemonSet),
+        );
+    if rollouts_installed {
+        let rollouts: Api<DynamicObject> = match &scope {
+            Scope::Cluster => Api::all_with(client.clone(), &rollout_resource()),
+            Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &rollout_resource()),
+        };
+        controller = controller.watches_with(
+            rollouts,
+            rollout_resource(),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::Rollout),
+        );
+    }
+    let label = T::kind(&()).to_string();
+    drain(
+        controller.graceful_shutdown_on(shutdown).run(
+            template::reconcile::<T>,
+            error_policy::<T, _>("template"),
+            Arc::new(ctx),
+        ),
+        &label,
+    )
+    .await;
+}
+
+/// Maps a changed workload to the templates that target it.
+fn templates_targeting<T: AccessTemplate, W: ResourceExt>(
+    store: &Store<T>,
+    kind: ControllerKind,
+) -> impl Fn(W) -> Vec<ObjectRef<T>> + Send + Sync + 'static {
+    let store = store.clone();
+    move |workload: W| {
+        let (name, namespace) = (workload.name_any(), workload.namespace());
+        store
+            .state()
+            .iter()
+            .filter(|t| t.namespace() == namespace)
+            .filter(|t| {
+                t.target_ref()
+                    .is_some_and(|r| r.kind == kind && r.name == name)
+            })
+            .map(|t| ObjectRef::from_obj(&**t))
+            .collect()
+    }
+}
+
+async fn request_controller<B: AccessBuilder>(
+    ctx: Context,
+    scope: Scope,
+    builder: B,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let owned = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
+    let controller = Controller::new(scope.api::<B::Request>(&client), watcher::Config::default());
+    let store = controller.store();
+    let controller = controller
+        .owns(scope.api::<Role>(&client), owned.clone())
+        .owns(scope.api::<RoleBinding>(&client), owned)
+        .watches(
+            scope.api::<<B::Request as AccessRequest>::Template>(&client),
+            watcher::Config::default(),
+            requests_naming(&store),
+        );
+    let kind = <B::Request as Resource>::kind(&()).to_string();
+    tokio::spawn(count_active_grants(
+        ctx.clone(),
+        store.clone(),
+        kind.clone(),
+    ));
+    let reconciler = Arc::new(RequestReconciler { ctx, builder });
+    drain(
+        controller.graceful_shutdown_on(shutdown).run(
+            request::reconcile::<B>,
+            error_policy::<B::Request, _>("request"),
+            reconciler,
+        ),
+        &kind,
+    )
+    .await;
+}
+
+/// Maps a changed template to the requests that name it.
+fn requests_naming<R: AccessRequest>(
+    store: &Store<R>,
+) -> impl Fn(R::Template) -> Vec<ObjectRef<R>> + Send + Sync + 'static {
+    let store = store.clone();
+    move |template: R::Template| {
+        let (name, namespace) = (template.name_any(), template.namespace());
+        store
+            .state()
+            .iter()
+            .filter(|r| r.namespace() == namespace && r.template_name() == name)
+            .map(|r| ObjectRef::from_obj(&**r))
+            .collect()
+    }
+}
+
+/// Keeps `oz_active_grants` equal to the number of Ready requests in the cache.
+async fn count_active_grants<R: AccessRequest>(ctx: Context, store: Store<R>, kind: String) {
+    let gauge = ctx
+        .metrics
+        .active_grants
+        .get_or_create(&KindLabels { kind })
+        .clone();
+    loop {
+        let ready = store
+            .state()
+            .iter()
+            .filter(|r| r.request_status().and_then(|s| s.phase) == Some(RequestPhase::Ready))
+            .count();
+        gauge.set(ready as i64);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+fn error_policy<K: Resource<DynamicType = ()>, C: HasContext>(
+    controller: &'static str,
+) -> impl Fn(Arc<K>, &Error, Arc<C>) -> Action {
+    move |object, error, this| {
+        tracing::warn!(%error, kind = %K::kind(&()), name = %object.name_any(), "reconcile failed; retrying");
+        this.context()
+            .metrics
+            .errors
+            .get_or_create(&ErrorLabels {
+                controller,
+                kind: K::kind(&()).into(),
+                error: error.metric_label(),
+            })
+            .inc();
+        Action::requeue(Duration::from_secs(5))
+    }
+}
+
+/// Both reconcilers' contexts lead to the shared [`Context`].
+pub trait HasContext {
+    fn context(&self) -> &Context;
+}
+
+impl HasContext for Context {
+    fn context(&self) -> &Context {
+        self
+    }
+}
+
+impl<B> HasContext for RequestReconciler<B> {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
+async fn drain<T: std::fmt::Debug, E: std::fmt::Display>(
+    stream: impl Stream<Item = Result<T, E>>,
+    kind: &str,
+) {
+    stream
+        .for_each(|result| async move {
+            match result {
+                Ok(_) => {}
+                Err(e) => tracing::debug!(kind, error = %e, "controller event"),
+            }
+        })
+        .await;
+}
+
+/// Whether the Argo Rollouts CRD is installed, so Rollout targets can be watched.
+async fn rollouts_installed(client: &Client) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &rollout_resource());
+    api.list(&kube::api::ListParams::default().limit(1))
+        .await
+        .is_ok()
+}
