@@ -295,7 +295,7 @@ async fn expire<B: AccessBuilder>(
     ));
     pass.status.phase = Some(RequestPhase::Expired);
     pass.status.access_message = None;
-    pass.event = Some((
+    pass.events.push((
         EventType::Normal,
         "Expired",
         format!("access ended at {expires_at}; its access resources were deleted"),
@@ -352,7 +352,7 @@ async fn deny<B: AccessBuilder>(
     ));
     pass.status.phase = Some(RequestPhase::Denied);
     pass.status.access_message = None;
-    pass.event = Some((EventType::Warning, "Denied", message));
+    pass.events.push((EventType::Warning, "Denied", message));
     pass.finish(&this.ctx, request, Action::await_change())
         .await
 }
@@ -395,7 +395,7 @@ struct Pass {
     generation: Option<i64>,
     previous: RequestStatus,
     status: RequestStatus,
-    event: Option<(EventType, &'static str, String)>,
+    events: Vec<(EventType, &'static str, String)>,
 }
 
 impl Pass {
@@ -406,7 +406,7 @@ impl Pass {
             generation: request.meta().generation,
             status: previous.clone(),
             previous,
-            event: None,
+            events: Vec::new(),
         }
     }
 
@@ -443,6 +443,20 @@ impl Pass {
 
         let kind = R::kind(&()).to_string();
         let became = |phase| self.status.phase == Some(phase) && self.previous.phase != Some(phase);
+        let created =
+            |s: &RequestStatus| conditions::is_true(&s.conditions, kind::ACCESS_RESOURCES_CREATED);
+        if created(&self.status) && !created(&self.previous) {
+            let message = self
+                .status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == kind::ACCESS_RESOURCES_CREATED);
+            self.events.push((
+                EventType::Normal,
+                "Created",
+                message.map(|c| c.message.clone()).unwrap_or_default(),
+            ));
+        }
         if became(RequestPhase::Ready) {
             if let Some(created) = &request.meta().creation_timestamp {
                 let seconds = time::seconds_past(Timestamp::now(), created.0).max(0.0);
@@ -458,12 +472,12 @@ impl Pass {
                 .as_ref()
                 .map(|t| t.0.to_string())
                 .unwrap_or_default();
-            self.event.get_or_insert((
+            self.events.push((
                 EventType::Normal,
                 "Ready",
                 format!("access to pod {pod} granted until {until}"),
             ));
-        } else if self.event.is_none() && self.status.phase == Some(RequestPhase::Failed) {
+        } else if self.events.is_empty() && self.status.phase == Some(RequestPhase::Failed) {
             // Publish a failure once per distinct problem, not on every retry.
             let failing = |s: &RequestStatus| {
                 s.conditions
@@ -473,14 +487,14 @@ impl Pass {
                     .collect::<Vec<_>>()
             };
             if failing(&self.status) != failing(&self.previous) {
-                self.event = Some((
+                self.events.push((
                     EventType::Warning,
                     "Failed",
                     failing(&self.status).join("; "),
                 ));
             }
         }
-        if let Some((type_, reason, note)) = self.event {
+        for (type_, reason, note) in self.events {
             let event = Event {
                 type_,
                 reason: reason.into(),

@@ -98,6 +98,30 @@ impl Fixture {
         )
     }
 
+    /// The reasons of the Events published about request `name`, once `reason` is among them.
+    async fn events_once(&self, name: &str, reason: &str) -> Vec<String> {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.admin.clone(), &self.ns);
+        let selector = format!("regarding.name={name}");
+        eventually(
+            Duration::from_secs(10),
+            &format!("a {reason} event about {name}"),
+            || {
+                let (events, selector) = (events.clone(), selector.clone());
+                async move {
+                    let list = events
+                        .list(&ListParams::default().fields(&selector))
+                        .await
+                        .ok()?;
+                    let reasons: Vec<String> =
+                        list.items.into_iter().filter_map(|e| e.reason).collect();
+                    reasons.iter().any(|r| r == reason).then_some(reasons)
+                }
+            },
+        )
+        .await
+    }
+
     async fn oz_roles(&self) -> Vec<Role> {
         let roles: Api<Role> = Api::namespaced(self.admin.clone(), &self.ns);
         roles
@@ -190,6 +214,8 @@ async fn alice_gets_exec_on_the_recorded_pod_only_and_no_one_else_does() {
     );
     // The request is owned by its template, as in Oz.
     assert_eq!(ready.owner_references()[0].kind, "ExecAccessTemplate");
+    let reasons = f.events_once("alice-web", "Ready").await;
+    assert!(reasons.contains(&"Created".to_string()), "{reasons:?}");
 
     // What the apiserver says, asked by each user.
     let other = f.web.pod_names().into_iter().find(|p| *p != pod).unwrap();
@@ -277,6 +303,7 @@ async fn bob_is_denied_and_nothing_is_created() {
         reason.message
     );
     assert!(!denied.status.unwrap().ready);
+    f.events_once("bob-web", "Denied").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         f.oz_roles().await.is_empty(),
