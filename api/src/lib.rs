@@ -13,6 +13,7 @@ pub mod duration;
 mod exec;
 mod mutation;
 mod pod;
+pub mod pod_mutation;
 mod requester;
 pub mod rules;
 mod status;
