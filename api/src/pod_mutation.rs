@@ -1,6 +1,6 @@
 //! The access pod's template: the workload's `PodTemplateSpec` changed as a PodAccessTemplate's
-//! `controllerTargetMutationConfig` says, and the check of the pod against the template's
-//! `maxCpu`, `maxMemory` and `maxStorage`.
+//! `controllerTargetMutationConfig` says, and the enforcement of the template's `maxCpu`,
+//! `maxMemory` and `maxStorage` on the pod.
 //!
 //! [`mutate_pod_template`] applies Oz's `PatchPodTemplateSpec` steps in Oz's order:
 //!
@@ -41,13 +41,20 @@
 //! Nothing else is changed: service account, volumes, restart policy and the other containers
 //! are inherited, as in Oz.
 //!
-//! [`check_resource_caps`] enforces `maxCpu`, `maxMemory` and `maxStorage`, which Oz declared
-//! but never read. A pod over a cap is **rejected** with a message naming each container,
-//! resource, value and cap, rather than silently capped: lowering a limit behind the user's back
-//! can OOM-kill or starve a debug session in ways that are hard to trace back to the template,
-//! while a clear message lets the template author fix the template. Every request and limit of
-//! every container, init container and sidecar must be within the cap, and a container without
-//! a limit for a capped resource breaks the cap too (otherwise the cap would mean nothing).
+//! [`apply_resource_caps`] enforces `maxCpu`, `maxMemory` and `maxStorage`, which Oz declared
+//! but never read. It looks at every container, init container and sidecar, for each cap that is
+//! set:
+//!
+//! * **A request or limit above the cap is rejected**, with a message naming each container,
+//!   resource, value and cap, rather than silently lowered: lowering a limit the template author
+//!   chose can OOM-kill or starve a debug session in ways that are hard to trace back to the
+//!   template, while a clear message lets the author fix it. All violations are reported
+//!   together, and the pod spec is left unchanged.
+//! * **A missing limit is set to the cap**, as a LimitRange's default limit would be, so the cap
+//!   always holds: a container without a limit could otherwise use any amount. This is not an
+//!   error, because Oz's own example template sets requests only (and caps of 1 CPU, 1Gi memory
+//!   and 1Gi storage), and it must keep working.
+//!
 //! Quantities are compared exactly, in Kubernetes' own precision ([`parse_quantity`]).
 
 use std::{collections::BTreeMap, fmt};
@@ -854,8 +861,6 @@ pub enum CapProblem {
         /// The limit as written.
         value: String,
     },
-    /// It has no limit, so nothing holds it to the cap.
-    NoLimit,
 }
 
 /// One way the access pod breaks one of the template's caps.
@@ -885,11 +890,6 @@ impl fmt::Display for CapViolation {
             CapProblem::LimitAboveCap { value } => write!(
                 f,
                 "{container}: limits.{resource} {value} is above {field} {cap}"
-            ),
-            CapProblem::NoLimit => write!(
-                f,
-                "{container}: no {resource} limit, but {field} is {cap} (a cap needs a limit to \
-                 hold the container to it)"
             ),
         }
     }
@@ -923,7 +923,7 @@ pub enum ResourceCapError {
         source: QuantityError,
     },
 
-    /// Containers are over a cap, or have no limit for a capped resource.
+    /// Containers have requests or limits above a cap.
     #[error("{}", OverCapMessage(.violations))]
     OverCap {
         /// Every violation, container by container.
@@ -959,13 +959,16 @@ impl fmt::Display for OverCapMessage<'_> {
     }
 }
 
-/// Checks every request and limit of every container, init container and sidecar of `spec`
-/// against the template's caps; `None` means no cap. With a cap set, a container without a limit
-/// for that resource breaks it too. All violations are reported together.
+/// Enforces the template's caps on every container, init container and sidecar of `spec`;
+/// `None` means no cap.
+///
+/// A request or limit above a set cap is a violation: all of them are reported together in
+/// [`ResourceCapError::OverCap`], and `spec` is left unchanged. Otherwise every container without
+/// a limit for a capped resource gets the cap as its limit, so the cap always holds.
 ///
 /// Call it on the final spec, after [`mutate_pod_template`].
-pub fn check_resource_caps(
-    spec: &PodSpec,
+pub fn apply_resource_caps(
+    spec: &mut PodSpec,
     max_cpu: Option<&Quantity>,
     max_memory: Option<&Quantity>,
     max_storage: Option<&Quantity>,
@@ -981,27 +984,18 @@ pub fn check_resource_caps(
                 field: resource.cap_field(),
                 source,
             })?;
-            caps.push((resource, &cap.0, value));
+            caps.push((resource, cap, value));
         }
     }
     if caps.is_empty() {
         return Ok(());
     }
 
-    let containers = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(index, c)| (ContainerList::Containers, index, c));
-    let init_containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(index, c)| (ContainerList::InitContainers, index, c));
-
+    // Check everything first, so that an error leaves the spec as it was.
     let mut violations = Vec::new();
-    for (list, index, container) in containers.chain(init_containers) {
+    // (list, index, resource, cap) of every limit to fill in.
+    let mut missing_limits = Vec::new();
+    for (list, index, container) in all_containers(spec) {
         let container_ref = ContainerRef {
             list,
             index,
@@ -1010,7 +1004,7 @@ pub fn check_resource_caps(
         let resources = container.resources.as_ref();
         let requests = resources.and_then(|r| r.requests.as_ref());
         let limits = resources.and_then(|r| r.limits.as_ref());
-        for &(resource, cap_text, cap) in &caps {
+        for &(resource, cap_quantity, cap) in &caps {
             let name = resource.resource_name();
             let parse = |kind: &'static str, quantity: &Quantity| {
                 parse_quantity(&quantity.0).map_err(|source| ResourceCapError::InvalidQuantity {
@@ -1025,7 +1019,7 @@ pub fn check_resource_caps(
                     container: container_ref.clone(),
                     resource,
                     problem,
-                    cap: cap_text.clone(),
+                    cap: cap_quantity.0.clone(),
                 });
             };
             if let Some(request) = requests.and_then(|r| r.get(name))
@@ -1036,7 +1030,7 @@ pub fn check_resource_caps(
                 });
             }
             match limits.and_then(|l| l.get(name)) {
-                None => violation(CapProblem::NoLimit),
+                None => missing_limits.push((list, index, name, cap_quantity)),
                 Some(limit) if parse("limits", limit)? > cap => {
                     violation(CapProblem::LimitAboveCap {
                         value: limit.0.clone(),
@@ -1046,12 +1040,43 @@ pub fn check_resource_caps(
             }
         }
     }
-
-    if violations.is_empty() {
-        Ok(())
-    } else {
-        Err(ResourceCapError::OverCap { violations })
+    if !violations.is_empty() {
+        return Err(ResourceCapError::OverCap { violations });
     }
+
+    for (list, index, name, cap) in missing_limits {
+        let container = match list {
+            ContainerList::Containers => &mut spec.containers[index],
+            ContainerList::InitContainers => &mut spec
+                .init_containers
+                .as_mut()
+                .expect("init containers were just listed")[index],
+        };
+        container
+            .resources
+            .get_or_insert_with(ResourceRequirements::default)
+            .limits
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_owned(), cap.clone());
+    }
+    Ok(())
+}
+
+/// Every container of `spec`, then every init container (sidecars included), with its list and
+/// position.
+fn all_containers(spec: &PodSpec) -> impl Iterator<Item = (ContainerList, usize, &Container)> {
+    let containers = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(index, c)| (ContainerList::Containers, index, c));
+    let init_containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(index, c)| (ContainerList::InitContainers, index, c));
+    containers.chain(init_containers)
 }
 
 #[cfg(test)]
@@ -2062,56 +2087,89 @@ mod tests {
     }
 
     fn over_caps(spec: &PodSpec, cpu: &str, memory: &str, storage: &str) -> Vec<CapViolation> {
-        match check_resource_caps(spec, Some(&q(cpu)), Some(&q(memory)), Some(&q(storage))) {
+        let mut capped = spec.clone();
+        let result = apply_resource_caps(
+            &mut capped,
+            Some(&q(cpu)),
+            Some(&q(memory)),
+            Some(&q(storage)),
+        );
+        assert_eq!(&capped, spec, "a rejected spec must be left unchanged");
+        match result {
             Err(ResourceCapError::OverCap { violations }) => violations,
             other => panic!("expected OverCap, got {other:?}"),
         }
     }
 
+    /// Applies the caps to a copy of `spec`, expecting success, and returns the result.
+    fn capped(
+        spec: &PodSpec,
+        cpu: Option<&str>,
+        memory: Option<&str>,
+        storage: Option<&str>,
+    ) -> PodSpec {
+        let mut capped = spec.clone();
+        let (cpu, memory, storage) = (cpu.map(q), memory.map(q), storage.map(q));
+        apply_resource_caps(&mut capped, cpu.as_ref(), memory.as_ref(), storage.as_ref())
+            .unwrap_or_else(|error| panic!("caps rejected the spec: {error}"));
+        capped
+    }
+
+    /// `spec`'s `containers[index].resources` (or `initContainers`), as JSON.
+    fn resources_json(spec: &PodSpec, list: ContainerList, index: usize) -> Value {
+        let container = match list {
+            ContainerList::Containers => &spec.containers[index],
+            ContainerList::InitContainers => &spec.init_containers.as_ref().unwrap()[index],
+        };
+        serde_json::to_value(&container.resources).unwrap()
+    }
+
+    fn request_error(
+        spec: &mut PodSpec,
+        cpu: Option<&str>,
+        memory: Option<&str>,
+    ) -> ResourceCapError {
+        let (cpu, memory) = (cpu.map(q), memory.map(q));
+        apply_resource_caps(spec, cpu.as_ref(), memory.as_ref(), None).unwrap_err()
+    }
+
     #[test]
-    fn caps_not_set_allow_anything() {
+    fn caps_not_set_allow_anything_and_change_nothing() {
         let unlimited = spec(json!({"containers": [{"name": "app"}]}));
-        assert_eq!(check_resource_caps(&unlimited, None, None, None), Ok(()));
-        assert_eq!(
-            check_resource_caps(
-                &spec(json!({"containers": [{"name": "app",
-                    "resources": {"limits": {"cpu": "64"}}}]})),
-                None,
-                None,
-                None
-            ),
-            Ok(())
-        );
+        assert_eq!(capped(&unlimited, None, None, None), unlimited);
+        let big = spec(json!({"containers": [{"name": "app",
+            "resources": {"limits": {"cpu": "64"}}}]}));
+        assert_eq!(capped(&big, None, None, None), big);
     }
 
     #[test]
-    fn values_equal_to_the_caps_are_within_them() {
-        assert_eq!(
-            check_resource_caps(
-                &within_caps_spec(),
-                Some(&q("1")),
-                Some(&q("1Gi")),
-                Some(&q("1Gi"))
-            ),
-            Ok(())
-        );
+    fn values_equal_to_the_caps_are_within_them_and_left_alone() {
+        let spec = within_caps_spec();
+        assert_eq!(capped(&spec, Some("1"), Some("1Gi"), Some("1Gi")), spec);
     }
 
     #[test]
-    fn only_the_capped_resources_need_limits() {
+    fn only_the_capped_resources_get_limits() {
         let cpu_only = spec(json!({"containers": [{"name": "app",
             "resources": {"limits": {"cpu": "500m"}}}]}));
+        assert_eq!(capped(&cpu_only, Some("1"), None, None), cpu_only);
+
+        let bare = spec(json!({"containers": [{"name": "app"}]}));
         assert_eq!(
-            check_resource_caps(&cpu_only, Some(&q("1")), None, None),
-            Ok(())
+            resources_json(
+                &capped(&bare, Some("1"), None, None),
+                ContainerList::Containers,
+                0
+            ),
+            json!({"limits": {"cpu": "1"}})
         );
     }
 
     #[test]
     fn a_limit_above_the_cap_is_named_with_its_container_value_and_cap() {
-        let spec = spec(json!({"containers": [{"name": "app",
+        let mut spec = spec(json!({"containers": [{"name": "app",
             "resources": {"limits": {"cpu": "2"}}}]}));
-        let error = check_resource_caps(&spec, Some(&q("1")), None, None).unwrap_err();
+        let error = request_error(&mut spec, Some("1"), None);
         assert_eq!(
             error.to_string(),
             "the access pod exceeds the PodAccessTemplate's resource caps: container \"app\" \
@@ -2125,9 +2183,9 @@ mod tests {
 
     #[test]
     fn a_request_above_the_cap_is_a_violation() {
-        let spec = spec(json!({"containers": [{"name": "app", "resources": {
+        let mut spec = spec(json!({"containers": [{"name": "app", "resources": {
             "requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}}]}));
-        let error = check_resource_caps(&spec, None, Some(&q("1Gi")), None).unwrap_err();
+        let error = request_error(&mut spec, None, Some("1Gi"));
         assert_eq!(
             error,
             ResourceCapError::OverCap {
@@ -2153,23 +2211,88 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_limit_breaks_a_cap() {
-        let spec = spec(json!({"containers": [{"name": "app",
-            "resources": {"requests": {"cpu": "100m"}}}]}));
-        let error = check_resource_caps(&spec, Some(&q("1")), None, None).unwrap_err();
+    fn a_request_of_2_cpus_is_rejected_by_a_max_cpu_of_500m() {
+        let mut spec = spec(json!({"containers": [{"name": "app",
+            "resources": {"requests": {"cpu": "2"}}}]}));
+        let original = spec.clone();
+        let error = request_error(&mut spec, Some("500m"), None);
         let message = error.to_string();
         assert!(
             message.contains(
-                "container \"app\" (spec.containers[0]): no cpu limit, but spec.maxCpu is 1"
+                "container \"app\" (spec.containers[0]): requests.cpu 2 is above spec.maxCpu 500m"
             ),
             "{message}"
         );
         assert!(message.ends_with("or raise spec.maxCpu"), "{message}");
+        // The missing cpu limit was not filled in either.
+        assert_eq!(spec, original);
+    }
+
+    #[test]
+    fn a_missing_limit_is_filled_from_the_cap() {
+        let spec = spec(json!({"containers": [{"name": "app",
+            "resources": {"requests": {"cpu": "100m"}}}]}));
+        assert_eq!(
+            resources_json(
+                &capped(&spec, Some("1"), None, None),
+                ContainerList::Containers,
+                0
+            ),
+            json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "1"}})
+        );
+    }
+
+    #[test]
+    fn a_missing_limit_is_filled_from_the_cap_beside_the_limits_that_are_set() {
+        let spec = spec(json!({"containers": [{"name": "app", "resources": {
+            "requests": {"memory": "64Mi"},
+            "limits": {"cpu": "250m", "nvidia.com/gpu": "1"}}}]}));
+        assert_eq!(
+            resources_json(
+                &capped(&spec, Some("1"), Some("1Gi"), Some("2Gi")),
+                ContainerList::Containers,
+                0
+            ),
+            json!({
+                "requests": {"memory": "64Mi"},
+                "limits": {
+                    "cpu": "250m",
+                    "ephemeral-storage": "2Gi",
+                    "memory": "1Gi",
+                    "nvidia.com/gpu": "1"
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn missing_limits_of_init_containers_and_sidecars_are_filled_from_the_cap() {
+        let spec = spec(json!({
+            "initContainers": [
+                {"name": "migrate"},
+                {"name": "mesh", "restartPolicy": "Always",
+                 "resources": {"requests": {"memory": "32Mi"}}}
+            ],
+            "containers": [{"name": "app", "resources": {"limits": {"memory": "512Mi"}}}]
+        }));
+        let capped = capped(&spec, None, Some("1Gi"), None);
+        assert_eq!(
+            resources_json(&capped, ContainerList::InitContainers, 0),
+            json!({"limits": {"memory": "1Gi"}})
+        );
+        assert_eq!(
+            resources_json(&capped, ContainerList::InitContainers, 1),
+            json!({"requests": {"memory": "32Mi"}, "limits": {"memory": "1Gi"}})
+        );
+        assert_eq!(
+            resources_json(&capped, ContainerList::Containers, 0),
+            json!({"limits": {"memory": "512Mi"}})
+        );
     }
 
     #[test]
     fn init_containers_and_sidecars_are_checked() {
-        let spec = spec(json!({
+        let mut spec = spec(json!({
             "initContainers": [
                 {"name": "migrate", "resources": {"limits": {"memory": "512Mi"}}},
                 {"name": "mesh", "restartPolicy": "Always",
@@ -2177,7 +2300,7 @@ mod tests {
             ],
             "containers": [{"name": "app", "resources": {"limits": {"memory": "1Gi"}}}]
         }));
-        let error = check_resource_caps(&spec, None, Some(&q("1Gi")), None).unwrap_err();
+        let error = request_error(&mut spec, None, Some("1Gi"));
         assert_eq!(
             error,
             ResourceCapError::OverCap {
@@ -2207,10 +2330,12 @@ mod tests {
         let spec = spec(json!({"containers": [{"name": "app", "resources": {
             "requests": {"ephemeral-storage": "2G"},
             "limits": {"ephemeral-storage": "1.5Gi"}}}]}));
-        let violations = match check_resource_caps(&spec, None, None, Some(&q("1Gi"))) {
+        let mut rejected = spec.clone();
+        let violations = match apply_resource_caps(&mut rejected, None, None, Some(&q("1Gi"))) {
             Err(ResourceCapError::OverCap { violations }) => violations,
             other => panic!("expected OverCap, got {other:?}"),
         };
+        assert_eq!(rejected, spec);
         assert_eq!(
             violations
                 .iter()
@@ -2240,47 +2365,82 @@ mod tests {
     fn every_violation_is_reported_and_every_cap_to_raise_named() {
         let spec = spec(json!({"containers": [
             {"name": "app", "resources": {"limits": {"cpu": "4", "memory": "8Gi"}}},
-            {"name": "proxy"}
+            {"name": "proxy", "resources": {"requests": {"ephemeral-storage": "2Gi"}}}
         ]}));
         let violations = over_caps(&spec, "1", "1Gi", "1Gi");
-        // app: cpu over, memory over, no storage limit; proxy: no limit for any of the three.
-        assert_eq!(violations.len(), 6, "{violations:#?}");
+        // app: cpu and memory over; proxy: storage request over. The missing limits (app's
+        // storage, all of proxy's) are not violations.
+        assert_eq!(
+            violations
+                .iter()
+                .map(|v| (v.container.name.as_str(), v.resource))
+                .collect::<Vec<_>>(),
+            [
+                ("app", CappedResource::Cpu),
+                ("app", CappedResource::Memory),
+                ("proxy", CappedResource::EphemeralStorage),
+            ]
+        );
         let message = ResourceCapError::OverCap { violations }.to_string();
         assert!(
             message.ends_with("or raise spec.maxCpu / spec.maxMemory / spec.maxStorage"),
             "{message}"
         );
-        assert!(message.contains("container \"proxy\" (spec.containers[1]): no memory limit"));
+        assert!(message.contains(
+            "container \"proxy\" (spec.containers[1]): requests.ephemeral-storage 2Gi is above \
+             spec.maxStorage 1Gi"
+        ));
     }
 
     #[test]
-    fn oz_example_template_without_limits_breaks_its_own_caps() {
+    fn on_error_the_spec_is_left_unchanged() {
+        // proxy lacks every limit, which alone would be filled in, but app is over the cpu cap,
+        // so nothing may be filled in.
+        let original = spec(json!({
+            "initContainers": [{"name": "migrate"}],
+            "containers": [
+                {"name": "proxy"},
+                {"name": "app", "resources": {"requests": {"cpu": "100m"},
+                    "limits": {"cpu": "4"}}}
+            ]
+        }));
+        let mut spec = original.clone();
+        let error = apply_resource_caps(&mut spec, Some(&q("1")), Some(&q("1Gi")), Some(&q("1Gi")))
+            .unwrap_err();
+        assert!(
+            matches!(error, ResourceCapError::OverCap { .. }),
+            "{error:?}"
+        );
+        assert_eq!(spec, original);
+    }
+
+    #[test]
+    fn oz_example_template_passes_and_gets_limits_from_its_caps() {
         // examples/pod_access_template.yaml sets maxMemory 1Gi, maxCpu 1, maxStorage 1Gi (which
-        // Oz ignored), and its `resources` leave only requests: every cap lacks a limit.
+        // Oz ignored), and its `resources` leave only requests: every capped resource gets its
+        // cap as the limit, and the requests stay as written.
         let mutated = mutate_pod_template(
             &oz_example_deployment_template(),
             Some(&oz_example_config()),
         )
         .unwrap();
-        let violations = over_caps(mutated.spec.as_ref().unwrap(), "1", "1Gi", "1Gi");
+        let mut spec = mutated.spec.unwrap();
+        apply_resource_caps(&mut spec, Some(&q("1")), Some(&q("1Gi")), Some(&q("1Gi"))).unwrap();
+        assert_eq!(spec.containers[0].name, "dennis");
         assert_eq!(
-            violations
-                .iter()
-                .map(|v| (v.resource, v.problem.clone()))
-                .collect::<Vec<_>>(),
-            [
-                (CappedResource::Cpu, CapProblem::NoLimit),
-                (CappedResource::Memory, CapProblem::NoLimit),
-                (CappedResource::EphemeralStorage, CapProblem::NoLimit),
-            ]
+            resources_json(&spec, ContainerList::Containers, 0),
+            json!({
+                "requests": {"memory": "42Mi", "cpu": "100m"},
+                "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"}
+            })
         );
-        assert_eq!(violations[0].container.name, "dennis");
     }
 
     #[test]
     fn an_invalid_cap_names_the_template_field() {
-        let error =
-            check_resource_caps(&within_caps_spec(), None, Some(&q("1GB")), None).unwrap_err();
+        let original = within_caps_spec();
+        let mut spec = original.clone();
+        let error = request_error(&mut spec, None, Some("1GB"));
         assert_eq!(
             error.to_string(),
             "spec.maxMemory: invalid quantity \"1GB\": unknown suffix \"GB\"; write a number \
@@ -2288,13 +2448,17 @@ mod tests {
              integer exponent, such as 100m, 0.5, 2, 128Mi, 1Gi or 1e3; fix it in the \
              PodAccessTemplate"
         );
+        assert_eq!(spec, original);
     }
 
     #[test]
     fn an_invalid_container_quantity_names_the_container() {
-        let spec = spec(json!({"containers": [{"name": "app",
-            "resources": {"limits": {"cpu": "one"}}}]}));
-        let error = check_resource_caps(&spec, Some(&q("1")), None, None).unwrap_err();
+        let original = spec(json!({"containers": [
+            {"name": "proxy"},
+            {"name": "app", "resources": {"limits": {"cpu": "one"}}}
+        ]}));
+        let mut spec = original.clone();
+        let error = request_error(&mut spec, Some("1"), None);
         assert!(
             matches!(
                 &error,
@@ -2307,8 +2471,9 @@ mod tests {
             "{error:?}"
         );
         assert!(error.to_string().starts_with(
-            "container \"app\" (spec.containers[0]): limits.cpu: invalid quantity \"one\": it \
+            "container \"app\" (spec.containers[1]): limits.cpu: invalid quantity \"one\": it \
              must start with a number"
         ));
+        assert_eq!(spec, original);
     }
 }

@@ -10,10 +10,12 @@ use kube::ResourceExt;
 use crate::{Context, Error, kinds::AccessRequest};
 
 pub mod exec;
+pub mod pod;
 pub mod rbac;
 pub mod selector;
 
 pub use exec::ExecAccessBuilder;
+pub use pod::PodAccessBuilder;
 pub use rbac::GrantIdentity;
 
 /// The label every object oz creates carries, so its watches can ignore everything else.
@@ -57,6 +59,8 @@ impl From<kube::Error> for BuildError {
 pub trait AccessBuilder: Send + Sync + 'static {
     /// The request kind this builder serves.
     type Request: AccessRequest;
+    /// Whether the builder creates pods, so the controller must watch them.
+    const OWNS_PODS: bool = false;
 
     /// Creates (or re-applies) the access resources for `request`, bound to `subjects`.
     /// `recorded_pod` is the pod chosen by an earlier reconcile, if any: it never changes.

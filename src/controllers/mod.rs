@@ -6,6 +6,7 @@ use std::{sync::Arc, time::Duration};
 use futures::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment, StatefulSet},
+    core::v1::Pod,
     rbac::v1::{Role, RoleBinding},
 };
 use kube::{
@@ -22,7 +23,7 @@ use oz_api::{ControllerKind, ExecAccessTemplate, PodAccessTemplate, RequestPhase
 
 use crate::{
     Context, Error,
-    builders::{AccessBuilder, ExecAccessBuilder, MANAGED_BY},
+    builders::{AccessBuilder, ExecAccessBuilder, MANAGED_BY, PodAccessBuilder},
     kinds::{AccessRequest, AccessTemplate},
     metrics::{ErrorLabels, KindLabels},
     target::rollout_resource,
@@ -91,6 +92,12 @@ pub async fn controllers(
                     ctx.clone(),
                     scope.clone(),
                     rollouts_installed,
+                    shutdown.clone(),
+                )));
+                tasks.push(Box::pin(request_controller(
+                    ctx.clone(),
+                    scope.clone(),
+                    PodAccessBuilder,
                     shutdown.clone(),
                 )));
             }
@@ -179,14 +186,17 @@ async fn request_controller<B: AccessBuilder>(
     let owned = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
     let controller = Controller::new(scope.api::<B::Request>(&client), watcher::Config::default());
     let store = controller.store();
-    let controller = controller
+    let mut controller = controller
         .owns(scope.api::<Role>(&client), owned.clone())
-        .owns(scope.api::<RoleBinding>(&client), owned)
+        .owns(scope.api::<RoleBinding>(&client), owned.clone())
         .watches(
             scope.api::<<B::Request as AccessRequest>::Template>(&client),
             watcher::Config::default(),
             requests_naming(&store),
         );
+    if B::OWNS_PODS {
+        controller = controller.owns(scope.api::<Pod>(&client), owned);
+    }
     let kind = <B::Request as Resource>::kind(&()).to_string();
     tokio::spawn(count_active_grants(
         ctx.clone(),

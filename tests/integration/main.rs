@@ -5,4 +5,5 @@
 mod crds;
 mod exec;
 mod harness;
+mod pod;
 mod support;

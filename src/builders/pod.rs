@@ -1,0 +1,184 @@
+//! PodAccessBuilder: a private copy of a workload's pod (or a pod from the template's podSpec),
+//! mutated as the template says, plus a Role and RoleBinding that let the grantee exec into and
+//! attach to that pod only.
+
+use k8s_openapi::api::{
+    core::v1::{Pod, PodTemplateSpec},
+    rbac::v1::{Role, RoleBinding, Subject},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ObjectMeta, PostParams},
+};
+use oz_api::{
+    PodAccessRequest, PodAccessTemplate,
+    pod_mutation::{apply_resource_caps, mutate_pod_template},
+};
+
+use super::{AccessBuilder, BuildError, Built, GrantIdentity, is_ready, rbac};
+use crate::{
+    Context, Error,
+    apply::delete_if_present,
+    target::{self, Lookup},
+};
+
+/// `kubectl exec` and `kubectl attach` into the access pod, and reading it.
+pub const POD_PERMISSIONS: &[rbac::PodPermission] = &[
+    rbac::PodPermission {
+        resource: "pods",
+        verbs: &["get"],
+    },
+    rbac::PodPermission {
+        resource: "pods/exec",
+        verbs: &["create", "get"],
+    },
+    rbac::PodPermission {
+        resource: "pods/attach",
+        verbs: &["create", "get"],
+    },
+];
+
+/// Builds pod access: see the module docs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PodAccessBuilder;
+
+impl AccessBuilder for PodAccessBuilder {
+    type Request = PodAccessRequest;
+    const OWNS_PODS: bool = true;
+
+    async fn build(
+        &self,
+        ctx: &Context,
+        _request: &PodAccessRequest,
+        template: &PodAccessTemplate,
+        grant: &GrantIdentity,
+        subjects: Vec<Subject>,
+        _recorded_pod: Option<&str>,
+    ) -> Result<Built, BuildError> {
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        let pod = match pods.get_opt(&grant.name).await? {
+            // Being deleted (a user removed it): wait for it to go, then recreate it.
+            Some(pod) if pod.metadata.deletion_timestamp.is_some() => {
+                return Ok(Built {
+                    created_message: created_message(grant),
+                    ready: false,
+                    pod,
+                });
+            }
+            Some(pod) => pod,
+            // First build, or the pod was deleted while the grant is valid: (re)create it under
+            // the same name, as Oz does.
+            None => {
+                let pod = access_pod(ctx, template, grant).await?;
+                match pods.create(&PostParams::default(), &pod).await {
+                    Ok(created) => created,
+                    Err(kube::Error::Api(status)) if status.code == 409 => {
+                        pods.get(&grant.name).await?
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
+            let why = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone().or(s.reason.clone()))
+                .unwrap_or_else(|| "its containers exited with an error".into());
+            return Err(BuildError::Invalid(format!(
+                "the access pod {:?} failed: {why}; delete this request and create a new one (check the template's command and resources)",
+                grant.name
+            )));
+        }
+        rbac::apply_grant(ctx, grant, &grant.name, POD_PERMISSIONS, subjects).await?;
+        Ok(Built {
+            ready: is_ready(&pod),
+            created_message: created_message(grant),
+            pod,
+        })
+    }
+
+    async fn revoke(&self, ctx: &Context, grant: &GrantIdentity) -> Result<bool, Error> {
+        let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        let binding = delete_if_present(&bindings, &grant.name).await?;
+        let role = delete_if_present(&roles, &grant.name).await?;
+        // No grace period: the window is over, and deleting the pod ends any session into it.
+        let pod = match pods
+            .delete(&grant.name, &DeleteParams::default().grace_period(0))
+            .await
+        {
+            Ok(_) => true,
+            Err(kube::Error::Api(status)) if status.code == 404 => false,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(binding || role || pod)
+    }
+}
+
+fn created_message(grant: &GrantIdentity) -> String {
+    format!(
+        "Success. Pod {0}, Role {0}, RoleBinding {0} created",
+        grant.name
+    )
+}
+
+/// The access pod: the source pod template, mutated, within the template's caps, named and
+/// labelled for the grant and owned by the request.
+async fn access_pod(
+    ctx: &Context,
+    template: &PodAccessTemplate,
+    grant: &GrantIdentity,
+) -> Result<Pod, BuildError> {
+    let spec = &template.spec;
+    let source = match (&spec.controller_target_ref, &spec.pod_spec) {
+        (Some(target), _) => match target::lookup(&ctx.client, &grant.namespace, target).await? {
+            Lookup::Found(workload) => workload.pod_template,
+            Lookup::Missing(why) => {
+                return Err(BuildError::Invalid(format!(
+                    "the template's target is missing: {why}; fix controllerTargetRef of PodAccessTemplate {:?}",
+                    template.name_any()
+                )));
+            }
+        },
+        (None, Some(pod_spec)) => PodTemplateSpec {
+            metadata: None,
+            spec: Some(pod_spec.clone()),
+        },
+        (None, None) => {
+            return Err(BuildError::Invalid(
+                "the template has neither controllerTargetRef nor podSpec; set one of them".into(),
+            ));
+        }
+    };
+    let mutated = mutate_pod_template(&source, spec.controller_target_mutation_config.as_ref())
+        .map_err(|e| BuildError::Invalid(format!("cannot build the access pod: {e}")))?;
+    let mut pod_spec = mutated.spec.unwrap_or_default();
+    apply_resource_caps(
+        &mut pod_spec,
+        spec.max_cpu.as_ref(),
+        spec.max_memory.as_ref(),
+        spec.max_storage.as_ref(),
+    )
+    .map_err(|e| {
+        BuildError::Invalid(format!(
+            "the access pod would break the template's resource caps: {e}"
+        ))
+    })?;
+    let metadata = mutated.metadata.unwrap_or_default();
+    let mut labels = metadata.labels.unwrap_or_default();
+    labels.extend(grant.labels.clone());
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(grant.name.clone()),
+            namespace: Some(grant.namespace.clone()),
+            labels: Some(labels),
+            annotations: metadata.annotations,
+            owner_references: Some(vec![grant.owner.clone()]),
+            ..Default::default()
+        },
+        spec: Some(pod_spec),
+        status: None,
+    })
+}
