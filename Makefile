@@ -2,18 +2,22 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test crds fmt-check clippy testenv-script-test cargo-test testenv
+.PHONY: run test crds manifests fmt-check clippy testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane (and, as it lands, the operator); Ctrl-C stops everything
 run:
 	hack/run-local.sh
 
-## test: everything CI checks: formatting, lints, CRD drift, unit and integration tests
-test: fmt-check clippy testenv-script-test cargo-test
+## test: everything CI checks: formatting, lints, CRD and install drift, unit and integration tests
+test: fmt-check clippy testenv-script-test cargo-test make-run-test
 
 ## crds: regenerate config/crd/crds.yaml from the Rust types (a test fails when it drifts)
 crds:
 	$(CARGO) run -q --bin oz-manager -- crds > config/crd/crds.yaml
+
+## manifests: regenerate config/default/install.yaml, the default install (a test fails when it drifts)
+manifests:
+	$(CARGO) run -q --bin oz-manager -- manifests --no-crds > config/default/install.yaml
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -31,3 +35,7 @@ testenv-script-test: testenv
 
 cargo-test: testenv
 	$(CARGO) test --workspace
+
+# `make run` as a newcomer uses it: the printed commands get alice a Ready request.
+make-run-test: testenv
+	hack/test-run-local.sh

@@ -16,6 +16,8 @@ pub mod context;
 pub mod controllers;
 pub mod error;
 pub mod kinds;
+pub mod manager;
+pub mod manifests;
 pub mod metrics;
 pub mod target;
 pub mod time;

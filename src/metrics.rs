@@ -27,6 +27,11 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NamespaceLabels {
+    pub namespace: String,
+}
+
 /// Every metric oz exports, registered in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -40,6 +45,8 @@ pub struct Metrics {
     pub time_to_ready: Family<KindLabels, Histogram>,
     /// Seconds from a grant's expiresAt until its RoleBinding was deleted.
     pub revocation_lag: Family<KindLabels, Histogram>,
+    /// 1 while oz lacks the permissions it needs in a watched namespace.
+    pub namespace_access_denied: Family<NamespaceLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -73,6 +80,12 @@ impl Default for Metrics {
             "Seconds from a grant's expiresAt until its access was revoked",
             revocation_lag.clone(),
         );
+        let namespace_access_denied = Family::<NamespaceLabels, Gauge>::default();
+        registry.register(
+            "namespace_access_denied",
+            "1 while oz lacks the permissions it needs in a watched namespace",
+            namespace_access_denied.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -80,6 +93,7 @@ impl Default for Metrics {
             active_grants,
             time_to_ready,
             revocation_lag,
+            namespace_access_denied,
         }
     }
 }

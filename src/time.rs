@@ -6,10 +6,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// `start + duration`, saturating at the largest representable instant.
 pub fn add(start: Timestamp, duration: TimeDelta) -> Timestamp {
-    let nanos = duration.num_nanoseconds().unwrap_or(i64::MAX);
-    start
-        .checked_add(SignedDuration::from_nanos(nanos))
-        .unwrap_or(Timestamp::MAX)
+    let span = SignedDuration::new(duration.num_seconds(), duration.subsec_nanos());
+    start.checked_add(span).unwrap_or(Timestamp::MAX)
 }
 
 /// How long from `now` until `then`; zero if `then` has passed.

@@ -188,7 +188,7 @@ func parseControllers(list string) ([]string, error) {
 }
 
 // stopOnSignal cancels ctx on SIGTERM or SIGINT; a second signal, or a shutdown that takes more
-// than 10 s, ends the process at once.
+// than 2 s, ends the process at once: a throwaway control plane has nothing worth draining.
 func stopOnSignal(cancel context.CancelFunc, exit func(int)) {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
@@ -197,7 +197,7 @@ func stopOnSignal(cancel context.CancelFunc, exit func(int)) {
 		cancel()
 		select {
 		case <-signals:
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Second):
 		}
 		exit(1)
 	}()

@@ -145,11 +145,14 @@ async fn template_controller<T: AccessTemplate>(
     }
     let label = T::kind(&()).to_string();
     drain(
-        controller.graceful_shutdown_on(shutdown).run(
-            template::reconcile::<T>,
-            error_policy::<T, _>("template"),
-            Arc::new(ctx),
-        ),
+        controller
+            .trigger_backoff(WatchBackoff::default())
+            .graceful_shutdown_on(shutdown)
+            .run(
+                template::reconcile::<T>,
+                error_policy::<T, _>("template"),
+                Arc::new(ctx),
+            ),
         &label,
     )
     .await;
@@ -205,11 +208,14 @@ async fn request_controller<B: AccessBuilder>(
     ));
     let reconciler = Arc::new(RequestReconciler { ctx, builder });
     drain(
-        controller.graceful_shutdown_on(shutdown).run(
-            request::reconcile::<B>,
-            error_policy::<B::Request, _>("request"),
-            reconciler,
-        ),
+        controller
+            .trigger_backoff(WatchBackoff::default())
+            .graceful_shutdown_on(shutdown)
+            .run(
+                request::reconcile::<B>,
+                error_policy::<B::Request, _>("request"),
+                reconciler,
+            ),
         &kind,
     )
     .await;
@@ -263,7 +269,43 @@ fn error_policy<K: Resource<DynamicType = ()>, C: HasContext>(
                 error: error.metric_label(),
             })
             .inc();
-        Action::requeue(Duration::from_secs(5))
+        // Short: these are API failures (an apiserver restart, a conflict), and a grant's
+        // revocation may be waiting on this retry.
+        Action::requeue(Duration::from_secs(1))
+    }
+}
+
+/// How soon a failed watch is retried: 250 ms, doubling to at most 2 s, so watches resume within
+/// moments of the apiserver (or a lost permission) coming back. kube's default waits up to 30 s.
+#[derive(Clone, Copy, Debug)]
+struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    const FIRST: Duration = Duration::from_millis(250);
+    const MAX: Duration = Duration::from_secs(2);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self { next: Self::FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let current = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(current)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
     }
 }
 

@@ -5,5 +5,8 @@
 mod crds;
 mod exec;
 mod harness;
+mod install;
+mod manager;
 mod pod;
 mod support;
+mod webhooks;

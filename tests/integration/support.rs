@@ -106,6 +106,7 @@ pub async fn create_manifest(
 pub struct Operator {
     child: std::process::Child,
     namespace: String,
+    kubeconfig: std::path::PathBuf,
     args: Vec<String>,
     /// Where this run logs.
     pub log: std::path::PathBuf,
@@ -114,21 +115,44 @@ pub struct Operator {
 static OPERATOR_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl Operator {
-    /// Starts oz-manager for `namespace` with extra flags.
+    /// Starts oz-manager for `namespace` with extra flags, as admin.
     pub fn start(namespace: &str, args: &[&str]) -> Operator {
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        Self::spawn(namespace, args)
+        Self::start_with_kubeconfig(namespace, env().admin_kubeconfig(), args)
     }
 
-    fn spawn(namespace: &str, args: Vec<String>) -> Operator {
+    /// Starts oz-manager for `namespace` with extra flags, as whoever `kubeconfig` names.
+    pub fn start_with_kubeconfig(
+        namespace: &str,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+    ) -> Operator {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        Self::spawn(namespace, kubeconfig.to_path_buf(), args)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The operator's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn spawn(namespace: &str, kubeconfig: std::path::PathBuf, args: Vec<String>) -> Operator {
         let run = OPERATOR_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("oz-manager-{namespace}-{run}.log"));
         let file = std::fs::File::create(&log).unwrap();
+        // Webhooks are only run where a test asks for them (they register cluster-wide objects).
+        let parts = (!args.iter().any(|a| a.starts_with("--controllers")))
+            .then_some("--controllers=exec,pod");
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_oz-manager"))
             .arg(format!("--watch-namespaces={namespace}"))
+            .args(parts)
             .args(&args)
-            .env("KUBECONFIG", env().admin_kubeconfig())
+            .env("KUBECONFIG", &kubeconfig)
             .env("OZ_LOG_LEVEL", "info,oz=debug")
             .stdin(std::process::Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -138,6 +162,7 @@ impl Operator {
         Operator {
             child,
             namespace: namespace.into(),
+            kubeconfig,
             args,
             log,
         }
@@ -152,7 +177,7 @@ impl Operator {
     /// Starts a new process with the same flags (after [`Operator::kill`]).
     pub fn restart(&mut self) {
         self.kill();
-        let next = Self::spawn(&self.namespace, self.args.clone());
+        let next = Self::spawn(&self.namespace, self.kubeconfig.clone(), self.args.clone());
         *self = next;
     }
 }

@@ -1,6 +1,48 @@
 //! oz's admission webhook server.
 //!
+//! oz-manager calls [`WebhookServer::start`] with a [`WebhookConfig`]; everything else here is
+//! what that is made of:
+//!
+//! - [`certs`]: the CA and serving certificate, generated with rcgen and checked when read back.
+//! - [`store`]: both kept in Secrets in the operator's namespace; only the leader writes them.
+//! - [`registration`]: the webhook configurations oz registers, applied server-side.
+//! - [`admission`]: the handlers (requester stamping, request validation, exec/attach audit).
 //! - [`tls`]: an axum server over rustls whose certificate can be replaced while it runs.
+//!
+//! A background reconciler watches the two Secrets and oz's own webhook configurations, and
+//! keeps the served certificate and every `caBundle` in step with them, with no restart.
+//!
+//! ```no_run
+//! # async fn run(client: kube::Client, leader: tokio::sync::watch::Receiver<bool>)
+//! # -> oz_webhooks::Result<()> {
+//! use oz_webhooks::{WebhookConfig, WebhookEndpoint, WebhookServer};
+//!
+//! // --webhook-service oz-system/oz-webhook (or WebhookEndpoint::url("https://127.0.0.1:9443"))
+//! let endpoint = WebhookEndpoint::service("oz-system/oz-webhook", 443)?;
+//! let mut config = WebhookConfig::new("oz-system", endpoint);
+//! config.audit_log_path = Some("/var/log/oz/audit.jsonl".into());
+//! config.leader = Some(leader);
+//! let server = WebhookServer::start(client, config).await?;
+//! // ... until the process is asked to stop:
+//! server.shutdown(std::time::Duration::from_secs(5)).await?;
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
+pub mod admission;
+pub mod certs;
+mod error;
+mod reconciler;
+pub mod registration;
+mod server;
+pub mod store;
 pub mod tls;
+
+pub use error::{Error, Result};
+pub use registration::{FailurePolicy, Registration, WebhookEndpoint};
+pub use server::{WebhookConfig, WebhookServer};
+
+/// The field manager of every write this crate makes, and the `app.kubernetes.io/managed-by`
+/// label of what it creates.
+pub const FIELD_MANAGER: &str = "oz-webhooks";

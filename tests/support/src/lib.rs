@@ -16,6 +16,12 @@ pub mod workloads;
 pub use control_plane::{ControlPlane, ControlPlaneOptions, ReadyInfo};
 pub use error::{Error, Result};
 
-/// The users every shared control plane has: alice and carol in `devs`, bob in `qa`.
-pub const USERS: &[(&str, &[&str])] =
-    &[("alice", &["devs"]), ("carol", &["devs"]), ("bob", &["qa"])];
+/// The users every shared control plane has: alice and carol in `devs`, bob in `qa`, and
+/// `oz-operator`, an identity with no permissions of its own, for running oz-manager under
+/// RBAC that a test controls.
+pub const USERS: &[(&str, &[&str])] = &[
+    ("alice", &["devs"]),
+    ("carol", &["devs"]),
+    ("bob", &["qa"]),
+    ("oz-operator", &["oz-operators"]),
+];

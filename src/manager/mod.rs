@@ -1,0 +1,150 @@
+//! The oz-manager runtime: leader election, the controllers while leading, the webhook server
+//! on every replica, the metrics and health endpoints, the namespace access probe, and a
+//! graceful shutdown.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use futures::{FutureExt, future::Shared};
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::{
+    Context, Settings,
+    controllers::{self, AccessKind, Scope},
+    metrics::Metrics,
+};
+
+pub mod access_probe;
+pub mod health;
+pub mod leader;
+
+pub use health::Health;
+
+/// Everything oz-manager was asked to run.
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    /// The operator's own namespace (its Lease and certificate Secrets).
+    pub namespace: String,
+    /// Where the controllers look.
+    pub scopes: Vec<Scope>,
+    /// Which access kinds get controllers (empty: no controllers, e.g. webhooks only).
+    pub kinds: Vec<AccessKind>,
+    /// Leader election, if enabled.
+    pub leader_election: Option<leader::LeaderElection>,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where to serve /healthz and /readyz, if anywhere.
+    pub health_addr: Option<SocketAddr>,
+    /// Settings the reconcilers follow.
+    pub settings: Settings,
+    /// The webhook server, if it runs (its `leader` is filled in here).
+    pub webhooks: Option<oz_webhooks::WebhookConfig>,
+}
+
+/// A future every task can wait on for shutdown; it resolves once for all of them.
+pub type Shutdown = Shared<futures::future::BoxFuture<'static, ()>>;
+
+/// Runs oz-manager until `shutdown` resolves.
+pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> Result<(), String> {
+    let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(Health::default());
+    if let Some(addr) = config.health_addr {
+        health::serve_health(addr, health.clone(), shutdown.clone()).await?;
+    }
+    if let Some(addr) = config.metrics_addr {
+        health::serve_metrics(addr, metrics.clone(), shutdown.clone()).await?;
+    }
+    let namespaces: Vec<String> = config
+        .scopes
+        .iter()
+        .filter_map(|s| match s {
+            Scope::Namespace(ns) => Some(ns.clone()),
+            Scope::Cluster => None,
+        })
+        .collect();
+    tokio::spawn(access_probe::run(
+        client.clone(),
+        namespaces,
+        config.kinds.clone(),
+        metrics.clone(),
+        health.clone(),
+    ));
+
+    let (leadership, lease) = match &config.leader_election {
+        Some(election) => {
+            let (rx, task) = leader::start(client.clone(), &config.namespace, election).await?;
+            (Some(rx), Some(task))
+        }
+        None => (None, None),
+    };
+    // Serving webhooks does not wait for leadership: followers answer admission too; only the
+    // leader writes the certificate Secrets and the configurations.
+    let webhook_server = match config.webhooks.clone() {
+        Some(mut webhooks) => {
+            webhooks.leader = leadership.clone();
+            let server = oz_webhooks::WebhookServer::start(client.clone(), webhooks)
+                .await
+                .map_err(|e| format!("cannot start the webhook server: {e}"))?;
+            tracing::info!(addr = %server.local_addr(), "serving admission webhooks");
+            Some(server)
+        }
+        None => None,
+    };
+    health.set_serving(true);
+
+    let ctx = Context::new(client, metrics, config.settings.clone());
+    match leadership.clone() {
+        None => run_controllers(&ctx, &config, shutdown.clone()).await,
+        Some(mut leading) => loop {
+            tracing::info!("waiting to become the leader");
+            tokio::select! {
+                _ = shutdown.clone() => break,
+                became = wait_for(&mut leading, true) => if became.is_err() { break },
+            }
+            tracing::info!("leading: starting the controllers");
+            health.set_leader(true);
+            let mut watching = leading.clone();
+            let lost = async move {
+                let _ = wait_for(&mut watching, false).await;
+            };
+            let stop = futures::future::select(Box::pin(shutdown.clone()), Box::pin(lost))
+                .map(|_| ())
+                .boxed()
+                .shared();
+            run_controllers(&ctx, &config, stop).await;
+            health.set_leader(false);
+            if shutdown.peek().is_some() {
+                break;
+            }
+            tracing::warn!("lost the leadership: controllers stopped");
+        },
+    }
+    if let Some(server) = webhook_server {
+        let _ = server.shutdown(Duration::from_secs(5)).await;
+    }
+    // Dropping the last receiver releases the Lease, so a follower takes over at once rather
+    // than after the lease duration.
+    drop(leadership);
+    if let Some(task) = lease {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+    Ok(())
+}
+
+async fn run_controllers(ctx: &Context, config: &ManagerConfig, stop: Shutdown) {
+    let mut tasks = Vec::new();
+    for scope in &config.scopes {
+        tracing::info!(?scope, kinds = ?config.kinds, "starting controllers");
+        tasks.extend(
+            controllers::controllers(ctx.clone(), scope.clone(), &config.kinds, stop.clone()).await,
+        );
+    }
+    futures::future::join_all(tasks).await;
+}
+
+async fn wait_for(
+    leading: &mut watch::Receiver<bool>,
+    state: bool,
+) -> Result<(), watch::error::RecvError> {
+    leading.wait_for(|l| *l == state).await.map(|_| ())
+}

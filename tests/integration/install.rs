@@ -1,0 +1,444 @@
+//! The generated install (`oz::manifests`) against the real control plane: it applies cleanly by
+//! server-side apply, and an oz-manager running as the install's ServiceAccount, with nothing
+//! but the install's RBAC, grants exec. That is the proof the least-privilege RBAC is enough.
+//!
+//! Nothing runs pods here, so the install's Deployment is applied but oz-manager runs as a local
+//! process, with the Deployment's own flags and a token of the install's ServiceAccount.
+
+use std::{path::PathBuf, time::Duration};
+
+use k8s_openapi::api::{
+    authentication::v1::TokenRequest,
+    authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec},
+    coordination::v1::Lease,
+    core::v1::{Secret, ServiceAccount},
+    rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
+};
+use kube::{
+    Api, Client, Config,
+    api::{ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use oz::manifests::{Controller, InstallOptions, install_yaml};
+use oz_api::{ExecAccessRequest, RequestPhase};
+use oz_testenv::workloads::{self, WorkloadSpec};
+use serde_json::{Value, json};
+
+use crate::support::{
+    Operator, can_exec, create_manifest, env, eventually, install_crds, parse_manifest,
+};
+
+const FIELD_MANAGER: &str = "oz-install-test";
+const WAIT: Duration = Duration::from_secs(60);
+
+const TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\n\
+    metadata: {name: web-exec}\nspec:\n  \
+    accessConfig: {allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}\n  \
+    controllerTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n";
+
+#[tokio::test]
+async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let operator_ns = env().namespace("install-oz").await.unwrap();
+    let ns = env().namespace("install").await.unwrap();
+    let options = InstallOptions {
+        namespace: operator_ns.clone(),
+        watch_namespaces: vec![ns.clone()],
+        controllers: vec![Controller::Exec, Controller::Pod],
+        crds: false,
+        ..InstallOptions::default()
+    };
+    let yaml = install_yaml(&options).unwrap();
+    let applied = apply_install(&admin, &yaml, |_| {}).await;
+    let cluster_scoped: Vec<String> = applied
+        .iter()
+        .filter(|o| o.metadata.namespace.is_none())
+        .map(|o| o.types.clone().unwrap().kind)
+        .collect();
+    assert_eq!(
+        cluster_scoped,
+        ["Namespace"],
+        "a scoped install without webhooks needs nothing cluster-scoped"
+    );
+
+    let kubeconfig = service_account_kubeconfig(&admin, &operator_ns, "oz-manager").await;
+    let oz = client_from(&kubeconfig).await;
+    // What the ServiceAccount may do is exactly what the install says, no more.
+    let other = env().namespace("install-other").await.unwrap();
+    for (verb, resource, subresource, namespace, allowed) in [
+        ("create", "roles", None, ns.as_str(), true),
+        ("create", "pods", Some("exec"), ns.as_str(), true),
+        ("list", "execaccessrequests", None, ns.as_str(), true),
+        ("escalate", "roles", None, ns.as_str(), false),
+        ("bind", "roles", None, ns.as_str(), false),
+        ("get", "secrets", None, ns.as_str(), false),
+        ("list", "pods", None, other.as_str(), false),
+        ("list", "execaccessrequests", None, other.as_str(), false),
+        ("create", "roles", None, other.as_str(), false),
+    ] {
+        assert_eq!(
+            may(&oz, verb, resource, subresource, namespace).await,
+            allowed,
+            "the ServiceAccount may {verb} {resource} {subresource:?} in {namespace}"
+        );
+    }
+
+    let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
+        .await
+        .unwrap();
+    create_manifest(&admin, &ns, TEMPLATE).await.unwrap();
+    let args = operator_args(&yaml, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let operator = Operator::start_with_kubeconfig(&ns, &kubeconfig, &args);
+    create_manifest(
+        &admin,
+        &ns,
+        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {name: alice-web}\n\
+         spec:\n  templateName: web-exec\n  requester: {username: alice, groups: [devs, system:authenticated]}\n",
+    )
+    .await
+    .unwrap();
+    let pod = wait_for_ready(&admin, &ns, "alice-web", &operator).await;
+    assert!(web.pod_names().contains(&pod), "{pod} is one of web's pods");
+    assert!(can_exec("alice", &ns, &pod).await);
+    assert!(!can_exec("bob", &ns, &pod).await);
+
+    // It took the leader-election Lease the install's Role names.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &operator_ns);
+    let lease = leases.get("oz-manager").await.unwrap();
+    assert!(lease.spec.and_then(|s| s.holder_identity).is_some());
+}
+
+#[tokio::test]
+async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let operator_ns = env().namespace("install-full-oz").await.unwrap();
+    let ns = env().namespace("install-full").await.unwrap();
+    // Webhook configurations and ClusterRoles are cluster-scoped: a name of this test's own.
+    let options = InstallOptions {
+        namespace: operator_ns.clone(),
+        watch_namespaces: vec![ns.clone()],
+        name: operator_ns.clone(),
+        crds: false,
+        ..InstallOptions::default()
+    };
+    // No Service routing here: the apiserver calls the webhooks at a local URL instead of
+    // through the install's Service, and oz-manager registers that same URL.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("https://127.0.0.1:{port}");
+    let yaml = install_yaml(&options).unwrap();
+    let applied = apply_install(&admin, &yaml, |object| {
+        let webhooks = object
+            .data
+            .get_mut("webhooks")
+            .and_then(Value::as_array_mut);
+        for webhook in webhooks.into_iter().flatten() {
+            let config = &mut webhook["clientConfig"];
+            let path = config["service"]["path"].as_str().unwrap().to_string();
+            *config = json!({ "url": format!("{base}{path}") });
+        }
+    })
+    .await;
+
+    let kubeconfig =
+        service_account_kubeconfig(&admin, &operator_ns, &format!("{}-manager", options.name))
+            .await;
+    let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 1))
+        .await
+        .unwrap();
+    create_manifest(&admin, &ns, TEMPLATE).await.unwrap();
+    grant_alice_requests(&admin, &ns).await;
+    let args = operator_args(
+        &yaml,
+        &[
+            ("--webhook-service", None),
+            ("--webhook-url-base", Some(base.clone())),
+            ("--webhook-port", Some(port.to_string())),
+        ],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let operator = Operator::start_with_kubeconfig(&ns, &kubeconfig, &args);
+
+    // alice creates the request herself; the mutating webhook records her as the requester once
+    // oz-manager serves it (until then the fail-closed webhooks refuse the request).
+    let alice: Api<ExecAccessRequest> =
+        Api::namespaced(env().client_as("alice").await.unwrap(), &ns);
+    let request: ExecAccessRequest = serde_json::from_value(json!({
+        "apiVersion": "crds.wizardofoz.co/v1alpha1",
+        "kind": "ExecAccessRequest",
+        "metadata": {"name": "alice-web"},
+        "spec": {"templateName": "web-exec"},
+    }))
+    .unwrap();
+    let created = eventually(
+        WAIT,
+        &format!(
+            "oz's webhooks to admit alice's request (log: {})",
+            operator.log.display()
+        ),
+        || {
+            let (alice, request) = (alice.clone(), request.clone());
+            async move { alice.create(&PostParams::default(), &request).await.ok() }
+        },
+    )
+    .await;
+    assert_eq!(
+        created.spec.requester.map(|r| r.username).as_deref(),
+        Some("alice")
+    );
+    let pod = wait_for_ready(&admin, &ns, "alice-web", &operator).await;
+    assert_eq!(pod, web.pod_names()[0]);
+    assert!(can_exec("alice", &ns, &pod).await);
+
+    // Its certificates are in the Secrets its Role names, and its Lease is held.
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), &operator_ns);
+    for secret in [
+        format!("{}-webhook-ca", options.name),
+        format!("{}-webhook-tls", options.name),
+    ] {
+        assert!(
+            secrets.get_opt(&secret).await.unwrap().is_some(),
+            "{secret}"
+        );
+    }
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &operator_ns);
+    let lease = leases
+        .get(&format!("{}-manager", options.name))
+        .await
+        .unwrap();
+    assert!(lease.spec.and_then(|s| s.holder_identity).is_some());
+
+    drop(operator);
+    delete_cluster_scoped(&admin, &applied).await;
+}
+
+/// Applies every document of `yaml` as admin by server-side apply, without force (nothing else
+/// owns these objects), after `rewrite`. Returns what was applied.
+async fn apply_install(
+    admin: &Client,
+    yaml: &str,
+    mut rewrite: impl FnMut(&mut DynamicObject),
+) -> Vec<DynamicObject> {
+    let mut applied = Vec::new();
+    for document in yaml.split("\n---\n").skip(1) {
+        let (mut object, resource) = parse_manifest(document);
+        rewrite(&mut object);
+        let name = object.metadata.name.clone().unwrap();
+        let api = api_for(admin, &object, &resource);
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", resource.kind));
+        applied.push(object);
+    }
+    applied
+}
+
+fn api_for(client: &Client, object: &DynamicObject, resource: &ApiResource) -> Api<DynamicObject> {
+    match &object.metadata.namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// Deletes the cluster-scoped objects among `applied` (but the Namespace).
+async fn delete_cluster_scoped(admin: &Client, applied: &[DynamicObject]) {
+    for object in applied {
+        let types = object.types.clone().unwrap();
+        if object.metadata.namespace.is_some() || types.kind == "Namespace" {
+            continue;
+        }
+        let resource = parse_manifest(&serde_json::to_string(object).unwrap()).1;
+        let name = object.metadata.name.clone().unwrap();
+        let _ = api_for(admin, object, &resource)
+            .delete(&name, &DeleteParams::default())
+            .await;
+    }
+}
+
+/// The Deployment's oz-manager flags for a local run: the watch flag left to [`Operator`],
+/// metrics and probes off (tests run side by side), and `changes` applied (`None` drops a flag).
+fn operator_args(yaml: &str, changes: &[(&str, Option<String>)]) -> Vec<String> {
+    let deployment = yaml
+        .split("\n---\n")
+        .skip(1)
+        .map(parse_manifest)
+        .find(|(_, resource)| resource.kind == "Deployment")
+        .expect("the install has a Deployment")
+        .0;
+    let args: Vec<String> = serde_json::from_value(
+        deployment.data["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
+    )
+    .unwrap();
+    let mut changes: Vec<(&str, Option<String>)> = changes.to_vec();
+    changes.extend([
+        ("--watch-namespaces", None),
+        ("--metrics-bind-address", Some("0".into())),
+        ("--health-probe-bind-address", Some("0".into())),
+    ]);
+    let flag = |arg: &str| arg.split('=').next().unwrap_or_default().to_string();
+    let mut out: Vec<String> = args
+        .into_iter()
+        .filter(|arg| !changes.iter().any(|(f, _)| *f == flag(arg)))
+        .collect();
+    for (name, value) in changes {
+        if let Some(value) = value {
+            out.push(format!("{name}={value}"));
+        }
+    }
+    out
+}
+
+/// A kubeconfig for the ServiceAccount `name` in `namespace`, with a token from the
+/// TokenRequest API, for the control plane's server and CA.
+async fn service_account_kubeconfig(admin: &Client, namespace: &str, name: &str) -> PathBuf {
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+            .unwrap();
+    let token = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let admin_config: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(env().admin_kubeconfig()).unwrap())
+            .unwrap();
+    let cluster = admin_config["clusters"][0].clone();
+    let kubeconfig = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": cluster["name"], "user": name}}],
+        "current-context": name,
+    });
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{namespace}-{name}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string_pretty(&kubeconfig).unwrap()).unwrap();
+    path
+}
+
+async fn client_from(kubeconfig: &std::path::Path) -> Client {
+    let config = Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(kubeconfig).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// Whether `client`'s identity may `verb` `resource` in `namespace`, by its own review.
+async fn may(
+    client: &Client,
+    verb: &str,
+    resource: &str,
+    subresource: Option<&str>,
+    namespace: &str,
+) -> bool {
+    let group = match resource {
+        "roles" | "rolebindings" => "rbac.authorization.k8s.io",
+        "execaccessrequests" => oz_api::GROUP,
+        _ => "",
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.into()),
+                group: Some(group.into()),
+                verb: Some(verb.into()),
+                resource: Some(resource.into()),
+                subresource: subresource.map(Into::into),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .allowed
+}
+
+/// Waits until request `name` is Ready and returns the pod it grants.
+async fn wait_for_ready(admin: &Client, ns: &str, name: &str, operator: &Operator) -> String {
+    let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), ns);
+    eventually(
+        WAIT,
+        &format!("{name} to become Ready (log: {})", operator.log.display()),
+        || {
+            let requests = requests.clone();
+            async move {
+                let status = requests.get(name).await.ok()?.status?;
+                (status.phase == Some(RequestPhase::Ready))
+                    .then_some(status.pod_name)
+                    .flatten()
+            }
+        },
+    )
+    .await
+}
+
+/// alice (group devs) may create requests in `ns`, as a cluster admin would let her.
+async fn grant_alice_requests(admin: &Client, ns: &str) {
+    let name = "request-access";
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &Role {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                rules: Some(vec![PolicyRule {
+                    api_groups: Some(vec![oz_api::GROUP.into()]),
+                    resources: Some(vec!["execaccessrequests".into()]),
+                    verbs: ["create", "get", "list", "watch"]
+                        .map(String::from)
+                        .to_vec(),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &RoleBinding {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: name.into(),
+                },
+                subjects: Some(vec![Subject {
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    kind: "Group".into(),
+                    name: "devs".into(),
+                    namespace: None,
+                }]),
+            },
+        )
+        .await
+        .unwrap();
+}

@@ -1,0 +1,801 @@
+//! oz's webhook server against the real control plane: the apiserver calls it over TLS.
+//!
+//! Each test runs its own server, with its Secrets in the test namespace, its configurations
+//! named after that namespace, and every webhook scoped to it by namespaceSelector, so tests in
+//! this binary never see each other's webhooks.
+
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+
+use k8s_openapi::{
+    api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+        core::v1::Secret,
+        events::v1::Event,
+        rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
+    },
+    apimachinery::pkg::apis::meta::v1::LabelSelector,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
+};
+use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, Requester};
+use oz_testenv::pods::{create_ready_pod, test_pod_spec};
+use oz_webhooks::{
+    WebhookConfig, WebhookEndpoint, WebhookServer, certs,
+    store::{CA_CRT, TLS_CRT, TLS_SECRET_TYPE},
+};
+use serde_json::{Value, json};
+
+use crate::support::{create_manifest, env, eventually, install_crds};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A test namespace with template `web` (allowedGroups devs), RBAC for alice and bob, and a
+/// webhook server registered for it alone.
+struct Fixture {
+    ns: String,
+    admin: Client,
+    config: WebhookConfig,
+    /// Bound before the server starts, so the configuration can name its port.
+    listener: Option<std::net::TcpListener>,
+    server: Option<WebhookServer>,
+}
+
+impl Fixture {
+    /// A namespace and a running server whose webhooks the apiserver already calls.
+    async fn new(prefix: &str, audit_log_path: Option<PathBuf>) -> Fixture {
+        let mut fixture = Fixture::prepare(prefix, audit_log_path).await;
+        fixture.start().await;
+        fixture
+    }
+
+    /// Everything but the server.
+    async fn prepare(prefix: &str, audit_log_path: Option<PathBuf>) -> Fixture {
+        install_crds().await;
+        let ns = env().namespace(prefix).await.unwrap();
+        let admin = env().admin().await.unwrap();
+        grant_users(&admin, &ns).await;
+        create_manifest(
+            &admin,
+            &ns,
+            "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\nmetadata: {name: web}\n\
+             spec:\n  accessConfig: {allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}\n  \
+             controllerTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n",
+        )
+        .await
+        .unwrap();
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("https://{}", listener.local_addr().unwrap());
+        let mut config = WebhookConfig::new(&ns, WebhookEndpoint::url(&base).unwrap());
+        // Configurations are cluster-scoped: a name and a scope of this test's own.
+        config.registration.name = ns.clone();
+        config.registration.request_namespace_selector = Some(only(&ns));
+        config.registration.audit_namespace_selector = Some(only(&ns));
+        config.audit_log_path = audit_log_path;
+        Fixture {
+            ns,
+            admin,
+            config,
+            listener: Some(listener),
+            server: None,
+        }
+    }
+
+    async fn start(&mut self) {
+        let listener = self.listener.take().expect("started once");
+        let server = WebhookServer::start_on(listener, self.admin.clone(), self.config.clone())
+            .await
+            .unwrap();
+        self.server = Some(server);
+        self.wait_until_admission_is_live().await;
+    }
+
+    fn server(&self) -> &WebhookServer {
+        self.server.as_ref().unwrap()
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.admin.clone(), &self.ns)
+    }
+
+    async fn secret_text(&self, name: &str, key: &str) -> Option<String> {
+        let secret = self.secrets().get_opt(name).await.unwrap()?;
+        let value = secret.data?.get(key)?.0.clone();
+        String::from_utf8(value).ok()
+    }
+
+    /// The caBundle of every webhook oz registered, as text.
+    async fn ca_bundles(&self) -> Vec<String> {
+        let registration = &self.config.registration;
+        let mut bundles = Vec::new();
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.admin.clone());
+        for webhook in mutating
+            .get(&registration.requests_name())
+            .await
+            .unwrap()
+            .webhooks
+            .unwrap_or_default()
+        {
+            bundles.push(webhook.client_config.ca_bundle.map(|b| b.0));
+        }
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.admin.clone());
+        for name in registration.validating_names() {
+            for webhook in validating
+                .get(&name)
+                .await
+                .unwrap()
+                .webhooks
+                .unwrap_or_default()
+            {
+                bundles.push(webhook.client_config.ca_bundle.map(|b| b.0));
+            }
+        }
+        bundles
+            .into_iter()
+            .map(|b| String::from_utf8(b.unwrap_or_default()).unwrap())
+            .collect()
+    }
+
+    /// Waits until the apiserver calls both request webhooks: a dry-run create with a forged
+    /// requester comes back stamped, and one naming a missing template is refused.
+    async fn wait_until_admission_is_live(&self) {
+        let alice =
+            Api::<ExecAccessRequest>::namespaced(env().client_as("alice").await.unwrap(), &self.ns);
+        let dry_run = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        eventually(WAIT, "oz's request webhooks to be called", || {
+            let (alice, dry_run) = (alice.clone(), dry_run.clone());
+            async move {
+                let missing = alice
+                    .create(&dry_run, &request("probe", "no-such-template", "mallory"))
+                    .await;
+                let refused = matches!(missing, Err(kube::Error::Api(ref s))
+                    if s.message.contains("does not exist"));
+                let stamped = alice
+                    .create(&dry_run, &request("probe", "web", "mallory"))
+                    .await
+                    .ok()?;
+                (refused && requester_of(&stamped).username == "alice").then_some(())
+            }
+        })
+        .await;
+    }
+
+    async fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown(Duration::from_secs(1)).await.unwrap();
+        }
+    }
+
+    /// Stops the server and removes its configurations.
+    async fn cleanup(mut self) {
+        self.stop().await;
+        let registration = &self.config.registration;
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.admin.clone());
+        mutating
+            .delete(&registration.requests_name(), &DeleteParams::default())
+            .await
+            .unwrap();
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.admin.clone());
+        for name in registration.validating_names() {
+            validating
+                .delete(&name, &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn only(ns: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(BTreeMap::from([(
+            "kubernetes.io/metadata.name".to_string(),
+            ns.to_string(),
+        )])),
+        ..Default::default()
+    }
+}
+
+/// An ExecAccessRequest that claims to come from `forged_requester`.
+fn request(name: &str, template: &str, forged_requester: &str) -> ExecAccessRequest {
+    ExecAccessRequest::new(
+        name,
+        ExecAccessRequestSpec {
+            template_name: template.into(),
+            target_pod: None,
+            duration: None,
+            requester: Some(Requester {
+                username: forged_requester.into(),
+                uid: None,
+                groups: vec!["system:masters".into()],
+            }),
+        },
+    )
+}
+
+fn requester_of(request: &ExecAccessRequest) -> Requester {
+    request.spec.requester.clone().expect("a stamped requester")
+}
+
+/// alice and bob may create and change requests, exec into pods, and read them.
+async fn grant_users(admin: &Client, ns: &str) {
+    let rule = |group: &str, resources: &[&str], verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec![group.into()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    };
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &Role {
+                metadata: ObjectMeta {
+                    name: Some("users".into()),
+                    ..Default::default()
+                },
+                rules: Some(vec![
+                    rule(
+                        oz_api::GROUP,
+                        &["execaccessrequests", "podaccessrequests"],
+                        &["create", "get", "list", "update", "patch"],
+                    ),
+                    rule("", &["pods"], &["get", "list"]),
+                    rule("", &["pods/exec"], &["create", "get"]),
+                ]),
+            },
+        )
+        .await
+        .unwrap();
+    let subject = |group: &str| Subject {
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        kind: "Group".into(),
+        name: group.into(),
+        ..Default::default()
+    };
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &RoleBinding {
+                metadata: ObjectMeta {
+                    name: Some("users".into()),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: "users".into(),
+                },
+                subjects: Some(vec![subject("devs"), subject("qa")]),
+            },
+        )
+        .await
+        .unwrap();
+}
+
+/// A client that trusts only `ca_bundle` and talks to the webhook server itself: its TLS
+/// handshake succeeds only if the served certificate chains to that CA.
+async fn healthz_trusting(
+    address: std::net::SocketAddr,
+    ca_bundle: &str,
+) -> Result<String, String> {
+    let mut config = kube::Config::new(format!("https://{address}").parse().unwrap());
+    config.root_cert = Some(certs::certificates_der(ca_bundle).unwrap());
+    config.default_retry = false;
+    config.connect_timeout = Some(Duration::from_secs(5));
+    let client = Client::try_from(config).map_err(|e| e.to_string())?;
+    let request = http::Request::get("/healthz").body(Vec::new()).unwrap();
+    client
+        .request_text(request)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
+    let fixture = Fixture::new("whstart", None).await;
+    let names = &fixture.config.secrets;
+
+    for name in [&names.ca, &names.serving] {
+        let secret = fixture.secrets().get(name).await.unwrap();
+        assert_eq!(secret.type_.as_deref(), Some(TLS_SECRET_TYPE), "{name}");
+        let data = secret.data.unwrap();
+        for key in ["tls.crt", "tls.key", "ca.crt"] {
+            assert!(data.contains_key(key), "{name} lacks {key}");
+        }
+    }
+    let ca_bundle = fixture.secret_text(&names.ca, CA_CRT).await.unwrap();
+    let bundles = fixture.ca_bundles().await;
+    assert_eq!(bundles.len(), 3, "mutating, validating and audit webhooks");
+    assert!(bundles.iter().all(|b| *b == ca_bundle), "{bundles:?}");
+
+    // What is served is the stored certificate, and it chains to the published CA.
+    let served = fixture.secret_text(&names.serving, TLS_CRT).await.unwrap();
+    assert_eq!(
+        fixture.server().served_certificate().as_ref(),
+        certs::certificates_der(&served).unwrap()[0].as_slice()
+    );
+    assert_eq!(
+        healthz_trusting(fixture.server().local_addr(), &ca_bundle).await,
+        Ok("ok".into())
+    );
+
+    // The apiserver's calls succeed over TLS: a real create goes through both request webhooks.
+    let alice =
+        Api::<ExecAccessRequest>::namespaced(env().client_as("alice").await.unwrap(), &fixture.ns);
+    alice
+        .create(&PostParams::default(), &request("first", "web", "alice"))
+        .await
+        .unwrap();
+
+    // Settled: the reconciler's own writes do not wake it into writing again.
+    let versions = || async {
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(fixture.admin.clone());
+        let config = mutating
+            .get(&fixture.config.registration.requests_name())
+            .await
+            .unwrap();
+        let secrets = fixture.secrets();
+        (
+            config.metadata.resource_version,
+            secrets
+                .get(&names.ca)
+                .await
+                .unwrap()
+                .metadata
+                .resource_version,
+            secrets
+                .get(&names.serving)
+                .await
+                .unwrap()
+                .metadata
+                .resource_version,
+        )
+    };
+    let before = versions().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(versions().await, before);
+    fixture.cleanup().await;
+}
+
+#[tokio::test]
+async fn stored_certificates_are_reused_while_valid_and_renewed_in_their_window() {
+    let mut fixture = Fixture::prepare("whrenew", None).await;
+    let names = fixture.config.secrets.clone();
+    let settings = fixture.config.certs;
+    let now = certs::OffsetDateTime::now_utc();
+    // A CA with years left, and a serving certificate 10 days from expiry: inside the
+    // default 30-day renewal window.
+    let ca = certs::generate_ca(&settings, now).unwrap();
+    let names_served = fixture.config.registration.endpoint.serving_names();
+    let expiring =
+        certs::issue_serving_cert(&ca, &names_served, Duration::from_secs(10 * 86_400), now)
+            .unwrap();
+    for (name, pair) in [(&names.ca, &ca), (&names.serving, &expiring)] {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            type_: Some(TLS_SECRET_TYPE.into()),
+            string_data: Some(BTreeMap::from([
+                ("tls.crt".to_string(), pair.cert.clone()),
+                ("tls.key".to_string(), pair.key.clone()),
+                ("ca.crt".to_string(), ca.cert.clone()),
+            ])),
+            ..Default::default()
+        };
+        fixture
+            .secrets()
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    fixture.start().await;
+
+    assert_eq!(
+        fixture.secret_text(&names.ca, TLS_CRT).await.unwrap(),
+        ca.cert,
+        "a valid CA is kept"
+    );
+    let renewed = certs::PemPair {
+        cert: fixture.secret_text(&names.serving, TLS_CRT).await.unwrap(),
+        key: fixture
+            .secret_text(&names.serving, "tls.key")
+            .await
+            .unwrap(),
+    };
+    assert_ne!(
+        renewed.cert, expiring.cert,
+        "a certificate due for renewal is replaced"
+    );
+    let info = certs::check_serving(&renewed, &ca.cert, &names_served, &settings, now).unwrap();
+    assert!(
+        info.not_after > now + Duration::from_secs(300 * 86_400),
+        "{info:?}"
+    );
+    assert_eq!(
+        fixture.server().served_certificate().as_ref(),
+        certs::certificates_der(&renewed.cert).unwrap()[0].as_slice()
+    );
+    fixture.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_follower_serves_the_leaders_certificate_and_takes_over_writing() {
+    let mut fixture = Fixture::new("whfollow", None).await;
+    let names = fixture.config.secrets.clone();
+    let (leading, leader) = tokio::sync::watch::channel(false);
+    let mut follower_config = fixture.config.clone();
+    follower_config.leader = Some(leader);
+    let follower = WebhookServer::start_on(
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        fixture.admin.clone(),
+        follower_config,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        follower.served_certificate(),
+        fixture.server().served_certificate()
+    );
+
+    // The leader rotates; the follower reloads what the leader stored.
+    let old = follower.served_certificate();
+    fixture
+        .secrets()
+        .delete(&names.ca, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        WAIT,
+        "the follower to serve the leader's new certificate",
+        || {
+            let (fixture, follower, old) = (&fixture, &follower, &old);
+            async move {
+                let leaders = fixture.server().served_certificate();
+                (leaders != *old && follower.served_certificate() == leaders).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // The leader goes away and the follower is elected: now it repairs the Secrets.
+    fixture.stop().await;
+    let before = follower.served_certificate();
+    fixture
+        .secrets()
+        .delete(&names.serving, &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        fixture
+            .secrets()
+            .get_opt(&names.serving)
+            .await
+            .unwrap()
+            .is_none(),
+        "a follower never writes"
+    );
+    leading.send(true).unwrap();
+    eventually(
+        WAIT,
+        "the new leader to reissue the serving certificate",
+        || {
+            let (fixture, follower, before, names) = (&fixture, &follower, &before, &names);
+            async move {
+                fixture.secrets().get_opt(&names.serving).await.ok()??;
+                (follower.served_certificate() != *before).then_some(())
+            }
+        },
+    )
+    .await;
+    follower.shutdown(Duration::from_secs(1)).await.unwrap();
+    fixture.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_deleted_ca_is_replaced_and_served_without_a_restart() {
+    let fixture = Fixture::new("whrotate", None).await;
+    let names = fixture.config.secrets.clone();
+    let address = fixture.server().local_addr();
+    let old_ca = fixture.secret_text(&names.ca, TLS_CRT).await.unwrap();
+    let old_serving = fixture.secret_text(&names.serving, TLS_CRT).await.unwrap();
+
+    fixture
+        .secrets()
+        .delete(&names.ca, &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // A new CA, a new serving certificate from it, published and served.
+    let new_bundle = eventually(WAIT, "a new CA to be published and served", || {
+        let fixture = &fixture;
+        let (names, old_ca, old_serving) = (&names, &old_ca, &old_serving);
+        async move {
+            let ca = fixture.secret_text(&names.ca, TLS_CRT).await?;
+            let bundle = fixture.secret_text(&names.ca, CA_CRT).await?;
+            let serving = fixture.secret_text(&names.serving, TLS_CRT).await?;
+            let served = fixture.server().served_certificate();
+            let fresh = ca != *old_ca && serving != *old_serving;
+            let published = fixture.ca_bundles().await.iter().all(|b| *b == bundle);
+            let serving_it =
+                served.as_ref() == certs::certificates_der(&serving).ok()?[0].as_slice();
+            (fresh && published && serving_it).then_some(bundle)
+        }
+    })
+    .await;
+    assert!(
+        !new_bundle.contains(old_ca.trim()),
+        "a deleted CA is no longer trusted"
+    );
+
+    // Over the wire, on the same listener: the new CA verifies the server, the old one no longer.
+    assert_eq!(fixture.server().local_addr(), address);
+    assert_eq!(
+        healthz_trusting(address, &new_bundle).await,
+        Ok("ok".into())
+    );
+    assert!(healthz_trusting(address, &old_ca).await.is_err());
+
+    // And the apiserver, trusting the new bundle, keeps admitting through the same server.
+    let alice =
+        Api::<ExecAccessRequest>::namespaced(env().client_as("alice").await.unwrap(), &fixture.ns);
+    let created = eventually(WAIT, "admission to work after rotation", || {
+        let alice = alice.clone();
+        async move {
+            alice
+                .create(
+                    &PostParams::default(),
+                    &request("after-rotation", "web", "mallory"),
+                )
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(requester_of(&created).username, "alice");
+
+    // A corrupted serving certificate is reissued from the same CA.
+    let ca_now = fixture.secret_text(&names.ca, TLS_CRT).await.unwrap();
+    let serving_now = fixture.secret_text(&names.serving, TLS_CRT).await.unwrap();
+    fixture
+        .secrets()
+        .patch(
+            &names.serving,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"tls.crt": "-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n"}})),
+        )
+        .await
+        .unwrap();
+    eventually(WAIT, "the corrupted certificate to be reissued", || {
+        let fixture = &fixture;
+        let (names, serving_now) = (&names, &serving_now);
+        async move {
+            let serving = fixture.secret_text(&names.serving, TLS_CRT).await?;
+            (certs::certificates_der(&serving).is_ok() && serving != *serving_now).then_some(())
+        }
+    })
+    .await;
+    assert_eq!(
+        fixture.secret_text(&names.ca, TLS_CRT).await.unwrap(),
+        ca_now,
+        "the CA stays"
+    );
+    fixture.cleanup().await;
+}
+
+#[tokio::test]
+async fn requests_are_stamped_checked_and_immutable() {
+    let fixture = Fixture::new("whreq", None).await;
+    let alice =
+        Api::<ExecAccessRequest>::namespaced(env().client_as("alice").await.unwrap(), &fixture.ns);
+    let bob =
+        Api::<ExecAccessRequest>::namespaced(env().client_as("bob").await.unwrap(), &fixture.ns);
+
+    // alice forges an admin requester; the stored request names alice.
+    alice
+        .create(&PostParams::default(), &request("alices", "web", "admin"))
+        .await
+        .unwrap();
+    let stored = Api::<ExecAccessRequest>::namespaced(fixture.admin.clone(), &fixture.ns)
+        .get("alices")
+        .await
+        .unwrap();
+    let requester = requester_of(&stored);
+    assert_eq!(requester.username, "alice");
+    assert!(
+        requester.groups.contains(&"devs".to_string()),
+        "{requester:?}"
+    );
+    assert!(!requester.groups.contains(&"system:masters".to_string()));
+
+    // bob is not in devs: refused at create, with the reason.
+    let refusal = bob
+        .create(&PostParams::default(), &request("bobs", "web", "bob"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refusal else {
+        panic!("{refusal}")
+    };
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(
+        status
+            .message
+            .contains("spec.requester: bob is not a member of any of the allowedGroups [\"devs\"]"),
+        "{status:?}"
+    );
+
+    // A request cannot be changed after creation, requester included. The CRD's own rule
+    // answers first (422); the validating webhook holds the same line (403) behind it.
+    for change in [
+        json!({"spec": {"duration": "2h"}}),
+        json!({"spec": {"targetPod": "web-0"}}),
+        json!({"spec": {"requester": {"username": "carol", "groups": ["devs"]}}}),
+    ] {
+        let refused = alice
+            .patch("alices", &PatchParams::default(), &Patch::Merge(&change))
+            .await;
+        assert!(
+            matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 403 || s.code == 422),
+            "{change}: {refused:?}"
+        );
+    }
+    let unchanged = alice.get("alices").await.unwrap();
+    assert_eq!(unchanged.spec, stored.spec);
+
+    // Metadata changes pass, as the controller's ownerReferences and finalizers must.
+    alice
+        .patch(
+            "alices",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .unwrap();
+    fixture.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
+    let audit_path = std::env::temp_dir().join(format!(
+        "oz-webhooks-audit-{}-{}.jsonl",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let mut fixture = Fixture::new("whaudit", Some(audit_path.clone())).await;
+    let ns = fixture.ns.clone();
+    create_ready_pod(
+        &fixture.admin,
+        &ns,
+        "target",
+        &ObjectMeta::default(),
+        None,
+        test_pod_spec(),
+    )
+    .await
+    .unwrap();
+
+    // alice's own request, made Ready for the pod the way the controller would.
+    let alice = env().client_as("alice").await.unwrap();
+    Api::<ExecAccessRequest>::namespaced(alice.clone(), &ns)
+        .create(&PostParams::default(), &request("alices", "web", "alice"))
+        .await
+        .unwrap();
+    Api::<ExecAccessRequest>::namespaced(fixture.admin.clone(), &ns)
+        .patch_status(
+            "alices",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Ready", "podName": "target", "ready": true}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    let read_records = || {
+        std::fs::read_to_string(&audit_path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    // The audit webhook's registration takes a moment to reach the apiserver.
+    let status = eventually(WAIT, "alice's exec to be audited", || {
+        let (alice, ns) = (alice.clone(), ns.clone());
+        async move {
+            let status = exec(&alice, &ns, "target", &["cat", "/etc/hostname"]).await;
+            (!read_records().is_empty()).then_some(status)
+        }
+    })
+    .await;
+    // Allowed: what stops it is the missing kubelet, after admission.
+    assert_eq!(status.code, 400, "{status:?}");
+    assert!(
+        status.message.contains("does not have a host assigned"),
+        "{status:?}"
+    );
+
+    let records = read_records();
+    assert_eq!(records.len(), 1, "one record per exec: {records:?}");
+    let record = &records[0];
+    assert_eq!(record["event"], "PodExec");
+    assert_eq!(record["user"], "alice");
+    assert!(
+        record["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("devs"))
+    );
+    assert_eq!(record["namespace"], ns.as_str());
+    assert_eq!(record["pod"], "target");
+    assert_eq!(record["operation"], "CONNECT");
+    assert_eq!(record["subresource"], "exec");
+    assert_eq!(record["command"], json!(["cat", "/etc/hostname"]));
+    assert_eq!(record["allowed"], true);
+    assert_eq!(
+        record["grant"],
+        json!({"kind": "ExecAccessRequest", "name": "alices", "template": "web"})
+    );
+
+    // An Event on the pod, in Oz's words.
+    let events: Api<Event> = Api::namespaced(fixture.admin.clone(), &ns);
+    let note = eventually(WAIT, "the PodExec Event", || {
+        let events = events.clone();
+        async move {
+            events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("PodExec")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("target")
+                })
+                .and_then(|e| e.note)
+        }
+    })
+    .await;
+    assert!(
+        note.starts_with("CONNECT/exec operation on Pod target (container: ")
+            && note.ends_with("by alice (interactive: false)"),
+        "{note}"
+    );
+
+    // With the server gone, exec still passes admission: the audit webhook is skipped.
+    fixture.stop().await;
+    let status = exec(&alice, &ns, "target", &["id"]).await;
+    assert_eq!(status.code, 400, "{status:?}");
+    assert!(
+        status.message.contains("does not have a host assigned"),
+        "{status:?}"
+    );
+    assert_eq!(read_records().len(), 1);
+
+    fixture.cleanup().await;
+    let _ = std::fs::remove_file(&audit_path);
+}
+
+/// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's refusal (no
+/// kubelet runs, so an exec never succeeds).
+async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {
+    let query: String = command.iter().map(|c| format!("command={c}&")).collect();
+    let request = http::Request::post(format!(
+        "/api/v1/namespaces/{ns}/pods/{pod}/exec?{query}stdout=true&stderr=true"
+    ))
+    .body(Vec::new())
+    .unwrap();
+    match client.request_text(request).await {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("an exec without a kubelet cannot succeed: {other:?}"),
+    }
+}

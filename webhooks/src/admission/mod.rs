@@ -1,0 +1,145 @@
+//! The admission handlers, as an axum [`Router`] that can be driven in-process
+//! (`tower::ServiceExt::oneshot`) or served over TLS by [`crate::WebhookServer`].
+//!
+//! - [`requests`]: stamp the requester on create, then validate creates and updates.
+//! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
+//! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
+//!
+//! A body that is not a v1 AdmissionReview with a request, or is larger than
+//! [`MAX_BODY_BYTES`], gets HTTP 400 with the reason; nothing a client sends makes a handler
+//! panic.
+
+pub mod audit;
+pub mod lookup;
+pub mod requests;
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{DefaultBodyLimit, FromRequest, Request},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use kube::core::{
+    DynamicObject, Status,
+    admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+};
+use tracing::warn;
+
+pub use audit::{AuditLog, AuditRecord, EnforceSettings, Grant};
+pub use lookup::{AccessLookup, KubeLookup, LookupError, RequestKind, RequestSummary};
+
+use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
+
+/// The largest AdmissionReview accepted. The apiserver caps objects at about 1.5 MiB, and a
+/// review of an update carries two of them.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Path of the liveness/readiness endpoint, served over the same TLS port.
+pub const HEALTHZ_PATH: &str = "/healthz";
+
+/// What the handlers share.
+pub struct AdmissionState {
+    /// Reads templates and requests.
+    pub lookup: Arc<dyn AccessLookup>,
+    /// Where audit records go.
+    pub audit_log: AuditLog,
+    /// Publishes the audit Events on pods; `None` publishes none (handler tests).
+    pub events: Option<kube::Client>,
+    /// Which execs are denied without a grant; by default none.
+    pub enforce: EnforceSettings,
+}
+
+/// The routes: [`MUTATE_REQUESTS_PATH`], [`VALIDATE_REQUESTS_PATH`], [`AUDIT_PATH`] and
+/// [`HEALTHZ_PATH`].
+pub fn router(state: Arc<AdmissionState>) -> Router {
+    Router::new()
+        .route(MUTATE_REQUESTS_PATH, post(requests::mutate))
+        .route(VALIDATE_REQUESTS_PATH, post(requests::validate))
+        .route(AUDIT_PATH, post(audit::audit))
+        .route(HEALTHZ_PATH, get(|| async { "ok" }))
+        // The extractor enforces MAX_BODY_BYTES itself, answering 400 rather than 413.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+/// A v1 AdmissionReview's request, as extracted from an HTTP body.
+pub struct Review(pub AdmissionRequest<DynamicObject>);
+
+/// Why a body is not a usable AdmissionReview; answered with HTTP 400.
+#[derive(Debug, thiserror::Error)]
+pub enum BadReview {
+    #[error(
+        "the AdmissionReview body could not be read within the {MAX_BODY_BYTES}-byte limit: {0}"
+    )]
+    Body(String),
+    #[error("the body is not a valid AdmissionReview: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(
+        "unsupported review {api_version:?} {kind:?}: only admission.k8s.io/v1 AdmissionReview is served"
+    )]
+    Version {
+        /// The apiVersion sent.
+        api_version: String,
+        /// The kind sent.
+        kind: String,
+    },
+    #[error("the AdmissionReview has no request")]
+    NoRequest,
+}
+
+impl IntoResponse for BadReview {
+    fn into_response(self) -> Response {
+        let message = self.to_string();
+        warn!(%message, "refused an AdmissionReview");
+        (
+            StatusCode::BAD_REQUEST,
+            Json(AdmissionResponse::invalid(message).into_review()),
+        )
+            .into_response()
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for Review {
+    type Rejection = BadReview;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let body = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|e| BadReview::Body(e.to_string()))?;
+        parse_review(&body).map(Review)
+    }
+}
+
+/// Parses a v1 AdmissionReview and takes its request out.
+pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, BadReview> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
+    if review.types.api_version != "admission.k8s.io/v1" || review.types.kind != "AdmissionReview" {
+        return Err(BadReview::Version {
+            api_version: review.types.api_version,
+            kind: review.types.kind,
+        });
+    }
+    review.try_into().map_err(|_| BadReview::NoRequest)
+}
+
+/// The response as an AdmissionReview body.
+fn reply(response: AdmissionResponse) -> Json<AdmissionReview<DynamicObject>> {
+    Json(response.into_review())
+}
+
+/// A denial the apiserver reports as 403 Forbidden with `message`.
+fn deny(
+    request: &AdmissionRequest<DynamicObject>,
+    message: impl Into<String>,
+) -> AdmissionResponse {
+    let message = message.into();
+    let mut response = AdmissionResponse::from(request).deny(&message);
+    response.result = Status::failure(&message, "Forbidden").with_code(403);
+    response
+}
+
+#[cfg(test)]
+mod tests;

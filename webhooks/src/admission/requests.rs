@@ -1,0 +1,269 @@
+//! Admission of ExecAccessRequests and PodAccessRequests.
+//!
+//! - Mutating ([`mutation`]): on CREATE, `spec.requester` is set from the AdmissionReview's
+//!   userInfo, replacing whatever the user wrote.
+//! - Validating ([`validation`]): a CREATE must name an existing template of the same family
+//!   in the same namespace, come from a member of one of its allowedGroups, carry the requester
+//!   the mutating webhook stamped, and have a valid duration (a too-long one is clamped later,
+//!   as in Oz). An UPDATE may change metadata and status, never the spec.
+//!
+//! The CRD schema also makes the spec immutable; this is the same rule again, defence in depth
+//! should the schema be replaced.
+
+use std::sync::Arc;
+
+use axum::{Json, extract::State};
+use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::core::{
+    DynamicObject,
+    admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation},
+};
+use oz_api::{
+    AccessConfig, Requester,
+    duration::{DurationDecisionError, decide_access_duration},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::info;
+
+use super::{AccessLookup, AdmissionState, RequestKind, Review, deny, reply};
+
+/// Oz's message for a changed `spec.targetPod`, kept as the CRD schema words it.
+pub const TARGET_POD_IMMUTABLE: &str =
+    "error - Spec.TargetPod is an immutable field, create a new ExecAccessRequest instead";
+
+/// The mutating handler.
+pub async fn mutate(Review(request): Review) -> Json<AdmissionReview<DynamicObject>> {
+    reply(mutation(&request))
+}
+
+/// The validating handler.
+pub async fn validate(
+    State(state): State<Arc<AdmissionState>>,
+    Review(request): Review,
+) -> Json<AdmissionReview<DynamicObject>> {
+    reply(validation(state.lookup.as_ref(), &request).await)
+}
+
+/// The mutating decision: on CREATE of a request, a JSON patch that sets `spec.requester`.
+pub fn mutation(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    if RequestKind::of(&request.kind).is_none() {
+        return deny(request, unknown_kind(request));
+    }
+    if request.operation != Operation::Create {
+        return AdmissionResponse::from(request);
+    }
+    let Some(requester) = requester_of(&request.user_info) else {
+        return deny(request, NO_USER);
+    };
+    let Some(object) = &request.object else {
+        return deny(request, "the CREATE review carries no object");
+    };
+    match AdmissionResponse::from(request).with_patch(requester_patch(&object.data, &requester)) {
+        Ok(response) => response,
+        Err(e) => deny(
+            request,
+            format!("could not encode the requester patch: {e}"),
+        ),
+    }
+}
+
+/// The validating decision for a request CREATE or UPDATE; other operations and subresources
+/// are allowed.
+pub async fn validation(
+    lookup: &dyn AccessLookup,
+    request: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let Some(kind) = RequestKind::of(&request.kind) else {
+        return deny(request, unknown_kind(request));
+    };
+    if request.sub_resource.is_some() {
+        return AdmissionResponse::from(request);
+    }
+    let decision = match request.operation {
+        Operation::Create => validate_create(lookup, kind, request).await,
+        Operation::Update => check_update(
+            kind,
+            request.old_object.as_ref().map(|o| &o.data),
+            request.object.as_ref().map(|o| &o.data),
+        ),
+        Operation::Delete | Operation::Connect => Ok(()),
+    };
+    match decision {
+        Ok(()) => AdmissionResponse::from(request),
+        Err(message) => {
+            info!(
+                kind = kind.kind(), namespace = request.namespace.as_deref().unwrap_or_default(),
+                name = %request.name, user = request.user_info.username.as_deref().unwrap_or_default(),
+                operation = ?request.operation, %message, "denied a request"
+            );
+            deny(request, message)
+        }
+    }
+}
+
+async fn validate_create(
+    lookup: &dyn AccessLookup,
+    kind: RequestKind,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<(), String> {
+    let object = request
+        .object
+        .as_ref()
+        .ok_or("the CREATE review carries no object")?;
+    let spec = RequestSpecView::of(&object.data)?;
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let template = lookup
+        .template(kind, namespace, &spec.template_name)
+        .await
+        .map_err(|e| {
+            format!(
+                "spec.templateName: could not read {} {:?}: {e}",
+                kind.template_kind(),
+                spec.template_name
+            )
+        })?;
+    check_create(
+        kind,
+        namespace,
+        &spec,
+        &request.user_info,
+        template.as_ref(),
+    )
+}
+
+/// The fields of a request's spec that admission checks; both kinds have them.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestSpecView {
+    /// `spec.templateName`.
+    pub template_name: String,
+    /// `spec.duration`.
+    #[serde(default)]
+    pub duration: Option<String>,
+    /// `spec.requester`.
+    #[serde(default)]
+    pub requester: Option<Requester>,
+}
+
+impl RequestSpecView {
+    /// Reads the `spec` of a request object's JSON.
+    pub fn of(object: &Value) -> Result<Self, String> {
+        let spec = object.get("spec").ok_or("spec: required")?;
+        serde_json::from_value(spec.clone()).map_err(|e| format!("spec: {e}"))
+    }
+}
+
+const NO_USER: &str =
+    "spec.requester: the request has no authenticated user name, so oz cannot record who asks";
+
+/// The requester as the apiserver authenticated them, if it named a user.
+pub fn requester_of(user: &UserInfo) -> Option<Requester> {
+    let username = user.username.clone().filter(|u| !u.is_empty())?;
+    Some(Requester {
+        username,
+        uid: user.uid.clone().filter(|u| !u.is_empty()),
+        groups: user.groups.clone().unwrap_or_default(),
+    })
+}
+
+/// A JSON patch that sets `spec.requester` of `object` to `requester`. RFC 6902 `add` replaces
+/// an existing member, so a forged requester is overwritten.
+pub fn requester_patch(object: &Value, requester: &Requester) -> Patch {
+    let requester = json!(requester);
+    let (path, value) = if object.get("spec").is_some_and(Value::is_object) {
+        ("/spec/requester", requester)
+    } else {
+        ("/spec", json!({ "requester": requester }))
+    };
+    Patch(vec![PatchOperation::Add(AddOperation {
+        path: PointerBuf::parse(path).expect("a constant, valid JSON pointer"),
+        value,
+    })])
+}
+
+/// Checks a new request of `kind` in `namespace` against its template (`None`: it does not
+/// exist). The error names the field at fault.
+pub fn check_create(
+    kind: RequestKind,
+    namespace: &str,
+    spec: &RequestSpecView,
+    user: &UserInfo,
+    template: Option<&AccessConfig>,
+) -> Result<(), String> {
+    let requester = requester_of(user).ok_or(NO_USER)?;
+    if spec.requester.as_ref() != Some(&requester) {
+        return Err(format!(
+            "spec.requester: must be the user creating the request ({}); oz's mutating webhook \
+             sets it and it cannot be written by hand",
+            requester.username
+        ));
+    }
+    let template_kind = kind.template_kind();
+    let template_name = &spec.template_name;
+    let Some(template) = template else {
+        return Err(format!(
+            "spec.templateName: {template_kind} {template_name:?} does not exist in namespace {namespace:?}"
+        ));
+    };
+    if !template
+        .allowed_groups
+        .iter()
+        .any(|g| requester.groups.contains(g))
+    {
+        return Err(format!(
+            "spec.requester: {user} is not a member of any of the allowedGroups {allowed:?} of \
+             {template_kind} {template_name:?}; {user}'s groups are {groups:?}",
+            user = requester.username,
+            allowed = template.allowed_groups,
+            groups = requester.groups,
+        ));
+    }
+    match decide_access_duration(
+        spec.duration.as_deref(),
+        &template.default_duration,
+        &template.max_duration,
+    ) {
+        Ok(_) => Ok(()),
+        Err(e @ DurationDecisionError::Request(_)) => Err(e.to_string()),
+        Err(e @ DurationDecisionError::Template(_)) => Err(format!(
+            "spec.templateName: {template_kind} {template_name:?} cannot grant access: {e}"
+        )),
+    }
+}
+
+/// Checks an update of a request: its spec, requester included, may not change.
+pub fn check_update(
+    kind: RequestKind,
+    old: Option<&Value>,
+    new: Option<&Value>,
+) -> Result<(), String> {
+    let old_spec = old.and_then(|o| o.get("spec"));
+    let new_spec = new.and_then(|o| o.get("spec"));
+    if old_spec == new_spec {
+        return Ok(());
+    }
+    let field = |spec: Option<&Value>, name: &str| spec.and_then(|s| s.get(name)).cloned();
+    if kind == RequestKind::Exec && field(old_spec, "targetPod") != field(new_spec, "targetPod") {
+        return Err(TARGET_POD_IMMUTABLE.into());
+    }
+    if field(old_spec, "requester") != field(new_spec, "requester") {
+        return Err(
+            "spec.requester: is recorded at creation and cannot be changed; a request cannot be \
+             changed after creation, only deleted"
+                .into(),
+        );
+    }
+    Err("spec: a request cannot be changed after creation, only deleted".into())
+}
+
+fn unknown_kind(request: &AdmissionRequest<DynamicObject>) -> String {
+    format!(
+        "oz's request webhooks only admit ExecAccessRequest and PodAccessRequest \
+         ({}), not {:?} in group {:?}",
+        oz_api::GROUP,
+        request.kind.kind,
+        request.kind.group
+    )
+}

@@ -1,0 +1,501 @@
+//! The webhook configurations oz registers for itself, and the one way they are written:
+//! server-side apply of the whole desired object, `caBundle` included, with the
+//! [`FIELD_MANAGER`](crate::FIELD_MANAGER) field manager.
+//!
+//! Three configurations, named after [`Registration::name`] (default `oz`):
+//!
+//! | Configuration | Webhook | Rules | failurePolicy |
+//! |---|---|---|---|
+//! | Mutating `oz-requests` | `requester.oz.wizardofoz.co` | CREATE of execaccessrequests, podaccessrequests | Fail |
+//! | Validating `oz-requests` | `requests.oz.wizardofoz.co` | CREATE, UPDATE of the same | Fail |
+//! | Validating `oz-audit` | `audit.oz.wizardofoz.co` | CONNECT of pods/exec, pods/attach, pods/portforward; UPDATE of pods/ephemeralcontainers | Ignore |
+//!
+//! The audit webhook never has an objectSelector: CONNECT options have no labels, so an
+//! objectSelector would match nothing. Scope it with a namespaceSelector instead.
+
+use axum::http::Uri;
+use k8s_openapi::{
+    ByteString,
+    api::admissionregistration::v1::{
+        MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+        ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    },
+    apimachinery::pkg::apis::meta::v1::LabelSelector,
+};
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, Patch, PatchParams},
+};
+
+use crate::{Error, FIELD_MANAGER, Result};
+
+/// Path of the mutating webhook that records the requester.
+pub const MUTATE_REQUESTS_PATH: &str = "/mutate-requests";
+/// Path of the validating webhook for requests.
+pub const VALIDATE_REQUESTS_PATH: &str = "/validate-requests";
+/// Path of the exec/attach/port-forward/debug audit webhook.
+pub const AUDIT_PATH: &str = "/audit";
+
+/// Name of the mutating webhook inside its configuration.
+pub const REQUESTER_WEBHOOK: &str = "requester.oz.wizardofoz.co";
+/// Name of the request validating webhook inside its configuration.
+pub const REQUESTS_WEBHOOK: &str = "requests.oz.wizardofoz.co";
+/// Name of the audit webhook inside its configuration; the apiserver prefixes the audit
+/// annotations it returns with this name.
+pub const AUDIT_WEBHOOK: &str = "audit.oz.wizardofoz.co";
+
+/// The request webhooks' timeout; the apiserver's default and well under its 30 s maximum.
+const REQUEST_TIMEOUT_SECONDS: i32 = 10;
+/// The audit webhook answers fast or is skipped: an exec should not wait long for an audit.
+const AUDIT_TIMEOUT_SECONDS: i32 = 5;
+
+const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// How the apiserver reaches the webhook server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookEndpoint {
+    /// In a cluster: through a Service (`--webhook-service NAMESPACE/NAME`).
+    Service {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+        /// The Service port (not the container port).
+        port: u16,
+    },
+    /// Locally: a URL base such as `https://127.0.0.1:9443` (`--webhook-url-base`).
+    Url {
+        /// `https://host[:port]`, without a path.
+        base: String,
+    },
+}
+
+impl WebhookEndpoint {
+    /// A Service endpoint from `NAMESPACE/NAME` and the Service port.
+    pub fn service(namespace_and_name: &str, port: u16) -> Result<Self> {
+        match namespace_and_name.split_once('/') {
+            Some((namespace, name))
+                if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+            {
+                Ok(Self::Service {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    port,
+                })
+            }
+            _ => Err(Error::Config(format!(
+                "webhook service {namespace_and_name:?} must be NAMESPACE/NAME"
+            ))),
+        }
+    }
+
+    /// A URL endpoint; `base` must be `https://host[:port]` with no path, query or user info.
+    pub fn url(base: &str) -> Result<Self> {
+        let base = base.trim_end_matches('/');
+        let uri: Uri = base
+            .parse()
+            .map_err(|e| Error::Config(format!("webhook URL base {base:?}: {e}")))?;
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        if uri.scheme_str() != Some("https")
+            || uri.host().is_none()
+            || authority.contains('@')
+            || uri.path_and_query().is_some_and(|p| p.as_str() != "/")
+        {
+            return Err(Error::Config(format!(
+                "webhook URL base {base:?} must be https://HOST[:PORT], without path, query or user"
+            )));
+        }
+        Ok(Self::Url { base: base.into() })
+    }
+
+    /// The DNS names and IP addresses the serving certificate must carry for this endpoint:
+    /// the Service's DNS names, or the URL's host plus the loopback address and localhost.
+    pub fn serving_names(&self) -> Vec<String> {
+        match self {
+            Self::Service {
+                namespace, name, ..
+            } => vec![
+                name.clone(),
+                format!("{name}.{namespace}"),
+                format!("{name}.{namespace}.svc"),
+                format!("{name}.{namespace}.svc.{CLUSTER_DOMAIN}"),
+            ],
+            Self::Url { base } => {
+                let host = base
+                    .parse::<Uri>()
+                    .ok()
+                    .and_then(|u| u.host().map(|h| h.trim_matches(['[', ']']).to_string()));
+                let mut names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+                if let Some(host) = host
+                    && !names.iter().any(|n| n.eq_ignore_ascii_case(&host))
+                {
+                    names.insert(0, host);
+                }
+                names
+            }
+        }
+    }
+
+    fn client_config(&self, path: &str, ca_bundle: &str) -> WebhookClientConfig {
+        let ca_bundle = Some(ByteString(ca_bundle.as_bytes().to_vec()));
+        match self {
+            Self::Service {
+                namespace,
+                name,
+                port,
+            } => WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    port: Some(i32::from(*port)),
+                    path: Some(path.into()),
+                }),
+                ca_bundle,
+                url: None,
+            },
+            Self::Url { base } => WebhookClientConfig {
+                url: Some(format!("{base}{path}")),
+                ca_bundle,
+                service: None,
+            },
+        }
+    }
+}
+
+/// The failure policy of the audit webhook.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// An unreachable webhook is skipped: an oz outage never blocks `kubectl exec`.
+    #[default]
+    Ignore,
+    /// An unreachable webhook blocks the operation; only worth it with enforcement on.
+    Fail,
+}
+
+impl FailurePolicy {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ignore => "Ignore",
+            Self::Fail => "Fail",
+        }
+    }
+}
+
+/// What oz registers, and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Registration {
+    /// Base name of the configurations: `<name>-requests` (mutating and validating) and
+    /// `<name>-audit` (validating). Default `oz`.
+    pub name: String,
+    /// How the apiserver reaches the server.
+    pub endpoint: WebhookEndpoint,
+    /// Limits the request webhooks to matching namespaces; all namespaces if `None`.
+    pub request_namespace_selector: Option<LabelSelector>,
+    /// Whether the audit webhook is registered. Default true.
+    pub audit: bool,
+    /// Limits the audit webhook to matching namespaces; all namespaces if `None`.
+    pub audit_namespace_selector: Option<LabelSelector>,
+    /// The audit webhook's failure policy. Default [`FailurePolicy::Ignore`].
+    pub audit_failure_policy: FailurePolicy,
+}
+
+impl Registration {
+    /// Everything registered, in all namespaces, under the default names.
+    pub fn new(endpoint: WebhookEndpoint) -> Self {
+        Self {
+            name: "oz".into(),
+            endpoint,
+            request_namespace_selector: None,
+            audit: true,
+            audit_namespace_selector: None,
+            audit_failure_policy: FailurePolicy::Ignore,
+        }
+    }
+
+    /// Name of the mutating and of the request validating configuration.
+    pub fn requests_name(&self) -> String {
+        format!("{}-requests", self.name)
+    }
+
+    /// Name of the audit validating configuration.
+    pub fn audit_name(&self) -> String {
+        format!("{}-audit", self.name)
+    }
+
+    /// Names of every validating configuration registered.
+    pub fn validating_names(&self) -> Vec<String> {
+        let mut names = vec![self.requests_name()];
+        if self.audit {
+            names.push(self.audit_name());
+        }
+        names
+    }
+
+    /// The mutating configuration, trusting `ca_bundle` (PEM).
+    pub fn mutating_configuration(&self, ca_bundle: &str) -> MutatingWebhookConfiguration {
+        MutatingWebhookConfiguration {
+            metadata: metadata(self.requests_name()),
+            webhooks: Some(vec![MutatingWebhook {
+                name: REQUESTER_WEBHOOK.into(),
+                client_config: self.endpoint.client_config(MUTATE_REQUESTS_PATH, ca_bundle),
+                rules: Some(vec![request_rule(&["CREATE"])]),
+                failure_policy: Some("Fail".into()),
+                match_policy: Some("Equivalent".into()),
+                namespace_selector: self.request_namespace_selector.clone(),
+                reinvocation_policy: Some("Never".into()),
+                side_effects: "None".into(),
+                admission_review_versions: vec!["v1".into()],
+                timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
+                ..Default::default()
+            }]),
+        }
+    }
+
+    /// The validating configurations (requests, then audit if enabled), trusting `ca_bundle`.
+    pub fn validating_configurations(
+        &self,
+        ca_bundle: &str,
+    ) -> Vec<ValidatingWebhookConfiguration> {
+        let mut configurations = vec![ValidatingWebhookConfiguration {
+            metadata: metadata(self.requests_name()),
+            webhooks: Some(vec![ValidatingWebhook {
+                name: REQUESTS_WEBHOOK.into(),
+                client_config: self
+                    .endpoint
+                    .client_config(VALIDATE_REQUESTS_PATH, ca_bundle),
+                rules: Some(vec![request_rule(&["CREATE", "UPDATE"])]),
+                failure_policy: Some("Fail".into()),
+                match_policy: Some("Equivalent".into()),
+                namespace_selector: self.request_namespace_selector.clone(),
+                side_effects: "None".into(),
+                admission_review_versions: vec!["v1".into()],
+                timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
+                ..Default::default()
+            }]),
+        }];
+        if self.audit {
+            configurations.push(ValidatingWebhookConfiguration {
+                metadata: metadata(self.audit_name()),
+                webhooks: Some(vec![ValidatingWebhook {
+                    name: AUDIT_WEBHOOK.into(),
+                    client_config: self.endpoint.client_config(AUDIT_PATH, ca_bundle),
+                    rules: Some(vec![
+                        pod_rule("CONNECT", &["pods/exec", "pods/attach", "pods/portforward"]),
+                        pod_rule("UPDATE", &["pods/ephemeralcontainers"]),
+                    ]),
+                    failure_policy: Some(self.audit_failure_policy.as_str().into()),
+                    match_policy: Some("Equivalent".into()),
+                    namespace_selector: self.audit_namespace_selector.clone(),
+                    // It records Events, but never on a dry run.
+                    side_effects: "NoneOnDryRun".into(),
+                    admission_review_versions: vec!["v1".into()],
+                    timeout_seconds: Some(AUDIT_TIMEOUT_SECONDS),
+                    ..Default::default()
+                }]),
+            });
+        }
+        configurations
+    }
+
+    /// Applies every configuration, trusting `ca_bundle`. Configurations no longer wanted
+    /// (the audit one when disabled) are left alone.
+    pub async fn apply(&self, client: &Client, ca_bundle: &str) -> Result<()> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+        let config = self.mutating_configuration(ca_bundle);
+        mutating
+            .patch(&self.requests_name(), &params, &Patch::Apply(&config))
+            .await?;
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+        for config in self.validating_configurations(ca_bundle) {
+            let name = config.metadata.name.clone().unwrap_or_default();
+            validating
+                .patch(&name, &params, &Patch::Apply(&config))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+fn metadata(name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        labels: Some(
+            [(
+                "app.kubernetes.io/managed-by".to_string(),
+                FIELD_MANAGER.to_string(),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn request_rule(operations: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        operations: Some(operations.iter().map(|o| o.to_string()).collect()),
+        api_groups: Some(vec![oz_api::GROUP.into()]),
+        api_versions: Some(vec![oz_api::VERSION.into()]),
+        resources: Some(vec![
+            "execaccessrequests".into(),
+            "podaccessrequests".into(),
+        ]),
+        scope: Some("Namespaced".into()),
+    }
+}
+
+fn pod_rule(operation: &str, resources: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        operations: Some(vec![operation.into()]),
+        api_groups: Some(vec!["".into()]),
+        api_versions: Some(vec!["v1".into()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        scope: Some("Namespaced".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_endpoints_name_every_service_dns_name() {
+        let endpoint = WebhookEndpoint::service("oz-system/oz-webhook", 443).unwrap();
+        assert_eq!(
+            endpoint.serving_names(),
+            [
+                "oz-webhook",
+                "oz-webhook.oz-system",
+                "oz-webhook.oz-system.svc",
+                "oz-webhook.oz-system.svc.cluster.local"
+            ]
+        );
+        for bad in ["oz-webhook", "/oz", "oz/", "a/b/c"] {
+            assert!(WebhookEndpoint::service(bad, 443).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn url_endpoints_name_loopback_and_their_host() {
+        let local = WebhookEndpoint::url("https://127.0.0.1:9443/").unwrap();
+        assert_eq!(local.serving_names(), ["127.0.0.1", "localhost"]);
+        let other = WebhookEndpoint::url("https://host.docker.internal:9443").unwrap();
+        assert_eq!(
+            other.serving_names(),
+            ["host.docker.internal", "127.0.0.1", "localhost"]
+        );
+        let v6 = WebhookEndpoint::url("https://[::1]:9443").unwrap();
+        assert_eq!(v6.serving_names(), ["::1", "127.0.0.1", "localhost"]);
+        for bad in [
+            "http://127.0.0.1:9443",
+            "https://127.0.0.1:9443/path",
+            "https://u@127.0.0.1",
+            "https://127.0.0.1:9443?q=1",
+            "not a url",
+        ] {
+            assert!(WebhookEndpoint::url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn request_webhooks_fail_closed_and_cover_only_the_request_kinds() {
+        let registration =
+            Registration::new(WebhookEndpoint::service("oz-system/oz-webhook", 443).unwrap());
+        let mutating = registration.mutating_configuration("PEM");
+        assert_eq!(mutating.metadata.name.as_deref(), Some("oz-requests"));
+        let webhook = &mutating.webhooks.unwrap()[0];
+        assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(webhook.side_effects, "None");
+        assert_eq!(webhook.admission_review_versions, ["v1"]);
+        assert!(webhook.timeout_seconds.unwrap() <= 10);
+        let rule = &webhook.rules.as_ref().unwrap()[0];
+        assert_eq!(
+            rule.operations.as_deref(),
+            Some(&["CREATE".to_string()][..])
+        );
+        assert_eq!(
+            rule.api_groups.as_deref(),
+            Some(&["crds.wizardofoz.co".to_string()][..])
+        );
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(
+                &[
+                    "execaccessrequests".to_string(),
+                    "podaccessrequests".to_string()
+                ][..]
+            )
+        );
+        let service = webhook.client_config.service.as_ref().unwrap();
+        assert_eq!(
+            (
+                service.namespace.as_str(),
+                service.name.as_str(),
+                service.port
+            ),
+            ("oz-system", "oz-webhook", Some(443))
+        );
+        assert_eq!(service.path.as_deref(), Some(MUTATE_REQUESTS_PATH));
+        assert_eq!(
+            webhook.client_config.ca_bundle,
+            Some(ByteString(b"PEM".to_vec()))
+        );
+
+        let validating = registration.validating_configurations("PEM");
+        assert_eq!(validating.len(), 2);
+        let requests = &validating[0].webhooks.as_ref().unwrap()[0];
+        assert_eq!(requests.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(
+            requests.rules.as_ref().unwrap()[0].operations.as_deref(),
+            Some(&["CREATE".to_string(), "UPDATE".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn the_audit_webhook_never_blocks_and_has_no_object_selector() {
+        let mut registration =
+            Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap());
+        let selector = LabelSelector {
+            match_labels: Some([("team".to_string(), "a".to_string())].into()),
+            ..Default::default()
+        };
+        registration.audit_namespace_selector = Some(selector.clone());
+        let validating = registration.validating_configurations("PEM");
+        assert_eq!(validating[1].metadata.name.as_deref(), Some("oz-audit"));
+        let audit = &validating[1].webhooks.as_ref().unwrap()[0];
+        assert_eq!(audit.failure_policy.as_deref(), Some("Ignore"));
+        assert_eq!(audit.object_selector, None);
+        assert_eq!(audit.namespace_selector, Some(selector));
+        assert_eq!(
+            audit.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/audit")
+        );
+        let rules = audit.rules.as_ref().unwrap();
+        assert_eq!(
+            rules[0].operations.as_deref(),
+            Some(&["CONNECT".to_string()][..])
+        );
+        assert_eq!(
+            rules[0].resources.as_deref(),
+            Some(
+                &[
+                    "pods/exec".to_string(),
+                    "pods/attach".to_string(),
+                    "pods/portforward".to_string()
+                ][..]
+            )
+        );
+        assert_eq!(
+            rules[1].operations.as_deref(),
+            Some(&["UPDATE".to_string()][..])
+        );
+        assert_eq!(
+            rules[1].resources.as_deref(),
+            Some(&["pods/ephemeralcontainers".to_string()][..])
+        );
+
+        registration.audit = false;
+        assert_eq!(registration.validating_configurations("PEM").len(), 1);
+        assert_eq!(registration.validating_names(), ["oz-requests"]);
+    }
+}

@@ -1,0 +1,193 @@
+//! [`WebhookServer`]: everything oz-manager starts for its webhooks, in one call.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use kube::Client;
+use rustls::pki_types::CertificateDer;
+use tokio::{
+    sync::{oneshot, watch},
+    task::JoinHandle,
+};
+use tracing::info;
+
+use crate::{
+    Error, Result,
+    admission::{self, AdmissionState, AuditLog, EnforceSettings, KubeLookup},
+    certs::CertSettings,
+    reconciler::{CertReconciler, initial_certificates},
+    registration::{Registration, WebhookEndpoint},
+    store::{CertStore, SecretNames},
+    tls::{SwappableCert, TlsServer},
+};
+
+/// Everything that can be set about the webhook server. [`WebhookConfig::new`] gives the
+/// defaults; every field is public so command-line flags map onto it directly.
+#[derive(Clone, Debug)]
+pub struct WebhookConfig {
+    /// The operator's namespace, where the certificate Secrets live.
+    pub namespace: String,
+    /// What is registered, and how the apiserver reaches the server.
+    pub registration: Registration,
+    /// Where [`WebhookServer::start`] listens. Default `0.0.0.0:9443`.
+    pub listen: SocketAddr,
+    /// The certificate Secrets. Default `oz-webhook-ca` and `oz-webhook-tls`.
+    pub secrets: SecretNames,
+    /// Certificate lifetimes and renewal window.
+    pub certs: CertSettings,
+    /// `--audit-log-path`: audit records are also appended here as JSON lines.
+    pub audit_log_path: Option<PathBuf>,
+    /// Which pod accesses are denied without a grant. Default: none.
+    pub enforce: EnforceSettings,
+    /// How often the certificates are checked against their renewal window, besides every
+    /// change to the Secrets. Default 1 hour.
+    pub check_interval: Duration,
+    /// Leadership: Secrets and configurations are written only while this is `true`; followers
+    /// only read and reload. `None`: always write (a single replica).
+    pub leader: Option<watch::Receiver<bool>>,
+}
+
+impl WebhookConfig {
+    /// The defaults, for an operator in `namespace` reached through `endpoint`.
+    pub fn new(namespace: impl Into<String>, endpoint: WebhookEndpoint) -> Self {
+        Self {
+            namespace: namespace.into(),
+            registration: Registration::new(endpoint),
+            listen: SocketAddr::from(([0, 0, 0, 0], 9443)),
+            secrets: SecretNames::default(),
+            certs: CertSettings::default(),
+            audit_log_path: None,
+            enforce: EnforceSettings::default(),
+            check_interval: Duration::from_secs(60 * 60),
+            leader: None,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.certs.validate()?;
+        if self.namespace.is_empty() || self.registration.name.is_empty() {
+            return Err(Error::Config(
+                "the namespace and the configuration name must not be empty".into(),
+            ));
+        }
+        if self.secrets.ca == self.secrets.serving {
+            return Err(Error::Config(
+                "the CA and serving certificate need two different Secrets".into(),
+            ));
+        }
+        if self.check_interval.is_zero() {
+            return Err(Error::Config("the check interval must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The running webhook server: TLS server, certificate reconciler and registration.
+///
+/// Dropping it leaves everything running; [`WebhookServer::shutdown`] stops it. The
+/// configurations stay registered either way (the request webhooks then fail closed, the
+/// audit webhook is skipped).
+///
+/// The client needs: get/list/watch/create/update/delete on the two Secrets;
+/// get/list/watch/patch on oz's Mutating/ValidatingWebhookConfigurations; get/list on the
+/// four oz kinds; get on pods; create/patch on events.k8s.io events.
+pub struct WebhookServer {
+    tls: TlsServer,
+    certificate: Arc<SwappableCert>,
+    reconciler: JoinHandle<()>,
+    stop: oneshot::Sender<()>,
+}
+
+impl WebhookServer {
+    /// Binds `config.listen`, then as [`WebhookServer::start_on`].
+    pub async fn start(client: Client, config: WebhookConfig) -> Result<Self> {
+        let listener = std::net::TcpListener::bind(config.listen)?;
+        Self::start_on(listener, client, config).await
+    }
+
+    /// Makes sure the certificates exist (a follower waits for the leader's), serves the
+    /// admission handlers over TLS on `listener`, registers the webhook configurations (as
+    /// leader), and keeps all of it current in the background. Returns once the server answers
+    /// and, as leader, the configurations are applied.
+    pub async fn start_on(
+        listener: std::net::TcpListener,
+        client: Client,
+        config: WebhookConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        let leader = config.leader.clone().unwrap_or_else(|| {
+            // A closed channel reads `true` forever.
+            watch::channel(true).1
+        });
+        let store = CertStore::new(
+            client.clone(),
+            &config.namespace,
+            config.secrets.clone(),
+            config.certs,
+            config.registration.endpoint.serving_names(),
+        );
+        let initial = initial_certificates(&store, &leader).await?;
+        let certificate = Arc::new(SwappableCert::from_pem(
+            initial.serving.cert.as_bytes(),
+            initial.serving.key.as_bytes(),
+        )?);
+        let audit_log = match &config.audit_log_path {
+            Some(path) => AuditLog::open(path).await?,
+            None => AuditLog::log_only(),
+        };
+        let state = AdmissionState {
+            lookup: Arc::new(KubeLookup::new(client.clone())),
+            audit_log,
+            events: Some(client.clone()),
+            enforce: config.enforce.clone(),
+        };
+        let tls = TlsServer::start(
+            listener,
+            admission::router(Arc::new(state)),
+            certificate.clone(),
+        )
+        .await?;
+        info!(address = %tls.local_addr, "webhook server listening");
+
+        let mut reconciler = CertReconciler {
+            client,
+            namespace: config.namespace.clone(),
+            store,
+            registration: config.registration.clone(),
+            certificate: certificate.clone(),
+            served: initial.serving,
+            leader,
+            check_interval: config.check_interval,
+        };
+        // Registers the configurations, now that the server answers them.
+        if let Err(e) = reconciler.sync().await {
+            let _ = tls.shutdown(Duration::ZERO).await;
+            return Err(e);
+        }
+        let (stop, stopped) = oneshot::channel();
+        let reconciler = tokio::spawn(reconciler.run(stopped));
+        Ok(Self {
+            tls,
+            certificate,
+            reconciler,
+            stop,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.tls.local_addr
+    }
+
+    /// The leaf certificate served from the next TLS handshake on.
+    pub fn served_certificate(&self) -> CertificateDer<'static> {
+        self.certificate.current_leaf_der()
+    }
+
+    /// Stops the reconciler, then the server, letting open requests finish for up to `grace`.
+    pub async fn shutdown(self, grace: Duration) -> Result<()> {
+        let _ = self.stop.send(());
+        let _ = self.reconciler.await;
+        self.tls.shutdown(grace).await?;
+        Ok(())
+    }
+}
