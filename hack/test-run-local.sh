@@ -4,8 +4,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mktemp)
-# A port of its own, so a developer's own `make run` is not disturbed.
-export OZ_WEBHOOK_PORT=${OZ_WEBHOOK_PORT:-19443} OZ_METRICS_PORT=${OZ_METRICS_PORT:-18080}
+# Free ports of its own, so nothing else on the machine (a developer's own `make run`) collides.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+export OZ_WEBHOOK_PORT=${OZ_WEBHOOK_PORT:-$(free_port)} OZ_METRICS_PORT=${OZ_METRICS_PORT:-$(free_port)}
 setsid bash -c "cd '$root' && exec make --no-print-directory run" >"$out" 2>&1 &
 leader=$!
 # SIGTERM, not SIGINT: background jobs of a script start with SIGINT ignored. A terminal's Ctrl-C

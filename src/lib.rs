@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod builders;
+pub mod cli;
 pub mod conditions;
 pub mod context;
 pub mod controllers;

@@ -2,6 +2,7 @@
 //! pod template. Rollouts are read through the dynamic API, so oz needs no Argo dependency and
 //! works whether or not their CRD is installed.
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::{
     api::{
         apps::v1::{DaemonSet, Deployment, StatefulSet},
@@ -10,10 +11,11 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::LabelSelector,
 };
 use kube::{
-    Api, Client,
+    Api, Client, Resource,
     api::{ApiResource, DynamicObject, GroupVersionKind},
 };
 use oz_api::{ControllerKind, CrossVersionObjectReference};
+use serde::de::DeserializeOwned;
 
 use crate::Result;
 
@@ -43,6 +45,9 @@ pub fn rollout_resource() -> ApiResource {
     )
 }
 
+/// A workload's selector and pod template, or `None` for a workload without a spec.
+type Parts = Option<(LabelSelector, PodTemplateSpec)>;
+
 /// Looks up `target` in `namespace`.
 pub async fn lookup(
     client: &Client,
@@ -50,82 +55,79 @@ pub async fn lookup(
     target: &CrossVersionObjectReference,
 ) -> Result<Lookup> {
     let name = target.name.as_str();
-    let missing = || {
-        Lookup::Missing(format!(
-            "{:?} {name:?} not found in namespace {namespace:?}",
-            target.kind
-        ))
+    let parts: Option<Parts> = match target.kind {
+        ControllerKind::Deployment => get::<Deployment>(client, namespace, name)
+            .await?
+            .map(|d| d.spec.map(|s| (s.selector, s.template))),
+        ControllerKind::StatefulSet => get::<StatefulSet>(client, namespace, name)
+            .await?
+            .map(|d| d.spec.map(|s| (s.selector, s.template))),
+        ControllerKind::DaemonSet => get::<DaemonSet>(client, namespace, name)
+            .await?
+            .map(|d| d.spec.map(|s| (s.selector, s.template))),
+        ControllerKind::Rollout => match get_rollout(client, namespace, name).await? {
+            RolloutLookup::Found(parts) => Some(*parts),
+            RolloutLookup::Missing => None,
+            RolloutLookup::NoCrd => {
+                return Ok(Lookup::Missing(format!(
+                    "Rollout {name:?} cannot exist: the Argo Rollouts CRD (rollouts.argoproj.io) is not installed"
+                )));
+            }
+        },
     };
-    let found = |selector: Option<LabelSelector>, template: Option<PodTemplateSpec>| match (
-        selector, template,
-    ) {
-        (Some(selector), Some(pod_template)) => Lookup::Found(Box::new(Workload {
+    Ok(match parts {
+        Some(Some((selector, pod_template))) => Lookup::Found(Box::new(Workload {
             selector,
             pod_template,
         })),
-        _ => Lookup::Missing(format!(
+        Some(None) => Lookup::Missing(format!(
             "{:?} {name:?} has no selector or pod template",
             target.kind
         )),
-    };
-    Ok(match target.kind {
-        ControllerKind::Deployment => {
-            match Api::<Deployment>::namespaced(client.clone(), namespace)
-                .get_opt(name)
-                .await?
-            {
-                Some(d) => d
-                    .spec
-                    .map_or_else(missing, |s| found(Some(s.selector), Some(s.template))),
-                None => missing(),
-            }
-        }
-        ControllerKind::StatefulSet => {
-            match Api::<StatefulSet>::namespaced(client.clone(), namespace)
-                .get_opt(name)
-                .await?
-            {
-                Some(d) => d
-                    .spec
-                    .map_or_else(missing, |s| found(Some(s.selector), Some(s.template))),
-                None => missing(),
-            }
-        }
-        ControllerKind::DaemonSet => {
-            match Api::<DaemonSet>::namespaced(client.clone(), namespace)
-                .get_opt(name)
-                .await?
-            {
-                Some(d) => d
-                    .spec
-                    .map_or_else(missing, |s| found(Some(s.selector), Some(s.template))),
-                None => missing(),
-            }
-        }
-        ControllerKind::Rollout => {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &rollout_resource());
-            match api.get(name).await {
-                Ok(rollout) => {
-                    let spec = &rollout.data["spec"];
-                    found(
-                        serde_json::from_value(spec["selector"].clone()).ok(),
-                        serde_json::from_value(spec["template"].clone()).ok(),
-                    )
-                }
-                // A missing object's 404 names it; a 404 without details means the resource
-                // type itself is unknown.
-                Err(kube::Error::Api(status))
-                    if status.code == 404
-                        && status.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
-                {
-                    missing()
-                }
-                Err(kube::Error::Api(status)) if status.code == 404 => Lookup::Missing(format!(
-                    "Rollout {name:?} cannot exist: the Argo Rollouts CRD (rollouts.argoproj.io) is not installed"
-                )),
-                Err(e) => return Err(e.into()),
-            }
-        }
+        None => Lookup::Missing(format!(
+            "{:?} {name:?} not found in namespace {namespace:?}",
+            target.kind
+        )),
     })
+}
+
+async fn get<K>(client: &Client, namespace: &str, name: &str) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    Ok(Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?)
+}
+
+enum RolloutLookup {
+    Found(Box<Parts>),
+    Missing,
+    NoCrd,
+}
+
+async fn get_rollout(client: &Client, namespace: &str, name: &str) -> Result<RolloutLookup> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &rollout_resource());
+    match api.get(name).await {
+        Ok(rollout) => {
+            let spec = &rollout.data["spec"];
+            let selector = serde_json::from_value(spec["selector"].clone()).ok();
+            let template = serde_json::from_value(spec["template"].clone()).ok();
+            Ok(RolloutLookup::Found(Box::new(selector.zip(template))))
+        }
+        // A missing object's 404 names it; a 404 without details means the resource type itself
+        // is unknown.
+        Err(kube::Error::Api(status))
+            if status.code == 404
+                && status.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
+        {
+            Ok(RolloutLookup::Missing)
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(RolloutLookup::NoCrd),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -19,7 +19,7 @@ use kube::{
         watcher,
     },
 };
-use oz_api::{ControllerKind, ExecAccessTemplate, PodAccessTemplate, RequestPhase};
+use oz_api::{ControllerKind, RequestPhase};
 
 use crate::{
     Context, Error,
@@ -69,41 +69,54 @@ pub async fn controllers(
     kinds: &[AccessKind],
     shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
 ) -> Vec<BoxFuture<'static, ()>> {
-    let rollouts_installed = rollouts_installed(&ctx.client).await;
-    let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
+    let rollouts_installed = rollouts_installed(&ctx.client, &scope).await;
+    let mut tasks = Vec::new();
     for kind in kinds {
-        match kind {
-            AccessKind::Exec => {
-                tasks.push(Box::pin(template_controller::<ExecAccessTemplate>(
-                    ctx.clone(),
-                    scope.clone(),
-                    rollouts_installed,
-                    shutdown.clone(),
-                )));
-                tasks.push(Box::pin(request_controller(
-                    ctx.clone(),
-                    scope.clone(),
-                    ExecAccessBuilder,
-                    shutdown.clone(),
-                )));
-            }
-            AccessKind::Pod => {
-                tasks.push(Box::pin(template_controller::<PodAccessTemplate>(
-                    ctx.clone(),
-                    scope.clone(),
-                    rollouts_installed,
-                    shutdown.clone(),
-                )));
-                tasks.push(Box::pin(request_controller(
-                    ctx.clone(),
-                    scope.clone(),
-                    PodAccessBuilder,
-                    shutdown.clone(),
-                )));
-            }
-        }
+        let pair = match kind {
+            AccessKind::Exec => controllers_for(
+                ExecAccessBuilder,
+                &ctx,
+                &scope,
+                rollouts_installed,
+                &shutdown,
+            ),
+            AccessKind::Pod => controllers_for(
+                PodAccessBuilder,
+                &ctx,
+                &scope,
+                rollouts_installed,
+                &shutdown,
+            ),
+        };
+        tasks.extend(pair);
     }
     tasks
+}
+
+/// The template controller and the request controller of one access kind.
+fn controllers_for<B: AccessBuilder>(
+    builder: B,
+    ctx: &Context,
+    scope: &Scope,
+    rollouts_installed: bool,
+    shutdown: &(impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static),
+) -> [BoxFuture<'static, ()>; 2] {
+    [
+        Box::pin(
+            template_controller::<<B::Request as AccessRequest>::Template>(
+                ctx.clone(),
+                scope.clone(),
+                rollouts_installed,
+                shutdown.clone(),
+            ),
+        ),
+        Box::pin(request_controller(
+            ctx.clone(),
+            scope.clone(),
+            builder,
+            shutdown.clone(),
+        )),
+    ]
 }
 
 async fn template_controller<T: AccessTemplate>(
@@ -132,12 +145,8 @@ async fn template_controller<T: AccessTemplate>(
             templates_targeting(&store, ControllerKind::DaemonSet),
         );
     if rollouts_installed {
-        let rollouts: Api<DynamicObject> = match &scope {
-            Scope::Cluster => Api::all_with(client.clone(), &rollout_resource()),
-            Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &rollout_resource()),
-        };
         controller = controller.watches_with(
-            rollouts,
+            rollouts_api(&client, &scope),
             rollout_resource(),
             watcher::Config::default(),
             templates_targeting(&store, ControllerKind::Rollout),
@@ -340,10 +349,18 @@ async fn drain<T: std::fmt::Debug, E: std::fmt::Display>(
         .await;
 }
 
-/// Whether the Argo Rollouts CRD is installed, so Rollout targets can be watched.
-async fn rollouts_installed(client: &Client) -> bool {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &rollout_resource());
-    api.list(&kube::api::ListParams::default().limit(1))
+/// Whether Rollouts can be watched in `scope`: their CRD is installed and oz may list them
+/// there (a scoped install may not list them cluster-wide).
+async fn rollouts_installed(client: &Client, scope: &Scope) -> bool {
+    rollouts_api(client, scope)
+        .list(&kube::api::ListParams::default().limit(1))
         .await
         .is_ok()
+}
+
+fn rollouts_api(client: &Client, scope: &Scope) -> Api<DynamicObject> {
+    match scope {
+        Scope::Cluster => Api::all_with(client.clone(), &rollout_resource()),
+        Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &rollout_resource()),
+    }
 }

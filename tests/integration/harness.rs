@@ -21,7 +21,6 @@ use k8s_openapi::{
             ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
         },
         core::v1::{ConfigMap, Namespace, Pod},
-        rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference},
 };
@@ -37,7 +36,7 @@ use oz_testenv::{
 use oz_webhooks::tls::{SwappableCert, TlsServer};
 use serde_json::{Value, json};
 
-use crate::support::{env, eventually};
+use crate::support::{env, eventually, grant, rule, subject};
 
 #[tokio::test]
 async fn each_user_is_authenticated_by_their_own_certificate() {
@@ -380,56 +379,11 @@ fn the_control_plane_exits_and_cleans_up_when_its_parent_goes_away() {
 
 /// Gives `group` what `kubectl exec` needs in `ns`: get on pods, create and get on pods/exec.
 async fn grant_exec_to_group(admin: &Client, ns: &str, group: &str) {
-    let roles: Api<Role> = Api::namespaced(admin.clone(), ns);
-    roles
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: ObjectMeta {
-                    name: Some("exec".into()),
-                    ..Default::default()
-                },
-                rules: Some(vec![
-                    rule("pods", &["get", "list"]),
-                    rule("pods/exec", &["create", "get"]),
-                ]),
-            },
-        )
-        .await
-        .unwrap();
-    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
-    bindings
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata: ObjectMeta {
-                    name: Some("exec".into()),
-                    ..Default::default()
-                },
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: "exec".into(),
-                },
-                subjects: Some(vec![Subject {
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    kind: "Group".into(),
-                    name: group.into(),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .unwrap();
-}
-
-fn rule(resource: &str, verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec!["".into()]),
-        resources: Some(vec![resource.into()]),
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        ..Default::default()
-    }
+    let rules = vec![
+        rule(&[""], &["pods"], &["get", "list"]),
+        rule(&[""], &["pods/exec"], &["create", "get"]),
+    ];
+    grant(admin, ns, "exec", rules, vec![subject("Group", group)]).await;
 }
 
 fn config_map(name: &str, owner: Option<OwnerReference>) -> ConfigMap {

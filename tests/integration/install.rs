@@ -12,11 +12,10 @@ use k8s_openapi::api::{
     authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec},
     coordination::v1::Lease,
     core::v1::{Secret, ServiceAccount},
-    rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
 };
 use kube::{
     Api, Client, Config,
-    api::{ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
 use oz::manifests::{Controller, InstallOptions, install_yaml};
@@ -25,7 +24,8 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, install_crds, parse_manifest,
+    Operator, can_exec, create_manifest, env, eventually, grant, install_crds, parse_manifest,
+    rule, subject,
 };
 
 const FIELD_MANAGER: &str = "oz-install-test";
@@ -397,48 +397,17 @@ async fn wait_for_ready(admin: &Client, ns: &str, name: &str, operator: &Operato
 
 /// alice (group devs) may create requests in `ns`, as a cluster admin would let her.
 async fn grant_alice_requests(admin: &Client, ns: &str) {
-    let name = "request-access";
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: ObjectMeta {
-                    name: Some(name.into()),
-                    ..Default::default()
-                },
-                rules: Some(vec![PolicyRule {
-                    api_groups: Some(vec![oz_api::GROUP.into()]),
-                    resources: Some(vec!["execaccessrequests".into()]),
-                    verbs: ["create", "get", "list", "watch"]
-                        .map(String::from)
-                        .to_vec(),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(admin.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata: ObjectMeta {
-                    name: Some(name.into()),
-                    ..Default::default()
-                },
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: name.into(),
-                },
-                subjects: Some(vec![Subject {
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    kind: "Group".into(),
-                    name: "devs".into(),
-                    namespace: None,
-                }]),
-            },
-        )
-        .await
-        .unwrap();
+    let rules = vec![rule(
+        &[oz_api::GROUP],
+        &["execaccessrequests"],
+        &["create", "get", "list", "watch"],
+    )];
+    grant(
+        admin,
+        ns,
+        "request-access",
+        rules,
+        vec![subject("Group", "devs")],
+    )
+    .await;
 }

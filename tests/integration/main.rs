@@ -7,6 +7,7 @@ mod exec;
 mod harness;
 mod install;
 mod manager;
+mod ozctl;
 mod pod;
 mod support;
 mod webhooks;

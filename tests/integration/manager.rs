@@ -6,18 +6,21 @@ use std::time::{Duration, Instant};
 use k8s_openapi::{
     api::{
         coordination::v1::Lease,
-        rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
+        rbac::v1::{PolicyRule, RoleBinding},
     },
     jiff::Timestamp,
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ObjectMeta, PostParams},
+    api::{DeleteParams, PostParams},
 };
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 
-use crate::support::{Operator, can_exec, create_manifest, env, eventually, install_crds};
+use crate::support::{
+    Operator, can_exec, create_manifest, env, eventually, grant, install_crds, role_binding, rule,
+    subject,
+};
 
 fn template(deployment: &str) -> String {
     format!(
@@ -181,78 +184,43 @@ async fn requests_outside_the_watched_namespaces_are_ignored() {
 }
 
 /// What oz-manager needs in a watched namespace (without webhooks or leader election).
-fn operator_role() -> Role {
-    let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| PolicyRule {
-        api_groups: Some(groups.iter().map(|s| s.to_string()).collect()),
-        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
-        verbs: verbs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    };
-    Role {
-        metadata: ObjectMeta {
-            name: Some("oz-manager".into()),
-            ..Default::default()
-        },
-        rules: Some(vec![
-            rule(
-                &["crds.wizardofoz.co"],
-                &[
-                    "execaccesstemplates",
-                    "execaccessrequests",
-                    "podaccesstemplates",
-                    "podaccessrequests",
-                ],
-                &["get", "list", "watch", "patch", "delete"],
-            ),
-            rule(
-                &["crds.wizardofoz.co"],
-                &[
-                    "execaccesstemplates/status",
-                    "execaccessrequests/status",
-                    "podaccesstemplates/status",
-                    "podaccessrequests/status",
-                ],
-                &["patch"],
-            ),
-            rule(
-                &["apps"],
-                &["deployments", "statefulsets", "daemonsets"],
-                &["get", "list", "watch"],
-            ),
-            rule(
-                &[""],
-                &["pods"],
-                &["get", "list", "watch", "create", "delete"],
-            ),
-            rule(&[""], &["pods/exec", "pods/attach"], &["create", "get"]),
-            rule(
-                &["rbac.authorization.k8s.io"],
-                &["roles", "rolebindings"],
-                &["get", "list", "watch", "create", "patch", "delete"],
-            ),
-            rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
-        ]),
-    }
-}
-
-fn operator_binding() -> RoleBinding {
-    RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("oz-manager".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "Role".into(),
-            name: "oz-manager".into(),
-        },
-        subjects: Some(vec![Subject {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "User".into(),
-            name: "oz-operator".into(),
-            namespace: None,
-        }]),
-    }
+fn operator_rules() -> Vec<PolicyRule> {
+    let kinds = [
+        "execaccesstemplates",
+        "execaccessrequests",
+        "podaccesstemplates",
+        "podaccessrequests",
+    ];
+    let statuses = kinds.map(|k| format!("{k}/status"));
+    vec![
+        rule(
+            &["crds.wizardofoz.co"],
+            &kinds,
+            &["get", "list", "watch", "patch", "delete"],
+        ),
+        rule(
+            &["crds.wizardofoz.co"],
+            &statuses.each_ref().map(String::as_str),
+            &["patch"],
+        ),
+        rule(
+            &["apps"],
+            &["deployments", "statefulsets", "daemonsets"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &[""],
+            &["pods"],
+            &["get", "list", "watch", "create", "delete"],
+        ),
+        rule(&[""], &["pods/exec", "pods/attach"], &["create", "get"]),
+        rule(
+            &["rbac.authorization.k8s.io"],
+            &["roles", "rolebindings"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+    ]
 }
 
 fn free_port() -> u16 {
@@ -283,16 +251,16 @@ async fn get_text(url: &str) -> String {
 #[tokio::test]
 async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart() {
     let (ns, admin) = namespace_with_template("rbacloss").await;
-    let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
+    let operator_subjects = || vec![subject("User", "oz-operator")];
+    grant(
+        &admin,
+        &ns,
+        "oz-manager",
+        operator_rules(),
+        operator_subjects(),
+    )
+    .await;
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), &ns);
-    roles
-        .create(&PostParams::default(), &operator_role())
-        .await
-        .unwrap();
-    bindings
-        .create(&PostParams::default(), &operator_binding())
-        .await
-        .unwrap();
 
     let (health, metrics) = (free_port(), free_port());
     let mut operator = Operator::start_with_kubeconfig(
@@ -359,7 +327,10 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
 
     // Access returns: the request is processed without a restart.
     bindings
-        .create(&PostParams::default(), &operator_binding())
+        .create(
+            &PostParams::default(),
+            &role_binding("oz-manager", operator_subjects()),
+        )
         .await
         .unwrap();
     wait_for_phase(

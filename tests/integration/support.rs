@@ -230,3 +230,73 @@ pub async fn can_exec(user: &str, namespace: &str, pod: &str) -> bool {
     can(user, "create", "pods", Some("exec"), namespace, pod).await
         && can(user, "get", "pods", Some("exec"), namespace, pod).await
 }
+
+/// An RBAC rule: `verbs` on `resources` of the API `groups` (`""` is the core group).
+pub fn rule(
+    groups: &[&str],
+    resources: &[&str],
+    verbs: &[&str],
+) -> k8s_openapi::api::rbac::v1::PolicyRule {
+    let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    k8s_openapi::api::rbac::v1::PolicyRule {
+        api_groups: Some(strings(groups)),
+        resources: Some(strings(resources)),
+        verbs: strings(verbs),
+        ..Default::default()
+    }
+}
+
+/// An RBAC subject of `kind` `User` or `Group`.
+pub fn subject(kind: &str, name: &str) -> k8s_openapi::api::rbac::v1::Subject {
+    k8s_openapi::api::rbac::v1::Subject {
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        kind: kind.into(),
+        name: name.into(),
+        namespace: None,
+    }
+}
+
+/// The RoleBinding `name` of the Role `name` to `subjects`.
+pub fn role_binding(
+    name: &str,
+    subjects: Vec<k8s_openapi::api::rbac::v1::Subject>,
+) -> k8s_openapi::api::rbac::v1::RoleBinding {
+    k8s_openapi::api::rbac::v1::RoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        role_ref: k8s_openapi::api::rbac::v1::RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: name.into(),
+        },
+        subjects: Some(subjects),
+    }
+}
+
+/// Creates, as admin, a Role `name` with `rules` in `namespace` and binds it to `subjects`.
+pub async fn grant(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+    rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
+    subjects: Vec<k8s_openapi::api::rbac::v1::Subject>,
+) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let role = Role {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        rules: Some(rules),
+    };
+    Api::<Role>::namespaced(admin.clone(), namespace)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), namespace)
+        .create(&PostParams::default(), &role_binding(name, subjects))
+        .await
+        .unwrap();
+}

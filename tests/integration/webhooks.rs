@@ -11,7 +11,6 @@ use k8s_openapi::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         core::v1::Secret,
         events::v1::Event,
-        rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
     apimachinery::pkg::apis::meta::v1::LabelSelector,
 };
@@ -27,7 +26,7 @@ use oz_webhooks::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{create_manifest, env, eventually, install_crds};
+use crate::support::{create_manifest, env, eventually, grant, install_crds, rule, subject};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -223,57 +222,23 @@ fn requester_of(request: &ExecAccessRequest) -> Requester {
 
 /// alice and bob may create and change requests, exec into pods, and read them.
 async fn grant_users(admin: &Client, ns: &str) {
-    let rule = |group: &str, resources: &[&str], verbs: &[&str]| PolicyRule {
-        api_groups: Some(vec![group.into()]),
-        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        ..Default::default()
-    };
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: ObjectMeta {
-                    name: Some("users".into()),
-                    ..Default::default()
-                },
-                rules: Some(vec![
-                    rule(
-                        oz_api::GROUP,
-                        &["execaccessrequests", "podaccessrequests"],
-                        &["create", "get", "list", "update", "patch"],
-                    ),
-                    rule("", &["pods"], &["get", "list"]),
-                    rule("", &["pods/exec"], &["create", "get"]),
-                ]),
-            },
-        )
-        .await
-        .unwrap();
-    let subject = |group: &str| Subject {
-        api_group: Some("rbac.authorization.k8s.io".into()),
-        kind: "Group".into(),
-        name: group.into(),
-        ..Default::default()
-    };
-    Api::<RoleBinding>::namespaced(admin.clone(), ns)
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata: ObjectMeta {
-                    name: Some("users".into()),
-                    ..Default::default()
-                },
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: "users".into(),
-                },
-                subjects: Some(vec![subject("devs"), subject("qa")]),
-            },
-        )
-        .await
-        .unwrap();
+    let rules = vec![
+        rule(
+            &[oz_api::GROUP],
+            &["execaccessrequests", "podaccessrequests"],
+            &["create", "get", "list", "update", "patch"],
+        ),
+        rule(&[""], &["pods"], &["get", "list"]),
+        rule(&[""], &["pods/exec"], &["create", "get"]),
+    ];
+    grant(
+        admin,
+        ns,
+        "users",
+        rules,
+        vec![subject("Group", "devs"), subject("Group", "qa")],
+    )
+    .await;
 }
 
 /// A client that trusts only `ca_bundle` and talks to the webhook server itself: its TLS

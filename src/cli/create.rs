@@ -1,0 +1,391 @@
+//! `ozctl create exec|pod TEMPLATE`: check, create, wait, tell.
+//!
+//! 1. Who am I (SelfSubjectReview), does the template exist, and am I in its allowedGroups?
+//!    If not, say so and create nothing.
+//! 2. Create the request, named `<user>-xxxxx`.
+//! 3. Wait, with the current condition on stderr, until oz has decided (Ready, Denied, Failed,
+//!    Expired) or the time is up.
+//! 4. Print the access instructions and when access ends, or the object with `-o json|yaml`.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ObjectMeta, PostParams};
+use oz_api::{
+    ExecAccessRequest, ExecAccessRequestSpec, PodAccessRequest, PodAccessRequestSpec, RequestPhase,
+    duration::parse_go_duration,
+};
+
+use super::{
+    error::CliError,
+    identity::whoami,
+    names,
+    output::{self, ObjectFormat},
+    progress::Progress,
+    requests::{RequestKind, RequestView},
+    session::{Hints, Session},
+    templates, timefmt, wait,
+};
+
+/// `ozctl create`.
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    #[command(subcommand)]
+    pub kind: CreateKind,
+}
+
+/// The kind of access to ask for. Oz's names for them work too.
+#[derive(Subcommand, Debug)]
+pub enum CreateKind {
+    /// Ask to `kubectl exec` into a live pod of a template's workload
+    #[command(
+        alias = "ExecAccessRequest",
+        alias = "execaccessrequest",
+        alias = "execaccessrequests",
+        alias = "exec-access-request"
+    )]
+    Exec(CreateExecArgs),
+    /// Ask for a private copy of a template's pod to debug in
+    #[command(
+        alias = "PodAccessRequest",
+        alias = "podaccessrequest",
+        alias = "podaccessrequests",
+        alias = "pod-access-request"
+    )]
+    Pod(CreateRequestArgs),
+}
+
+/// `ozctl create exec`: the common flags and a target pod.
+#[derive(Args, Debug)]
+pub struct CreateExecArgs {
+    /// The pod of the workload to exec into [default: oz picks a running one]
+    #[arg(short = 'p', long, value_name = "POD")]
+    pub target_pod: Option<String>,
+    #[command(flatten)]
+    pub request: CreateRequestArgs,
+}
+
+/// What both kinds of request take.
+#[derive(Args, Debug)]
+pub struct CreateRequestArgs {
+    /// The template to request access through (see the `get templates` command)
+    pub template: String,
+    /// How long access should last, such as 30m or 2h [default: the template's defaultDuration;
+    /// longer than its maxDuration is cut to it]
+    #[arg(short = 'D', long)]
+    pub duration: Option<String>,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    /// Print the request as json or yaml (only the object on stdout) instead of the access
+    /// instructions
+    #[arg(short = 'o', long, value_enum, value_name = "FORMAT")]
+    pub output: Option<ObjectFormat>,
+    /// The request name's prefix [default: your user name]
+    #[arg(short = 'N', long, value_name = "PREFIX")]
+    pub request_name: Option<String>,
+}
+
+/// Whether and how long to wait.
+#[derive(Args, Debug, Clone)]
+pub struct WaitArgs {
+    /// Wait until the request is ready, denied or failed (the default)
+    #[arg(long, overrides_with = "no_wait")]
+    pub wait: bool,
+    /// Return as soon as the request is created
+    #[arg(long, overrides_with = "wait")]
+    pub no_wait: bool,
+    /// How long to wait, such as 90s or 5m
+    #[arg(long, default_value = "2m", value_parser = timefmt::parse_positive, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+impl WaitArgs {
+    /// Whether to wait: yes unless `--no-wait` came last.
+    pub fn enabled(&self) -> bool {
+        !self.no_wait
+    }
+}
+
+/// Runs `ozctl create`.
+pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
+    let (kind, request, target_pod) = match args.kind {
+        CreateKind::Exec(exec) => (RequestKind::Exec, exec.request, exec.target_pod),
+        CreateKind::Pod(pod) => (RequestKind::Pod, pod, None),
+    };
+    if let Some(duration) = &request.duration {
+        check_duration(kind, duration).map_err(CliError::Usage)?;
+    }
+    if let Some(prefix) = &request.request_name {
+        names::check_prefix(prefix).map_err(CliError::Usage)?;
+    }
+
+    // 1. Who am I, and may I use the template?
+    let me = whoami(session).await?;
+    let template = templates::get(session, kind, &request.template)
+        .await?
+        .ok_or_else(|| CliError::NoTemplate {
+            kind: kind.template_kind(),
+            name: request.template.clone(),
+            namespace: session.namespace.clone(),
+            hint: session.hint("get templates"),
+        })?;
+    if !me.may_use(&template.allowed_groups) {
+        return Err(CliError::NotAllowed {
+            user: me.username,
+            groups: template.allowed_groups.join(", "),
+        });
+    }
+    if let Some(why) = &template.not_ready_because {
+        eprintln!(
+            "warning: {} {} is not ready ({why}); the request may not be granted",
+            kind.template_kind(),
+            template.name
+        );
+    }
+
+    // 2. Create it.
+    let prefix = request
+        .request_name
+        .clone()
+        .unwrap_or_else(|| names::prefix_for(&me.username));
+    let metadata = ObjectMeta {
+        generate_name: Some(names::generate_name(&prefix)),
+        namespace: Some(session.namespace.clone()),
+        ..Default::default()
+    };
+    let created = match kind {
+        RequestKind::Exec => {
+            let object = ExecAccessRequest {
+                metadata,
+                spec: ExecAccessRequestSpec {
+                    template_name: request.template.clone(),
+                    target_pod,
+                    duration: request.duration.clone(),
+                    requester: None,
+                },
+                status: None,
+            };
+            let created = session
+                .api::<ExecAccessRequest>()
+                .create(&PostParams::default(), &object)
+                .await
+                .map_err(|e| session.error(e))?;
+            RequestView::of(kind, &created)
+        }
+        RequestKind::Pod => {
+            let object = PodAccessRequest {
+                metadata,
+                spec: PodAccessRequestSpec {
+                    template_name: request.template.clone(),
+                    duration: request.duration.clone(),
+                    requester: None,
+                },
+                status: None,
+            };
+            let created = session
+                .api::<PodAccessRequest>()
+                .create(&PostParams::default(), &object)
+                .await
+                .map_err(|e| session.error(e))?;
+            RequestView::of(kind, &created)
+        }
+    };
+    eprintln!(
+        "Created {} {} (template {}, namespace {}).",
+        kind.request_kind(),
+        created.name,
+        created.template,
+        session.namespace
+    );
+    if !request.wait.enabled() {
+        return match request.output {
+            Some(format) => output::print(&output::render(&created.object, format)?),
+            None => output::print(&format!(
+                "{}\nFollow it with: {}\n",
+                created.name,
+                session.hint(&format!("get requests {}", created.name))
+            )),
+        };
+    }
+
+    // 3. Wait for oz's decision.
+    let mut progress = Progress::new(format!("Waiting for {}", created.name));
+    let settled = wait::until_settled(
+        session,
+        kind,
+        &created.name,
+        request.wait.timeout,
+        &mut progress,
+    )
+    .await;
+    progress.finish();
+    let view = settled?;
+
+    // 4. Tell.
+    if let Some(format) = request.output {
+        output::print(&output::render(&view.object, format)?)?;
+    }
+    match view.phase() {
+        Some(RequestPhase::Ready) => {
+            if request.output.is_none() {
+                output::print(&instructions(&session.hints, &view, Timestamp::now()))?;
+            }
+            Ok(())
+        }
+        Some(RequestPhase::Denied) => Err(CliError::Denied {
+            kind: kind.request_kind(),
+            name: view.name.clone(),
+            reason: view.problem(),
+        }),
+        Some(RequestPhase::Expired) => Err(CliError::Expired {
+            kind: kind.request_kind(),
+            name: view.name.clone(),
+            when: view
+                .expires_at()
+                .map_or_else(|| "already".into(), |t| timefmt::ago(Timestamp::now(), t)),
+            hint: session.hint(&format!("create {} {}", kind.word(), view.template)),
+        }),
+        _ => Err(CliError::Failed {
+            kind: kind.request_kind(),
+            name: view.name.clone(),
+            reason: view.problem(),
+            hint: format!(
+                "kubectl describe {} {} -n {}",
+                kind.request_kind().to_lowercase(),
+                view.name,
+                session.namespace
+            ),
+        }),
+    }
+}
+
+/// Checks `--duration` before anything is sent, with the rules the API server applies: a Go
+/// duration for exec requests, whole seconds, minutes or hours for pod requests (Oz's schema).
+pub fn check_duration(kind: RequestKind, text: &str) -> Result<(), String> {
+    match kind {
+        RequestKind::Exec => match parse_go_duration(text) {
+            Ok(d) if d < chrono::TimeDelta::zero() => Err(format!(
+                "--duration {text:?} is negative: use a positive duration such as 30m"
+            )),
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("--duration: {e}")),
+        },
+        RequestKind::Pod => {
+            let digits = text.trim_end_matches(['s', 'm', 'h']);
+            let unit_len = text.len() - digits.len();
+            if unit_len == 1 && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "--duration {text:?}: pod access takes whole seconds, minutes or hours with one unit, such as 90m or 2h"
+                ))
+            }
+        }
+    }
+}
+
+/// What a user is told when access is ready: Oz's banner, the access command between `---`
+/// lines, when access ends, and what to do next.
+pub fn instructions(hints: &Hints, view: &RequestView, now: Timestamp) -> String {
+    let command = view.status.access_message.clone().unwrap_or_else(|| {
+        format!(
+            "(no access command: the template renders none) pod: {}",
+            view.status.pod_name.as_deref().unwrap_or("?")
+        )
+    });
+    let mut text = format!(
+        "Success, your access request is ready! Here are your access instructions:\n---\n{command}\n---\n"
+    );
+    if let Some(expires) = view.expires_at() {
+        text.push_str(&format!(
+            "Access ends at {} ({}).\n",
+            timefmt::local(expires),
+            timefmt::relative(now, expires)
+        ));
+    }
+    text.push_str(&format!(
+        "Open a shell with: {}\n",
+        hints.command(&format!("exec {}", view.name))
+    ));
+    text.push_str(&format!(
+        "End it early with: {}\n",
+        hints.command(&format!("revoke {}", view.name))
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_durations_are_go_durations() {
+        assert!(check_duration(RequestKind::Exec, "30m").is_ok());
+        assert!(check_duration(RequestKind::Exec, "1h30m").is_ok());
+        assert!(check_duration(RequestKind::Exec, "0").is_ok());
+        assert!(
+            check_duration(RequestKind::Exec, "1d")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(
+            check_duration(RequestKind::Exec, "-5m")
+                .unwrap_err()
+                .contains("negative")
+        );
+    }
+
+    #[test]
+    fn instructions_show_the_command_between_dashes_and_when_access_ends() {
+        let mut request = ExecAccessRequest::new(
+            "alice-x7k2p",
+            ExecAccessRequestSpec {
+                template_name: "web".into(),
+                target_pod: None,
+                duration: None,
+                requester: None,
+            },
+        );
+        let now: Timestamp = "2026-11-21T12:00:00Z".parse().unwrap();
+        request.status = Some(oz_api::RequestStatus {
+            access_message: Some("kubectl exec -ti -n team web-0 -- /bin/sh".into()),
+            pod_name: Some("web-0".into()),
+            phase: Some(RequestPhase::Ready),
+            expires_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-21T12:30:00Z".parse().unwrap(),
+            )),
+            ..Default::default()
+        });
+        let hints = Hints {
+            program: "ozctl".into(),
+            namespace: "team".into(),
+        };
+        let text = instructions(&hints, &RequestView::of(RequestKind::Exec, &request), now);
+        assert!(
+            text.starts_with(
+                "Success, your access request is ready! Here are your access instructions:\n---\n\
+             kubectl exec -ti -n team web-0 -- /bin/sh\n---\nAccess ends at "
+            ),
+            "{text}"
+        );
+        assert!(text.contains(" (in 30m).\n"), "{text}");
+        assert!(
+            text.ends_with(
+                "Open a shell with: ozctl exec alice-x7k2p -n team\n\
+             End it early with: ozctl revoke alice-x7k2p -n team\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn pod_durations_take_one_whole_unit() {
+        for ok in ["90m", "2h", "45s"] {
+            assert!(check_duration(RequestKind::Pod, ok).is_ok(), "{ok}");
+        }
+        for bad in ["1h30m", "1.5h", "m", "90", "2hh", ""] {
+            assert!(check_duration(RequestKind::Pod, bad).is_err(), "{bad}");
+        }
+    }
+}

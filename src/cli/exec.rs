@@ -1,0 +1,409 @@
+//! `ozctl exec REQUEST [-- COMMAND...]`: wait until the request is ready, then run a command
+//! (the shell of its access instructions by default) in the granted pod.
+//!
+//! With `kubectl` on PATH, ozctl hands over to `kubectl exec -i [-t]` with the same kubeconfig,
+//! context and namespace, so the terminal works as usual. Without it, ozctl runs the command
+//! itself over the API server's websocket, streaming stdin, stdout and stderr, but without a
+//! terminal (no raw mode, no line editing): fine for commands, rough for interactive shells;
+//! install kubectl for those.
+
+use std::{
+    ffi::{OsStr, OsString},
+    io::IsTerminal,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use clap::Args;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
+use kube::{Api, api::AttachParams};
+use oz_api::RequestPhase;
+
+use super::{
+    error::{CliError, chain},
+    progress::Progress,
+    requests::{self, RequestKind, RequestView},
+    session::{ClusterArgs, Session},
+    timefmt, wait,
+};
+
+/// `ozctl exec`.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// The request whose pod to run in (either kind)
+    pub request: String,
+    /// Which kind, when both an exec and a pod request have this name
+    #[arg(long, value_enum)]
+    pub kind: Option<RequestKind>,
+    /// The container [default: the pod's default container]
+    #[arg(short = 'c', long)]
+    pub container: Option<String>,
+    /// How long to wait for the request to be ready, such as 90s or 5m
+    #[arg(long, default_value = "2m", value_parser = timefmt::parse_positive, value_name = "DURATION")]
+    pub timeout: Duration,
+    /// The command to run [default: the one in the access instructions, else /bin/sh]
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Runs `ozctl exec`; returns the command's exit code.
+pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
+    let view = requests::find(session, &args.request, args.kind).await?;
+    let view = if wait::is_settled(view.phase()) {
+        view
+    } else {
+        let mut progress = Progress::new(format!("Waiting for {}", view.name));
+        let settled =
+            wait::until_settled(session, view.kind, &view.name, args.timeout, &mut progress).await;
+        progress.finish();
+        settled?
+    };
+    let pod = ready_pod(session, &view)?;
+    let command = if args.command.is_empty() {
+        default_command(view.status.access_message.as_deref())
+    } else {
+        args.command.clone()
+    };
+    match find_program("kubectl", std::env::var_os("PATH").as_deref()) {
+        Some(kubectl) => {
+            let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+            let kubectl_args = kubectl_args(
+                &session.cluster,
+                &session.namespace,
+                &pod,
+                args.container.as_deref(),
+                tty,
+                &command,
+            );
+            run_kubectl(&kubectl, &kubectl_args)
+        }
+        None => {
+            eprintln!(
+                "note: kubectl is not on PATH, so ozctl runs the command itself, without a terminal; install kubectl for an interactive shell"
+            );
+            exec_directly(session, &pod, args.container.as_deref(), command).await
+        }
+    }
+}
+
+/// The granted pod of a settled request, or why there is none.
+fn ready_pod(session: &Session, view: &RequestView) -> Result<String, CliError> {
+    let kind = view.kind.request_kind();
+    match view.phase() {
+        Some(RequestPhase::Ready) => view.status.pod_name.clone().ok_or_else(|| {
+            CliError::Api(format!("{kind} {} is ready but names no pod", view.name))
+        }),
+        Some(RequestPhase::Expired) => Err(CliError::Expired {
+            kind,
+            name: view.name.clone(),
+            when: view
+                .expires_at()
+                .map_or_else(|| "already".into(), |t| timefmt::ago(Timestamp::now(), t)),
+            hint: session.hint(&format!("create {} {}", view.kind.word(), view.template)),
+        }),
+        Some(RequestPhase::Denied) => Err(CliError::Denied {
+            kind,
+            name: view.name.clone(),
+            reason: view.problem(),
+        }),
+        _ => Err(CliError::Failed {
+            kind,
+            name: view.name.clone(),
+            reason: view.problem(),
+            hint: format!(
+                "kubectl describe {} {} -n {}",
+                kind.to_lowercase(),
+                view.name,
+                session.namespace
+            ),
+        }),
+    }
+}
+
+/// The command of the access instructions (what follows ` -- ` in
+/// `kubectl exec -ti -n team web-0 -- /bin/sh`), else `/bin/sh`.
+pub fn default_command(access_message: Option<&str>) -> Vec<String> {
+    access_message
+        .and_then(|message| message.split_once(" -- "))
+        .map(|(_, command)| {
+            command
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|command| !command.is_empty())
+        .unwrap_or_else(|| vec!["/bin/sh".into()])
+}
+
+/// `program` in the directories of `path` (a PATH value), if it is there and executable.
+pub fn find_program(program: &str, path: Option<&OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path?)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .flat_map(|dir| {
+            let plain = dir.join(program);
+            let windows = dir.join(format!("{program}.exe"));
+            [plain, windows]
+        })
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    let Ok(metadata) = path.metadata() else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        metadata.is_file() && metadata.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        metadata.is_file()
+    }
+}
+
+/// kubectl's arguments for the same cluster, namespace, pod and command.
+pub fn kubectl_args(
+    cluster: &ClusterArgs,
+    namespace: &str,
+    pod: &str,
+    container: Option<&str>,
+    tty: bool,
+    command: &[String],
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    if let Some(kubeconfig) = &cluster.kubeconfig {
+        args.push("--kubeconfig".into());
+        args.push(kubeconfig.into());
+    }
+    if let Some(context) = &cluster.context {
+        args.push("--context".into());
+        args.push(context.into());
+    }
+    args.push("exec".into());
+    args.push(if tty { "-it" } else { "-i" }.into());
+    args.push("-n".into());
+    args.push(namespace.into());
+    args.push(pod.into());
+    if let Some(container) = container {
+        args.push("-c".into());
+        args.push(container.into());
+    }
+    args.push("--".into());
+    args.extend(command.iter().map(OsString::from));
+    args
+}
+
+/// Runs kubectl in ozctl's place (on Unix, ozctl's process becomes kubectl's, so signals and
+/// the terminal are kubectl's alone); returns its exit code where that is not possible.
+fn run_kubectl(kubectl: &Path, args: &[OsString]) -> Result<u8, CliError> {
+    let mut command = std::process::Command::new(kubectl);
+    command.args(args);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let error = command.exec();
+        Err(CliError::Exec(format!(
+            "cannot run {}: {error}",
+            kubectl.display()
+        )))
+    }
+    #[cfg(not(unix))]
+    {
+        let status = command
+            .status()
+            .map_err(|e| CliError::Exec(format!("cannot run {}: {e}", kubectl.display())))?;
+        Ok(status.code().map_or(1, |c| c.clamp(0, 255) as u8))
+    }
+}
+
+/// Runs `command` in the pod over the API server's websocket, without a terminal.
+async fn exec_directly(
+    session: &Session,
+    pod: &str,
+    container: Option<&str>,
+    command: Vec<String>,
+) -> Result<u8, CliError> {
+    let pods: Api<Pod> = session.api();
+    let mut params = AttachParams::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(true);
+    if let Some(container) = container {
+        params = params.container(container);
+    }
+    let mut attached = pods
+        .exec(pod, command, &params)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(_) => session.error(e),
+            other => CliError::Exec(format!("cannot exec into pod {pod}: {}", chain(&other))),
+        })?;
+    let (Some(mut to_pod), Some(mut from_pod), Some(mut errors), Some(status)) = (
+        attached.stdin(),
+        attached.stdout(),
+        attached.stderr(),
+        attached.take_status(),
+    ) else {
+        return Err(CliError::Exec(
+            "the exec session has no stdin, stdout or stderr".into(),
+        ));
+    };
+    // stdin is copied until the command ends; the copy is then left behind (a blocking read of
+    // the terminal cannot be cancelled), and the runtime is shut down without waiting for it.
+    tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut to_pod).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_pod).await;
+    });
+    let (mut stdout, mut stderr) = (tokio::io::stdout(), tokio::io::stderr());
+    let out = tokio::io::copy(&mut from_pod, &mut stdout);
+    let err = tokio::io::copy(&mut errors, &mut stderr);
+    let _ = tokio::join!(out, err);
+    let status = status.await;
+    let _ = attached.join().await;
+    exit_code(status.as_ref()).map_err(CliError::Exec)
+}
+
+/// The exit code of a command run over the websocket, from the Status the API server sends
+/// when it ends: 0 on success, the command's code when it exits non-zero.
+pub fn exit_code(status: Option<&Status>) -> Result<u8, String> {
+    let Some(status) = status else {
+        return Err("the connection to the pod ended without an exit status".into());
+    };
+    if status.status.as_deref() == Some("Success") {
+        return Ok(0);
+    }
+    let code = status
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|cause| cause.reason.as_deref() == Some("ExitCode"))
+        .and_then(|cause| cause.message.as_deref()?.parse::<i64>().ok());
+    match (code, status.message.as_deref()) {
+        (Some(code), _) => Ok(code.clamp(1, 255) as u8),
+        (None, Some(message)) if !message.is_empty() => {
+            Err(format!("the command failed in the pod: {message}"))
+        }
+        (None, _) => Err(format!(
+            "the command failed in the pod ({})",
+            status.reason.as_deref().unwrap_or("no reason given")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{StatusCause, StatusDetails};
+
+    use super::*;
+
+    #[test]
+    fn the_default_command_comes_from_the_access_instructions() {
+        assert_eq!(
+            default_command(Some("kubectl exec -ti -n team web-0 -- /bin/bash -l")),
+            ["/bin/bash", "-l"]
+        );
+        assert_eq!(default_command(Some("kubectl exec -ti web-0")), ["/bin/sh"]);
+        assert_eq!(
+            default_command(Some("kubectl exec -ti web-0 -- ")),
+            ["/bin/sh"]
+        );
+        assert_eq!(default_command(None), ["/bin/sh"]);
+    }
+
+    #[test]
+    fn kubectl_gets_the_same_cluster_and_namespace() {
+        let cluster = ClusterArgs {
+            kubeconfig: Some("/home/a/kc".into()),
+            context: Some("prod".into()),
+            namespace: None,
+        };
+        let args = kubectl_args(&cluster, "team", "web-0", Some("app"), true, &["sh".into()]);
+        assert_eq!(
+            args,
+            [
+                "--kubeconfig",
+                "/home/a/kc",
+                "--context",
+                "prod",
+                "exec",
+                "-it",
+                "-n",
+                "team",
+                "web-0",
+                "-c",
+                "app",
+                "--",
+                "sh"
+            ]
+            .map(OsString::from)
+        );
+        let plain = kubectl_args(
+            &ClusterArgs::default(),
+            "team",
+            "web-0",
+            None,
+            false,
+            &["ls".into(), "-l".into()],
+        );
+        assert_eq!(
+            plain,
+            ["exec", "-i", "-n", "team", "web-0", "--", "ls", "-l"].map(OsString::from)
+        );
+    }
+
+    #[test]
+    fn programs_are_found_on_path() {
+        let dir = std::env::temp_dir().join(format!("ozctl-path-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubectl = dir.join("kubectl");
+        std::fs::write(&kubectl, "#!/bin/sh\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = std::env::join_paths(["/nonexistent".as_ref(), dir.as_path()]).unwrap();
+        assert_eq!(find_program("kubectl", Some(&path)), Some(kubectl));
+        assert_eq!(find_program("no-such-program", Some(&path)), None);
+        assert_eq!(find_program("kubectl", None), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn exit_codes_come_from_the_status() {
+        let success = Status {
+            status: Some("Success".into()),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(Some(&success)), Ok(0));
+        let failed = Status {
+            status: Some("Failure".into()),
+            reason: Some("NonZeroExitCode".into()),
+            message: Some("command terminated with non-zero exit code".into()),
+            details: Some(StatusDetails {
+                causes: Some(vec![StatusCause {
+                    reason: Some("ExitCode".into()),
+                    message: Some("42".into()),
+                    field: None,
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(Some(&failed)), Ok(42));
+        let broken = Status {
+            status: Some("Failure".into()),
+            message: Some("container not found".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            exit_code(Some(&broken)),
+            Err("the command failed in the pod: container not found".into())
+        );
+        assert!(exit_code(None).is_err());
+    }
+}

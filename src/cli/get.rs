@@ -1,0 +1,384 @@
+//! `ozctl get` (or `list`): requests, yours by default, or templates, as a table or as objects.
+
+use clap::{Args, ValueEnum};
+use k8s_openapi::jiff::Timestamp;
+use oz_api::RequestPhase;
+
+use super::{
+    error::CliError,
+    identity::{Me, whoami},
+    output::{self, ObjectFormat},
+    requests::{self, RequestKind, RequestView},
+    session::Session,
+    table::Table,
+    templates::{self, TemplateView},
+    timefmt,
+};
+
+/// `ozctl get`.
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// What to list: requests or templates (Oz's kind names, such as execaccessrequests, work
+    /// too)
+    #[arg(default_value = "requests", value_name = "RESOURCE")]
+    pub resource: String,
+    /// Only this one, by name (whoever made it)
+    pub name: Option<String>,
+    /// Everyone's requests, not only yours
+    #[arg(long)]
+    pub all: bool,
+    /// Output format
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value = "table",
+        value_name = "FORMAT"
+    )]
+    pub output: ListFormat,
+}
+
+/// How `get` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// What `get` lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// Requests, of one kind or both.
+    Requests(Option<RequestKind>),
+    /// Templates, of one kind or both.
+    Templates(Option<RequestKind>),
+}
+
+/// Reads `get`'s RESOURCE: `requests` or `templates` (singular, or short: `req`, `tpl`), or
+/// one of Oz's kinds by any of the names kubectl knows it by (`ExecAccessRequest`,
+/// `execaccessrequests`, `execreq`, `execaccessrequests.crds.wizardofoz.co`, ...).
+pub fn parse_resource(text: &str) -> Result<Resource, String> {
+    let word = text.to_ascii_lowercase();
+    let word = word.strip_suffix(".crds.wizardofoz.co").unwrap_or(&word);
+    let word = word.replace('-', "");
+    let resource = match word.as_str() {
+        "requests" | "request" | "req" | "reqs" => Resource::Requests(None),
+        "templates" | "template" | "tpl" | "tpls" => Resource::Templates(None),
+        "execaccessrequests" | "execaccessrequest" | "execreq" => {
+            Resource::Requests(Some(RequestKind::Exec))
+        }
+        "podaccessrequests" | "podaccessrequest" | "podreq" => {
+            Resource::Requests(Some(RequestKind::Pod))
+        }
+        "execaccesstemplates" | "execaccesstemplate" | "exectpl" => {
+            Resource::Templates(Some(RequestKind::Exec))
+        }
+        "podaccesstemplates" | "podaccesstemplate" | "podtpl" => {
+            Resource::Templates(Some(RequestKind::Pod))
+        }
+        _ => {
+            return Err(format!(
+                "cannot list {text:?}: say requests or templates (or an oz kind, such as execaccessrequests)"
+            ));
+        }
+    };
+    Ok(resource)
+}
+
+/// Runs `ozctl get`.
+pub async fn run(session: &Session, args: GetArgs) -> Result<(), CliError> {
+    match parse_resource(&args.resource).map_err(CliError::Usage)? {
+        Resource::Requests(kind) => get_requests(session, &args, kind).await,
+        Resource::Templates(kind) => get_templates(session, &args, kind).await,
+    }
+}
+
+async fn get_requests(
+    session: &Session,
+    args: &GetArgs,
+    kind: Option<RequestKind>,
+) -> Result<(), CliError> {
+    let (views, hidden) = match &args.name {
+        Some(name) => (vec![requests::find(session, name, kind).await?], 0),
+        None => {
+            let mut views = requests::list(session, &RequestKind::or_all(kind)).await?;
+            if !args.all {
+                let me = whoami(session).await?;
+                views.retain(|v| v.is_by(&me.username));
+            }
+            // Expired requests are kept for access reviews: `history` shows them.
+            let before = views.len();
+            views.retain(|v| v.phase() != Some(RequestPhase::Expired));
+            let hidden = before - views.len();
+            (views, hidden)
+        }
+    };
+    match object_format(args.output) {
+        Some(format) => print_objects(views.iter().map(|v| v.object.clone()), args, format),
+        None => {
+            if views.is_empty() {
+                eprintln!(
+                    "No {}requests in namespace {}; ask for access with: {}",
+                    if args.all { "" } else { "current " },
+                    session.namespace,
+                    session.hint("create exec TEMPLATE")
+                );
+            } else {
+                let show_requester = args.all || args.name.is_some();
+                output::print(&requests_table(&views, Timestamp::now(), show_requester).render())?;
+            }
+            if hidden > 0 {
+                eprintln!(
+                    "({hidden} expired not shown; see them with: {})",
+                    session.hint("history")
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn get_templates(
+    session: &Session,
+    args: &GetArgs,
+    kind: Option<RequestKind>,
+) -> Result<(), CliError> {
+    let views = match &args.name {
+        Some(name) => {
+            let mut found = Vec::new();
+            for kind in RequestKind::or_all(kind) {
+                found.extend(templates::get(session, kind, name).await?);
+            }
+            if found.is_empty() {
+                return Err(CliError::NoTemplate {
+                    kind: kind.map_or("template", RequestKind::template_kind),
+                    name: name.clone(),
+                    namespace: session.namespace.clone(),
+                    hint: session.hint("get templates"),
+                });
+            }
+            found
+        }
+        None => templates::list(session, &RequestKind::or_all(kind)).await?,
+    };
+    match object_format(args.output) {
+        Some(format) => print_objects(views.iter().map(|v| v.object.clone()), args, format),
+        None => {
+            if views.is_empty() {
+                eprintln!(
+                    "No templates in namespace {}; an admin creates them (ExecAccessTemplate, PodAccessTemplate)",
+                    session.namespace
+                );
+                return Ok(());
+            }
+            let me = whoami(session).await?;
+            output::print(&templates_table(&views, &me).render())
+        }
+    }
+}
+
+fn object_format(format: ListFormat) -> Option<ObjectFormat> {
+    match format {
+        ListFormat::Table => None,
+        ListFormat::Json => Some(ObjectFormat::Json),
+        ListFormat::Yaml => Some(ObjectFormat::Yaml),
+    }
+}
+
+/// One object as itself, several (or none) as a kubectl-style List.
+fn print_objects(
+    objects: impl Iterator<Item = serde_json::Value>,
+    args: &GetArgs,
+    format: ObjectFormat,
+) -> Result<(), CliError> {
+    let mut objects: Vec<_> = objects.collect();
+    let value = if args.name.is_some() && objects.len() == 1 {
+        objects.remove(0)
+    } else {
+        output::list_json(objects)
+    };
+    output::print(&output::render(&value, format)?)
+}
+
+/// The requests table: name, kind, template, pod, phase, time until expiry, and who asked.
+pub fn requests_table(views: &[RequestView], now: Timestamp, show_requester: bool) -> Table {
+    let mut headers = vec!["NAME", "KIND", "TEMPLATE", "POD", "PHASE", "EXPIRES"];
+    if show_requester {
+        headers.push("REQUESTER");
+    }
+    let mut table = Table::new(headers);
+    for view in views {
+        let mut row = vec![
+            view.name.clone(),
+            view.kind.word().to_string(),
+            view.template.clone(),
+            view.status.pod_name.clone().unwrap_or_default(),
+            view.phase_word(),
+            view.expires_at()
+                .map(|t| timefmt::relative(now, t))
+                .unwrap_or_default(),
+        ];
+        if show_requester {
+            row.push(view.requester_name().to_string());
+        }
+        table.row(row);
+    }
+    table
+}
+
+/// The templates table: what each grants, for how long, to whom, and whether `me` may use it.
+pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
+    let mut table = Table::new([
+        "NAME",
+        "KIND",
+        "TARGET",
+        "DEFAULT",
+        "MAX",
+        "ALLOWED GROUPS",
+        "READY",
+        "YOU MAY USE",
+    ]);
+    for view in views {
+        table.row([
+            view.name.clone(),
+            view.kind.word().to_string(),
+            view.target.clone(),
+            view.default_duration.clone(),
+            view.max_duration.clone(),
+            view.allowed_groups.join(","),
+            yes_no(view.ready).into(),
+            yes_no(me.may_use(&view.allowed_groups)).into(),
+        ]);
+    }
+    table
+}
+
+fn yes_no(value: bool) -> &'static str {
+    if value { "yes" } else { "no" }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use oz_api::{
+        AccessConfig, ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate,
+        ExecAccessTemplateSpec, PodAccessTemplate, PodAccessTemplateSpec, RequestStatus, Requester,
+    };
+
+    use super::*;
+
+    #[test]
+    fn resources_by_any_name() {
+        use RequestKind::*;
+        assert_eq!(parse_resource("requests"), Ok(Resource::Requests(None)));
+        assert_eq!(parse_resource("req"), Ok(Resource::Requests(None)));
+        assert_eq!(parse_resource("Templates"), Ok(Resource::Templates(None)));
+        assert_eq!(
+            parse_resource("ExecAccessRequest"),
+            Ok(Resource::Requests(Some(Exec)))
+        );
+        assert_eq!(
+            parse_resource("exec-access-request"),
+            Ok(Resource::Requests(Some(Exec)))
+        );
+        assert_eq!(
+            parse_resource("podaccessrequests.crds.wizardofoz.co"),
+            Ok(Resource::Requests(Some(Pod)))
+        );
+        assert_eq!(parse_resource("podtpl"), Ok(Resource::Templates(Some(Pod))));
+        let error = parse_resource("pods").unwrap_err();
+        assert!(error.contains("say requests or templates"), "{error}");
+    }
+
+    fn request(name: &str, user: &str, phase: Option<RequestPhase>) -> RequestView {
+        let mut request = ExecAccessRequest::new(
+            name,
+            ExecAccessRequestSpec {
+                template_name: "web-exec".into(),
+                target_pod: None,
+                duration: None,
+                requester: Some(Requester {
+                    username: user.into(),
+                    uid: None,
+                    groups: vec![],
+                }),
+            },
+        );
+        request.status = Some(RequestStatus {
+            phase,
+            pod_name: phase.map(|_| "web-0".into()),
+            expires_at: phase.map(|_| Time("2026-11-21T12:29:58Z".parse().unwrap())),
+            ..Default::default()
+        });
+        RequestView::of(RequestKind::Exec, &request)
+    }
+
+    #[test]
+    fn requests_table_shows_time_until_expiry() {
+        let now: Timestamp = "2026-11-21T12:00:00Z".parse().unwrap();
+        let views = [
+            request("alice-x7k2p", "alice", Some(RequestPhase::Ready)),
+            request("bob-aaaaa", "bob", None),
+        ];
+        assert_eq!(
+            requests_table(&views, now, false).render(),
+            "NAME          KIND   TEMPLATE   POD     PHASE     EXPIRES\n\
+             alice-x7k2p   exec   web-exec   web-0   Ready     in 29m 58s\n\
+             bob-aaaaa     exec   web-exec           Pending\n"
+        );
+        let with_requester = requests_table(&views, now, true).render();
+        assert!(
+            with_requester
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("REQUESTER")
+        );
+        assert!(with_requester.lines().nth(2).unwrap().ends_with("bob"));
+    }
+
+    fn access_config(groups: &[&str]) -> AccessConfig {
+        serde_json::from_value(serde_json::json!({"allowedGroups": groups})).unwrap()
+    }
+
+    #[test]
+    fn templates_table_says_whether_i_may_use_each() {
+        let exec = ExecAccessTemplate::new(
+            "web-exec",
+            ExecAccessTemplateSpec {
+                access_config: access_config(&["devs"]),
+                controller_target_ref: serde_json::from_value(serde_json::json!(
+                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+                ))
+                .unwrap(),
+            },
+        );
+        let pod = PodAccessTemplate::new(
+            "scratch",
+            PodAccessTemplateSpec {
+                access_config: access_config(&["admins", "sre"]),
+                controller_target_ref: None,
+                controller_target_mutation_config: None,
+                pod_spec: Some(Default::default()),
+                max_cpu: None,
+                max_memory: None,
+                max_storage: None,
+            },
+        );
+        let views = [
+            TemplateView::of(RequestKind::Exec, &exec),
+            TemplateView::of(RequestKind::Pod, &pod),
+        ];
+        let me = Me {
+            username: "alice".into(),
+            groups: vec!["devs".into(), "system:authenticated".into()],
+        };
+        assert_eq!(
+            templates_table(&views, &me).render(),
+            "NAME       KIND   TARGET           DEFAULT   MAX   ALLOWED GROUPS   READY   YOU MAY USE\n\
+             web-exec   exec   Deployment/web   1h        24h   devs             no      yes\n\
+             scratch    pod    podSpec          1h        24h   admins,sre       no      no\n"
+        );
+    }
+}

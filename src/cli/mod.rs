@@ -1,0 +1,362 @@
+//! `ozctl`, the engineers' CLI: ask for access through a template, wait until it is ready, use
+//! it, end it, and look back at who had access. It follows Oz's ozctl (`create` checks the
+//! template, creates the request, waits, and prints the access instructions) and adds `get`,
+//! `revoke`, `history` and `exec`.
+//!
+//! One file per command ([`create`], [`get`], [`revoke`], [`history`], [`exec`]); the rest
+//! is shared: the cluster connection ([`session`]), who the user is ([`identity`]), both kinds
+//! of request and template seen the same way ([`requests`], [`templates`]), waiting
+//! ([`wait`], [`progress`]) and output ([`output`], [`table`], [`csv`], [`timefmt`]).
+//!
+//! Installed as `kubectl-oz`, it is the kubectl plugin `kubectl oz`, and says so in its help
+//! and hints. Errors are one line on stderr, `error: ` and what to do; stdout holds only the
+//! result, so `-o json` can be piped.
+
+pub mod create;
+pub mod csv;
+pub mod error;
+pub mod exec;
+pub mod get;
+pub mod history;
+pub mod identity;
+pub mod names;
+pub mod output;
+pub mod progress;
+pub mod requests;
+pub mod revoke;
+pub mod session;
+pub mod table;
+pub mod templates;
+pub mod timefmt;
+pub mod wait;
+
+use std::{ffi::OsString, path::Path, process::ExitCode};
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+pub use error::CliError;
+use session::{ClusterArgs, Session};
+
+/// ozctl's command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ozctl",
+    version,
+    about = "Just-in-time access to Kubernetes pods through oz",
+    long_about = "Just-in-time access to Kubernetes pods through oz: ask for access through a \
+                  template, wait until it is ready, use it, end it early, and look back at who \
+                  had access."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// ozctl's commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Ask for access through a template and wait until it is ready
+    Create(create::CreateArgs),
+    /// List your current requests (everyone's with --all), or the templates to ask through
+    #[command(visible_alias = "list")]
+    Get(get::GetArgs),
+    /// End a request's access now
+    Revoke(revoke::RevokeArgs),
+    /// List the requests whose access has ended, for access reviews
+    History(history::HistoryArgs),
+    /// Run a command (a shell by default) in a request's pod, once it is ready
+    Exec(exec::ExecArgs),
+}
+
+/// How the user invoked ozctl, from argv[0]: `kubectl oz` for `kubectl-oz` (kubectl runs
+/// plugin `kubectl-a-b_c` as `kubectl a b-c`), else `ozctl`.
+pub fn program_name(argv0: Option<&std::ffi::OsStr>) -> String {
+    let file = argv0
+        .and_then(|a| Path::new(a).file_name())
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = file.strip_suffix(".exe").unwrap_or(&file);
+    match file.strip_prefix("kubectl-") {
+        Some(plugin) if !plugin.is_empty() => {
+            format!("kubectl {}", plugin.replace('-', " ").replace('_', "-"))
+        }
+        _ => "ozctl".into(),
+    }
+}
+
+/// The end of `--help`: examples, spelled the way the user runs ozctl, and the exit status.
+pub fn help_footer(program: &str) -> String {
+    format!(
+        "Examples:
+  {p} get templates -n team              # what you may ask for
+  {p} create exec web -n team -D 30m     # ask, wait, get the access command
+  {p} exec alice-x7k2p -n team           # a shell in the granted pod
+  {p} revoke alice-x7k2p -n team         # end it now
+  {p} history -n team --all -o csv       # who had access, for a review
+
+Exit status: 0 when the command did what it says (for create: the request is Ready); 1 on any
+other outcome, with one line on stderr saying why and what to do; 2 for a wrong command line.
+exec exits with the status of the command it ran.",
+        p = program
+    )
+}
+
+/// ozctl's clap command, named `program` (`ozctl`, or `kubectl oz` as a plugin).
+pub fn command(program: &str) -> clap::Command {
+    Cli::command()
+        .name(program.to_string())
+        .bin_name(program.to_string())
+        .after_help(help_footer(program))
+}
+
+/// Parses `args` (with argv[0]) as the command line of `program`; clap's own errors, `--help`
+/// and `--version` exit the process as usual.
+pub fn parse(program: &str, args: Vec<OsString>) -> Cli {
+    let command = command(program);
+    let matches = command.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Runs one command.
+pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
+    let session = Session::connect(&cli.cluster, program).await?;
+    match cli.command {
+        Command::Create(args) => create::run(&session, args).await.map(|()| 0),
+        Command::Get(args) => get::run(&session, args).await.map(|()| 0),
+        Command::Revoke(args) => revoke::run(&session, args).await.map(|()| 0),
+        Command::History(args) => history::run(&session, args).await.map(|()| 0),
+        Command::Exec(args) => exec::run(&session, args).await,
+    }
+}
+
+/// ozctl's `main`: parse, run, print the error as one line, exit with its code.
+pub fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let program = program_name(args.first().map(OsString::as_os_str));
+    let cli = parse(&program, args);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(cli, &program));
+    // `exec` may leave a read of stdin behind; nothing else is running.
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {}", e.to_string().replace(['\n', '\r'], " "));
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::*;
+
+    fn parse_ok(args: &[&str]) -> Cli {
+        Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    #[test]
+    fn the_program_name_follows_argv0() {
+        assert_eq!(program_name(Some(OsStr::new("ozctl"))), "ozctl");
+        assert_eq!(
+            program_name(Some(OsStr::new("/usr/local/bin/ozctl"))),
+            "ozctl"
+        );
+        assert_eq!(
+            program_name(Some(OsStr::new("/usr/local/bin/kubectl-oz"))),
+            "kubectl oz"
+        );
+        assert_eq!(
+            program_name(Some(OsStr::new("kubectl-oz.exe"))),
+            "kubectl oz"
+        );
+        assert_eq!(
+            program_name(Some(OsStr::new("kubectl-oz-ctl_x"))),
+            "kubectl oz ctl-x"
+        );
+        assert_eq!(program_name(Some(OsStr::new("kubectl-"))), "ozctl");
+        assert_eq!(program_name(None), "ozctl");
+    }
+
+    #[test]
+    fn help_names_the_plugin() {
+        let help = command("kubectl oz").render_help().to_string();
+        assert!(
+            help.contains("Usage: kubectl oz [OPTIONS] <COMMAND>"),
+            "{help}"
+        );
+        assert!(
+            help.contains("  kubectl oz revoke alice-x7k2p -n team"),
+            "{help}"
+        );
+        assert!(!help.contains("ozctl"), "{help}");
+    }
+
+    #[test]
+    fn create_takes_the_flags_of_the_issue_and_of_oz() {
+        let cli = parse_ok(&[
+            "ozctl",
+            "create",
+            "exec",
+            "web",
+            "--target-pod",
+            "web-0",
+            "--duration",
+            "30m",
+            "-n",
+            "team",
+            "--timeout",
+            "90s",
+            "-o",
+            "json",
+        ]);
+        assert_eq!(cli.cluster.namespace.as_deref(), Some("team"));
+        let Command::Create(create) = cli.command else {
+            panic!()
+        };
+        let create::CreateKind::Exec(exec) = create.kind else {
+            panic!()
+        };
+        assert_eq!(exec.target_pod.as_deref(), Some("web-0"));
+        assert_eq!(exec.request.template, "web");
+        assert_eq!(exec.request.duration.as_deref(), Some("30m"));
+        assert_eq!(
+            exec.request.wait.timeout,
+            std::time::Duration::from_secs(90)
+        );
+        assert!(exec.request.wait.enabled());
+        assert_eq!(exec.request.output, Some(output::ObjectFormat::Json));
+
+        // Oz's spelling: kind names and short flags.
+        let cli = parse_ok(&[
+            "ozctl",
+            "create",
+            "PodAccessRequest",
+            "dbg",
+            "-D",
+            "2h",
+            "-N",
+            "me",
+        ]);
+        let Command::Create(create) = cli.command else {
+            panic!()
+        };
+        let create::CreateKind::Pod(pod) = create.kind else {
+            panic!()
+        };
+        assert_eq!(pod.duration.as_deref(), Some("2h"));
+        assert_eq!(pod.request_name.as_deref(), Some("me"));
+        assert_eq!(pod.wait.timeout, std::time::Duration::from_secs(120));
+    }
+
+    #[test]
+    fn the_last_of_wait_and_no_wait_wins() {
+        let wait = |args: &[&str]| {
+            let mut all = vec!["ozctl", "create", "exec", "web"];
+            all.extend(args);
+            let Command::Create(create) = parse_ok(&all).command else {
+                panic!()
+            };
+            let create::CreateKind::Exec(exec) = create.kind else {
+                panic!()
+            };
+            exec.request.wait.enabled()
+        };
+        assert!(wait(&[]));
+        assert!(!wait(&["--no-wait"]));
+        assert!(wait(&["--no-wait", "--wait"]));
+        assert!(!wait(&["--wait", "--no-wait"]));
+    }
+
+    #[test]
+    fn cluster_flags_go_anywhere() {
+        let cli = parse_ok(&[
+            "ozctl",
+            "--kubeconfig",
+            "/tmp/kc",
+            "get",
+            "templates",
+            "--context",
+            "prod",
+            "--namespace",
+            "team",
+        ]);
+        assert_eq!(cli.cluster.kubeconfig, Some("/tmp/kc".into()));
+        assert_eq!(cli.cluster.context.as_deref(), Some("prod"));
+        assert_eq!(cli.cluster.namespace.as_deref(), Some("team"));
+    }
+
+    #[test]
+    fn list_is_get_and_requests_are_the_default() {
+        let Command::Get(get) = parse_ok(&["ozctl", "list", "--all"]).command else {
+            panic!()
+        };
+        assert_eq!(get.resource, "requests");
+        assert!(get.all);
+        assert_eq!(get.output, get::ListFormat::Table);
+    }
+
+    #[test]
+    fn history_and_exec_arguments() {
+        let Command::History(history) =
+            parse_ok(&["ozctl", "history", "--since", "2d", "-o", "csv"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(history.since, std::time::Duration::from_secs(2 * 86_400));
+        assert_eq!(history.output, history::HistoryFormat::Csv);
+
+        let Command::Exec(exec) =
+            parse_ok(&["ozctl", "exec", "alice-x7k2p", "--", "ls", "-l", "/"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(exec.request, "alice-x7k2p");
+        assert_eq!(exec.command, ["ls", "-l", "/"]);
+
+        let Command::Revoke(revoke) = parse_ok(&[
+            "ozctl",
+            "revoke",
+            "alice-x7k2p",
+            "--kind",
+            "pod",
+            "--no-wait",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(revoke.kind, Some(requests::RequestKind::Pod));
+        assert!(!revoke.wait.enabled());
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_the_parser() {
+        for args in [
+            &["ozctl", "create", "exec", "web", "--timeout", "soon"][..],
+            &["ozctl", "history", "--since", "1w"],
+            &["ozctl", "get", "-o", "csv"],
+            &["ozctl", "create", "exec"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        command("ozctl").debug_assert();
+    }
+}

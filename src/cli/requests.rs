@@ -1,0 +1,344 @@
+//! The two request kinds seen the same way: a [`RequestView`] of either, and finding, listing
+//! and deleting them without the user having to say which kind a name is.
+
+use clap::ValueEnum;
+use k8s_openapi::jiff::Timestamp;
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, PropagationPolicy},
+};
+use oz_api::{ExecAccessRequest, PodAccessRequest, RequestPhase, RequestStatus, Requester};
+
+use super::{error::CliError, output::object_json, session::Session};
+use crate::kinds::AccessRequest;
+
+/// Exec access (into a live pod of a workload) or pod access (a private copy of its pod).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum RequestKind {
+    /// ExecAccessRequest / ExecAccessTemplate.
+    Exec,
+    /// PodAccessRequest / PodAccessTemplate.
+    Pod,
+}
+
+impl RequestKind {
+    /// Both kinds, exec first.
+    pub const ALL: [RequestKind; 2] = [RequestKind::Exec, RequestKind::Pod];
+
+    /// `ExecAccessRequest` or `PodAccessRequest`.
+    pub fn request_kind(self) -> &'static str {
+        match self {
+            RequestKind::Exec => "ExecAccessRequest",
+            RequestKind::Pod => "PodAccessRequest",
+        }
+    }
+
+    /// `ExecAccessTemplate` or `PodAccessTemplate`.
+    pub fn template_kind(self) -> &'static str {
+        match self {
+            RequestKind::Exec => "ExecAccessTemplate",
+            RequestKind::Pod => "PodAccessTemplate",
+        }
+    }
+
+    /// `exec` or `pod`, as the commands spell it.
+    pub fn word(self) -> &'static str {
+        match self {
+            RequestKind::Exec => "exec",
+            RequestKind::Pod => "pod",
+        }
+    }
+
+    /// The kinds to look at: the one given, or both.
+    pub fn or_all(kind: Option<RequestKind>) -> Vec<RequestKind> {
+        kind.map_or_else(|| Self::ALL.to_vec(), |k| vec![k])
+    }
+}
+
+/// What ozctl shows of a request of either kind.
+#[derive(Clone, Debug)]
+pub struct RequestView {
+    pub kind: RequestKind,
+    pub name: String,
+    pub namespace: String,
+    /// `spec.templateName`.
+    pub template: String,
+    /// `spec.requester`, as oz's admission webhook recorded it.
+    pub requester: Option<Requester>,
+    pub created: Option<Timestamp>,
+    /// Whether it is being deleted.
+    pub deleting: bool,
+    /// Its status; empty until oz first looks at it.
+    pub status: RequestStatus,
+    /// The whole object, for `-o json|yaml`, without managedFields (as kubectl shows it).
+    pub object: serde_json::Value,
+}
+
+impl RequestView {
+    /// The view of a typed request.
+    pub fn of<R: AccessRequest>(kind: RequestKind, request: &R) -> RequestView {
+        RequestView {
+            kind,
+            name: request.name_any(),
+            namespace: request.namespace().unwrap_or_default(),
+            template: request.template_name().to_string(),
+            requester: request.requester().cloned(),
+            created: request.meta().creation_timestamp.as_ref().map(|t| t.0),
+            deleting: request.meta().deletion_timestamp.is_some(),
+            status: request.request_status().cloned().unwrap_or_default(),
+            object: object_json(request),
+        }
+    }
+
+    /// `status.phase`.
+    pub fn phase(&self) -> Option<RequestPhase> {
+        self.status.phase
+    }
+
+    /// The phase in a word, for tables: `Pending` until oz has set one, `Revoking` while it is
+    /// deleted.
+    pub fn phase_word(&self) -> String {
+        if self.deleting {
+            return "Revoking".into();
+        }
+        match self.status.phase {
+            Some(phase) => format!("{phase:?}"),
+            None => "Pending".into(),
+        }
+    }
+
+    /// `status.expiresAt`.
+    pub fn expires_at(&self) -> Option<Timestamp> {
+        self.status.expires_at.as_ref().map(|t| t.0)
+    }
+
+    /// The user who made it, or `?` when no requester was recorded.
+    pub fn requester_name(&self) -> &str {
+        self.requester.as_ref().map_or("?", |r| r.username.as_str())
+    }
+
+    /// Whether `username` made it.
+    pub fn is_by(&self, username: &str) -> bool {
+        self.requester
+            .as_ref()
+            .is_some_and(|r| r.username == username)
+    }
+
+    /// What it is waiting for, in a line: the first condition that is not yet True, as
+    /// `Type: message`.
+    pub fn progress(&self) -> String {
+        if self.deleting {
+            return "being revoked".into();
+        }
+        match self.status.conditions.iter().find(|c| c.status != "True") {
+            Some(c) if c.message.is_empty() => format!("{}: {}", c.type_, c.reason),
+            Some(c) => format!("{}: {}", c.type_, c.message),
+            None if self.status.conditions.is_empty() => "waiting for oz to pick it up".into(),
+            None => self.phase_word(),
+        }
+    }
+
+    /// Why it did not work out, for Denied and Failed: the message of the first condition that
+    /// is not True.
+    pub fn problem(&self) -> String {
+        self.status
+            .conditions
+            .iter()
+            .find(|c| c.status != "True")
+            .map(|c| format!("{} ({})", c.message, c.type_))
+            .unwrap_or_else(|| "oz gave no reason; see the request's events".into())
+    }
+}
+
+/// Request `name` of `kind`, if it exists.
+pub async fn get(
+    session: &Session,
+    kind: RequestKind,
+    name: &str,
+) -> Result<Option<RequestView>, CliError> {
+    match kind {
+        RequestKind::Exec => get_typed::<ExecAccessRequest>(session, kind, name).await,
+        RequestKind::Pod => get_typed::<PodAccessRequest>(session, kind, name).await,
+    }
+}
+
+async fn get_typed<R: AccessRequest>(
+    session: &Session,
+    kind: RequestKind,
+    name: &str,
+) -> Result<Option<RequestView>, CliError> {
+    let api: Api<R> = session.api();
+    let found = api.get_opt(name).await.map_err(|e| session.error(e))?;
+    Ok(found.map(|r| RequestView::of(kind, &r)))
+}
+
+/// Request `name`, of `kind` if given, else of whichever kind has it.
+pub async fn find(
+    session: &Session,
+    name: &str,
+    kind: Option<RequestKind>,
+) -> Result<RequestView, CliError> {
+    let mut found = Vec::new();
+    for kind in RequestKind::or_all(kind) {
+        if let Some(view) = get(session, kind, name).await? {
+            found.push(view);
+        }
+    }
+    match found.len() {
+        0 => Err(CliError::NoRequest {
+            name: name.to_string(),
+            namespace: session.namespace.clone(),
+            hint: session.hint("get"),
+        }),
+        1 => Ok(found.remove(0)),
+        _ => Err(CliError::AmbiguousRequest { name: name.into() }),
+    }
+}
+
+/// Every request of these kinds in the session's namespace, oldest first.
+pub async fn list(session: &Session, kinds: &[RequestKind]) -> Result<Vec<RequestView>, CliError> {
+    let mut views = Vec::new();
+    for &kind in kinds {
+        let mut listed = match kind {
+            RequestKind::Exec => list_typed::<ExecAccessRequest>(session, kind).await?,
+            RequestKind::Pod => list_typed::<PodAccessRequest>(session, kind).await?,
+        };
+        views.append(&mut listed);
+    }
+    views.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
+    Ok(views)
+}
+
+async fn list_typed<R: AccessRequest>(
+    session: &Session,
+    kind: RequestKind,
+) -> Result<Vec<RequestView>, CliError> {
+    let api: Api<R> = session.api();
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(list
+            .items
+            .iter()
+            .map(|r| RequestView::of(kind, r))
+            .collect()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(CliError::NotInstalled {
+            kind: kind.request_kind(),
+        }),
+        Err(e) => Err(session.error(e)),
+    }
+}
+
+/// Deletes a request in the foreground: the apiserver keeps it until the garbage collector has
+/// deleted everything it owns (Role, RoleBinding, access pod), so once it is gone the access is.
+pub async fn delete(session: &Session, view: &RequestView) -> Result<(), CliError> {
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Foreground),
+        ..Default::default()
+    };
+    let result = match view.kind {
+        RequestKind::Exec => session
+            .api::<ExecAccessRequest>()
+            .delete(&view.name, &params)
+            .await
+            .map(|_| ()),
+        RequestKind::Pod => session
+            .api::<PodAccessRequest>()
+            .delete(&view.name, &params)
+            .await
+            .map(|_| ()),
+    };
+    match result {
+        Ok(()) => Ok(()),
+        // Gone already: so is the access.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(session.error(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use oz_api::ExecAccessRequestSpec;
+
+    use super::*;
+
+    fn condition(type_: &str, status: &str, message: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "Reason".into(),
+            message: message.into(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::UNIX_EPOCH,
+            ),
+            observed_generation: None,
+        }
+    }
+
+    fn view(conditions: Vec<Condition>) -> RequestView {
+        let mut request = ExecAccessRequest::new(
+            "alice-x7k2p",
+            ExecAccessRequestSpec {
+                template_name: "web".into(),
+                target_pod: None,
+                duration: None,
+                requester: Some(Requester {
+                    username: "alice".into(),
+                    uid: None,
+                    groups: vec!["devs".into()],
+                }),
+            },
+        );
+        request.metadata.managed_fields = Some(vec![Default::default()]);
+        request.status = Some(RequestStatus {
+            conditions,
+            ..Default::default()
+        });
+        RequestView::of(RequestKind::Exec, &request)
+    }
+
+    #[test]
+    fn progress_shows_the_first_condition_not_yet_true() {
+        assert_eq!(view(vec![]).progress(), "waiting for oz to pick it up");
+        let pending = view(vec![
+            condition("TargetTemplateExists", "True", "Found Target Template"),
+            condition(
+                "AccessResourcesReady",
+                "False",
+                "waiting for pod \"web-0\" to become ready",
+            ),
+            condition("Other", "Unknown", ""),
+        ]);
+        assert_eq!(
+            pending.progress(),
+            "AccessResourcesReady: waiting for pod \"web-0\" to become ready"
+        );
+        assert_eq!(
+            pending.problem(),
+            "waiting for pod \"web-0\" to become ready (AccessResourcesReady)"
+        );
+        let done = view(vec![condition("TargetTemplateExists", "True", "ok")]);
+        assert_eq!(done.progress(), "Pending");
+    }
+
+    #[test]
+    fn views_know_their_requester_and_hide_managed_fields() {
+        let v = view(vec![]);
+        assert!(v.is_by("alice"));
+        assert!(!v.is_by("bob"));
+        assert_eq!(v.requester_name(), "alice");
+        assert_eq!(v.object["kind"], "ExecAccessRequest");
+        assert!(v.object["metadata"].get("managedFields").is_none());
+        assert_eq!(v.phase_word(), "Pending");
+    }
+
+    #[test]
+    fn kinds_have_their_names() {
+        assert_eq!(RequestKind::Exec.request_kind(), "ExecAccessRequest");
+        assert_eq!(RequestKind::Pod.template_kind(), "PodAccessTemplate");
+        assert_eq!(RequestKind::or_all(None), RequestKind::ALL.to_vec());
+        assert_eq!(
+            RequestKind::or_all(Some(RequestKind::Pod)),
+            vec![RequestKind::Pod]
+        );
+    }
+}
