@@ -138,6 +138,11 @@ struct RunArgs {
     #[arg(long, env = "OZ_AUDIT_ENFORCE_NAMESPACES", value_delimiter = ',')]
     audit_enforce_namespaces: Vec<String>,
 
+    /// Groups whose members may delete anyone's requests, expired ones included; everyone else
+    /// may only revoke their own active requests.
+    #[arg(long, env = "OZ_REQUEST_ADMIN_GROUPS", value_delimiter = ',', default_values = ["system:masters"])]
+    request_admin_groups: Vec<String>,
+
     /// How long an expired request is kept (access revoked) for access reviews before it is
     /// deleted: a Go duration such as 168h, or days such as 7d. 0 deletes at expiry, as Oz does.
     #[arg(long, env = "OZ_HISTORY_RETENTION", default_value = "7d", value_parser = parse_retention)]
@@ -321,6 +326,12 @@ fn webhook_config(args: &RunArgs, watched: &[String]) -> Result<WebhookConfig, S
     config.secrets.serving = args.webhook_cert_secret.clone();
     config.registration.name = args.webhook_configuration_name.clone();
     config.audit_log_path = args.audit_log_path.clone();
+    config.request_admin_groups = args
+        .request_admin_groups
+        .iter()
+        .filter(|g| !g.is_empty())
+        .cloned()
+        .collect();
     config.enforce.namespaces = args
         .audit_enforce_namespaces
         .iter()

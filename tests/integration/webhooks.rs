@@ -226,7 +226,7 @@ async fn grant_users(admin: &Client, ns: &str) {
         rule(
             &[oz_api::GROUP],
             &["execaccessrequests", "podaccessrequests"],
-            &["create", "get", "list", "update", "patch"],
+            &["create", "get", "list", "update", "patch", "delete"],
         ),
         rule(&[""], &["pods"], &["get", "list"]),
         rule(&[""], &["pods/exec"], &["create", "get"]),
@@ -274,7 +274,7 @@ async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
     }
     let ca_bundle = fixture.secret_text(&names.ca, CA_CRT).await.unwrap();
     let bundles = fixture.ca_bundles().await;
-    assert_eq!(bundles.len(), 3, "mutating, validating and audit webhooks");
+    assert_eq!(bundles.len(), 4, "mutating, validating (CREATE/UPDATE and DELETE) and audit webhooks");
     assert!(bundles.iter().all(|b| *b == ca_bundle), "{bundles:?}");
 
     // What is served is the stored certificate, and it chains to the published CA.
@@ -623,6 +623,14 @@ async fn requests_are_stamped_checked_and_immutable() {
         )
         .await
         .unwrap();
+
+    // bob may delete requests (RBAC) but not revoke alice's access (the webhook); alice may.
+    let refused = bob.delete("alices", &Default::default()).await.unwrap_err();
+    assert!(
+        matches!(refused, kube::Error::Api(ref s) if s.code == 403 && s.message.contains("only the requester (alice)")),
+        "{refused}"
+    );
+    alice.delete("alices", &Default::default()).await.unwrap();
     fixture.cleanup().await;
 }
 

@@ -40,6 +40,8 @@ pub const AUDIT_PATH: &str = "/audit";
 pub const REQUESTER_WEBHOOK: &str = "requester.oz.wizardofoz.co";
 /// Name of the request validating webhook inside its configuration.
 pub const REQUESTS_WEBHOOK: &str = "requests.oz.wizardofoz.co";
+/// The webhook guarding request deletion (who may revoke, and the expired records).
+pub const REQUEST_DELETES_WEBHOOK: &str = "request-deletes.oz.wizardofoz.co";
 /// Name of the audit webhook inside its configuration; the apiserver prefixes the audit
 /// annotations it returns with this name.
 pub const AUDIT_WEBHOOK: &str = "audit.oz.wizardofoz.co";
@@ -256,22 +258,29 @@ impl Registration {
         &self,
         ca_bundle: &str,
     ) -> Vec<ValidatingWebhookConfiguration> {
-        let mut configurations = vec![ValidatingWebhookConfiguration {
-            metadata: metadata(self.requests_name()),
-            webhooks: Some(vec![ValidatingWebhook {
-                name: REQUESTS_WEBHOOK.into(),
+        let requests_webhook =
+            |name: &str, operations: &[&str], failure_policy: &str| ValidatingWebhook {
+                name: name.into(),
                 client_config: self
                     .endpoint
                     .client_config(VALIDATE_REQUESTS_PATH, ca_bundle),
-                rules: Some(vec![request_rule(&["CREATE", "UPDATE"])]),
-                failure_policy: Some("Fail".into()),
+                rules: Some(vec![request_rule(operations)]),
+                failure_policy: Some(failure_policy.into()),
                 match_policy: Some("Equivalent".into()),
                 namespace_selector: self.request_namespace_selector.clone(),
                 side_effects: "None".into(),
                 admission_review_versions: vec!["v1".into()],
                 timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
                 ..Default::default()
-            }]),
+            };
+        let mut configurations = vec![ValidatingWebhookConfiguration {
+            metadata: metadata(self.requests_name()),
+            webhooks: Some(vec![
+                requests_webhook(REQUESTS_WEBHOOK, &["CREATE", "UPDATE"], "Fail"),
+                // Ignore: deleting a request only removes access, so with oz down a delete (a
+                // revocation, or the garbage collector's cascade) must still go through.
+                requests_webhook(REQUEST_DELETES_WEBHOOK, &["DELETE"], "Ignore"),
+            ]),
         }];
         if self.audit {
             configurations.push(ValidatingWebhookConfiguration {

@@ -38,6 +38,9 @@ pub struct WebhookConfig {
     pub audit_log_path: Option<PathBuf>,
     /// Which pod accesses are denied without a grant. Default: none.
     pub enforce: EnforceSettings,
+    /// Groups whose members may delete anyone's requests, expired ones included (besides the
+    /// cluster's controllers and oz itself). Default `system:masters`.
+    pub request_admin_groups: Vec<String>,
     /// How often the certificates are checked against their renewal window, besides every
     /// change to the Secrets. Default 1 hour.
     pub check_interval: Duration,
@@ -57,6 +60,7 @@ impl WebhookConfig {
             certs: CertSettings::default(),
             audit_log_path: None,
             enforce: EnforceSettings::default(),
+            request_admin_groups: vec!["system:masters".into()],
             check_interval: Duration::from_secs(60 * 60),
             leader: None,
         }
@@ -139,6 +143,10 @@ impl WebhookServer {
             audit_log,
             events: Some(client.clone()),
             enforce: config.enforce.clone(),
+            deletes: admission::requests::DeletePolicy::new(
+                config.request_admin_groups.clone(),
+                &config.namespace,
+            ),
         };
         let tls = TlsServer::start(
             listener,

@@ -50,6 +50,8 @@ pub struct AdmissionState {
     pub events: Option<kube::Client>,
     /// Which execs are denied without a grant; by default none.
     pub enforce: EnforceSettings,
+    /// Who may delete requests besides their requester.
+    pub deletes: requests::DeletePolicy,
 }
 
 /// The routes: [`MUTATE_REQUESTS_PATH`], [`VALIDATE_REQUESTS_PATH`], [`AUDIT_PATH`] and

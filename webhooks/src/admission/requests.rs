@@ -43,7 +43,7 @@ pub async fn validate(
     State(state): State<Arc<AdmissionState>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    reply(validation(state.lookup.as_ref(), &request).await)
+    reply(validation(state.lookup.as_ref(), &state.deletes, &request).await)
 }
 
 /// The mutating decision: on CREATE of a request, a JSON patch that sets `spec.requester`.
@@ -69,10 +69,10 @@ pub fn mutation(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse 
     }
 }
 
-/// The validating decision for a request CREATE or UPDATE; other operations and subresources
-/// are allowed.
+/// The validating decision for a request CREATE, UPDATE or DELETE; subresources are allowed.
 pub async fn validation(
     lookup: &dyn AccessLookup,
+    deletes: &DeletePolicy,
     request: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
     let Some(kind) = RequestKind::of(&request.kind) else {
@@ -88,7 +88,12 @@ pub async fn validation(
             request.old_object.as_ref().map(|o| &o.data),
             request.object.as_ref().map(|o| &o.data),
         ),
-        Operation::Delete | Operation::Connect => Ok(()),
+        Operation::Delete => check_delete(
+            request.old_object.as_ref().map(|o| &o.data),
+            &request.user_info,
+            deletes,
+        ),
+        Operation::Connect => Ok(()),
     };
     match decision {
         Ok(()) => AdmissionResponse::from(request),
@@ -256,6 +261,68 @@ pub fn check_update(
         );
     }
     Err("spec: a request cannot be changed after creation, only deleted".into())
+}
+
+/// Who may delete requests besides their requester. Deleting a request only ever removes access,
+/// so this guards against two other harms: someone revoking a colleague's access, and anyone
+/// erasing the access-review record an expired request is.
+#[derive(Clone, Debug)]
+pub struct DeletePolicy {
+    /// Groups whose members may delete any request, expired or not: administrators
+    /// (`system:masters` by default), the cluster's own controllers (the garbage collector and
+    /// the namespace controller run as service accounts of kube-system) and oz itself (the
+    /// service accounts of its namespace, which delete expired requests after the retention).
+    pub trusted_groups: std::collections::BTreeSet<String>,
+}
+
+impl DeletePolicy {
+    /// `admin_groups`, kube-system's service accounts, and those of oz's `namespace`.
+    pub fn new(admin_groups: impl IntoIterator<Item = String>, namespace: &str) -> Self {
+        let mut trusted_groups: std::collections::BTreeSet<String> =
+            admin_groups.into_iter().collect();
+        trusted_groups.insert("system:serviceaccounts:kube-system".into());
+        trusted_groups.insert(format!("system:serviceaccounts:{namespace}"));
+        Self { trusted_groups }
+    }
+}
+
+/// A request may be deleted (revoked) by its requester while it is not expired, and by trusted
+/// groups at any time; an expired request is an access-review record kept for the history
+/// retention, which only trusted groups may cut short.
+pub fn check_delete(
+    old: Option<&Value>,
+    user: &UserInfo,
+    policy: &DeletePolicy,
+) -> Result<(), String> {
+    let groups = user.groups.as_deref().unwrap_or_default();
+    if groups.iter().any(|g| policy.trusted_groups.contains(g)) {
+        return Ok(());
+    }
+    let trusted = policy
+        .trusted_groups
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let requester = old
+        .and_then(|o| o.pointer("/spec/requester/username"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let expired = old
+        .and_then(|o| o.pointer("/status/phase"))
+        .and_then(Value::as_str)
+        == Some("Expired");
+    if expired {
+        return Err(format!(
+            "this request has expired and is kept as an access-review record until oz deletes it; only members of {trusted} may delete it sooner"
+        ));
+    }
+    if !requester.is_empty() && user.username.as_deref() == Some(requester) {
+        return Ok(());
+    }
+    Err(format!(
+        "only the requester ({requester}) or members of {trusted} may revoke this request"
+    ))
 }
 
 fn unknown_kind(request: &AdmissionRequest<DynamicObject>) -> String {

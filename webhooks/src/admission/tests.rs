@@ -105,6 +105,10 @@ async fn harness(lookup: FakeLookup, enforce: EnforceSettings) -> Harness {
         audit_log: AuditLog::open(audit_file.path()).await.unwrap(),
         events: None,
         enforce,
+        deletes: crate::admission::requests::DeletePolicy::new(
+            ["system:masters".to_string()],
+            "oz-system",
+        ),
     };
     Harness {
         router: router(Arc::new(state)),
@@ -675,6 +679,67 @@ async fn metadata_and_status_updates_are_allowed() {
         h.review(VALIDATE_REQUESTS_PATH, delete).await["allowed"],
         true
     );
+}
+
+#[tokio::test]
+async fn only_the_requester_or_trusted_groups_may_delete_a_request() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let active = exec_request(stamped(json!({"templateName": "web"}), "alice", &["devs"]));
+    let mut expired = active.clone();
+    expired["status"] = json!({"phase": "Expired"});
+    let delete = |who: Value, old: &Value| {
+        request_review("ExecAccessRequest", "DELETE", who, Value::Null, old.clone())
+    };
+
+    // The requester revokes her own access.
+    let response = h
+        .review(
+            VALIDATE_REQUESTS_PATH,
+            delete(user("alice", &["devs"]), &active),
+        )
+        .await;
+    assert_eq!(response["allowed"], true);
+    // Someone else may not, even from the same group.
+    let response = h
+        .review(
+            VALIDATE_REQUESTS_PATH,
+            delete(user("carol", &["devs"]), &active),
+        )
+        .await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("only the requester (alice) or members of"),
+        "{response}"
+    );
+    // An expired request is an access-review record: not even its requester erases it.
+    let response = h
+        .review(
+            VALIDATE_REQUESTS_PATH,
+            delete(user("alice", &["devs"]), &expired),
+        )
+        .await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("kept as an access-review record"),
+        "{response}"
+    );
+    // Administrators, the cluster's controllers and oz itself may delete anything.
+    for trusted in [
+        user("root", &["system:masters"]),
+        user(
+            "system:serviceaccount:kube-system:generic-garbage-collector",
+            &["system:serviceaccounts:kube-system"],
+        ),
+        user(
+            "system:serviceaccount:oz-system:oz-manager",
+            &["system:serviceaccounts:oz-system"],
+        ),
+    ] {
+        let response = h
+            .review(VALIDATE_REQUESTS_PATH, delete(trusted.clone(), &expired))
+            .await;
+        assert_eq!(response["allowed"], true, "{trusted}");
+    }
 }
 
 // === Audit ===
