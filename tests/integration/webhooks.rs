@@ -274,7 +274,11 @@ async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
     }
     let ca_bundle = fixture.secret_text(&names.ca, CA_CRT).await.unwrap();
     let bundles = fixture.ca_bundles().await;
-    assert_eq!(bundles.len(), 4, "mutating, validating (CREATE/UPDATE and DELETE) and audit webhooks");
+    assert_eq!(
+        bundles.len(),
+        4,
+        "mutating, validating (CREATE/UPDATE and DELETE) and audit webhooks"
+    );
     assert!(bundles.iter().all(|b| *b == ca_bundle), "{bundles:?}");
 
     // What is served is the stored certificate, and it chains to the published CA.
