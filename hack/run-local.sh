@@ -21,7 +21,13 @@ manager="${CARGO_TARGET_DIR:-$root/target}/debug/oz-manager"
 source "$dir/env"
 manager_pid=""
 cleanup() {
-  [ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null && wait "$manager_pid" 2>/dev/null
+  if [ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null; then
+    # A graceful stop finishes in-flight reconciles and releases its Lease; don't wait forever.
+    (sleep 10; kill -9 "$manager_pid" 2>/dev/null) &
+    local watchdog=$!
+    wait "$manager_pid" 2>/dev/null || true
+    kill "$watchdog" 2>/dev/null || true
+  fi
   "$testenv" down "$dir"
   echo; echo "stopped."
 }

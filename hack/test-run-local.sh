@@ -7,11 +7,13 @@ out=$(mktemp)
 # Free ports of its own, so nothing else on the machine (a developer's own `make run`) collides.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export OZ_WEBHOOK_PORT=${OZ_WEBHOOK_PORT:-$(free_port)} OZ_METRICS_PORT=${OZ_METRICS_PORT:-$(free_port)}
-setsid bash -c "cd '$root' && exec make --no-print-directory run" >"$out" 2>&1 &
+# Job control gives `make run` a process group of its own (pgid = its pid), so the whole group can
+# be signalled the way a terminal's Ctrl-C would.
+set -m
+(cd "$root" && exec make --no-print-directory run) >"$out" 2>&1 &
 leader=$!
-# SIGTERM, not SIGINT: background jobs of a script start with SIGINT ignored. A terminal's Ctrl-C
-# reaches the same trap.
-stop() { kill -TERM -- "-$leader" 2>/dev/null || true; }
+set +m
+stop() { kill -INT -- "-$leader" 2>/dev/null || true; }
 failed() { stop; sleep 2; echo "--- make run printed:" >&2; cat "$out" >&2; }
 trap failed ERR
 for _ in $(seq 1800); do grep -q 'Press Ctrl-C' "$out" && break; kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
@@ -35,7 +37,7 @@ grep -q 'allowedGroups' "$out.bob" || { echo "bob's refusal does not say why:"; 
 stop
 wait "$leader" 2>/dev/null || true
 # The script's cleanup stops oz-manager gracefully, then the control plane.
-for _ in $(seq 200); do
+for _ in $(seq 600); do
   pgrep -f "$root/.run/testenv|$root/target/debug/oz-manager" >/dev/null || break
   sleep 0.1
 done
