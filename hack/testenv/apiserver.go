@@ -23,13 +23,14 @@ var kubernetesVersion = "unknown"
 
 // startAPIServer runs kube-apiserver in this process, the way its own command does, on a
 // listener bound here so no other process can take the port between probing and binding.
-// It returns the server URL and a channel that receives the apiserver's exit error.
-func startAPIServer(ctx context.Context, dir string, pki *pkiFiles, etcdURL string, extraFlags []string) (string, <-chan error, error) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
+// port 0 picks a free port. It returns the server URL and a channel that receives the
+// apiserver's exit error.
+func startAPIServer(ctx context.Context, dir string, pki *pkiFiles, etcdURL string, port int, extraFlags []string) (string, <-chan error, error) {
+	listener, err := listen(port)
 	if err != nil {
 		return "", nil, err
 	}
-	port := listener.Addr().(*net.TCPAddr).Port
+	port = listener.Addr().(*net.TCPAddr).Port
 
 	s := options.NewServerRunOptions()
 	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
@@ -82,6 +83,19 @@ func startAPIServer(ctx context.Context, dir string, pki *pkiFiles, etcdURL stri
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, completed) }()
 	return fmt.Sprintf("https://127.0.0.1:%d", port), done, nil
+}
+
+// listen binds 127.0.0.1:port. A fixed port may still be held for a moment by the process this
+// one replaces (a restart on the same port), so that is retried for up to 10 s.
+func listen(port int) (net.Listener, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil || port == 0 || time.Now().After(deadline) {
+			return listener, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitReady polls /readyz as admin, then waits for the default namespace, which the apiserver

@@ -2,11 +2,15 @@
 // oz's integration tests and local runs. It also bundles kubectl, so scripts work where none is
 // installed:
 //
-//	kube-testenv run --work-dir DIR [--user NAME:G1,G2]... [--controllers gc,namespace] [-- APISERVER-FLAGS]
+//	kube-testenv run --work-dir DIR [--user NAME:G1,G2]... [--controllers gc,namespace] [--port N] [-- APISERVER-FLAGS]
 //	kube-testenv kubectl ARGS...
 //
 // `run` writes DIR/ready.json once /readyz answers ok. It stops on SIGTERM or SIGINT and, with
 // --exit-on-stdin-eof, when its standard input closes, so a killed parent leaves nothing behind.
+//
+// Restarting: a second `run` on the work dir of a stopped one (started without
+// --remove-work-dir-on-exit) reuses its certificates, keys and etcd data; with --port set to
+// the port it had, clients and kubeconfigs of the first run reconnect to the second.
 package main
 
 import (
@@ -37,7 +41,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kube-testenv run --work-dir DIR [--user NAME:GROUPS]... [--controllers gc,namespace] [--exit-on-stdin-eof] [-- APISERVER-FLAGS]")
+	fmt.Fprintln(os.Stderr, "usage: kube-testenv run --work-dir DIR [--user NAME:GROUPS]... [--controllers gc,namespace] [--port N] [--exit-on-stdin-eof] [-- APISERVER-FLAGS]")
 	fmt.Fprintln(os.Stderr, "       kube-testenv kubectl ARGS...")
 	os.Exit(2)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -38,18 +39,64 @@ type authority struct {
 // Long enough for any test run or local session, short enough to be obviously throwaway.
 const validity = 30 * 24 * time.Hour
 
+// pkiPaths is where generatePKI writes each file in dir, for admin and every user.
+func pkiPaths(dir string, users []user) *pkiFiles {
+	files := &pkiFiles{
+		servingCA:     filepath.Join(dir, "serving-ca.crt"),
+		apiserverCert: filepath.Join(dir, "apiserver.crt"),
+		apiserverKey:  filepath.Join(dir, "apiserver.key"),
+		clientCACert:  filepath.Join(dir, "client-ca.crt"),
+		clientCAKey:   filepath.Join(dir, "client-ca.key"),
+		saPrivate:     filepath.Join(dir, "sa.key"),
+		saPublic:      filepath.Join(dir, "sa.pub"),
+		clients:       map[string]certPair{},
+	}
+	for _, u := range identities(users) {
+		files.clients[u.Name] = certPair{filepath.Join(dir, u.Name+".crt"), filepath.Join(dir, u.Name+".key")}
+	}
+	return files
+}
+
+// identities are admin (system:masters) and the test users.
+func identities(users []user) []user {
+	return append([]user{{Name: "admin", Groups: []string{"system:masters"}}}, users...)
+}
+
+// loadOrGeneratePKI reuses the certificates and keys a previous run left in dir, so a
+// restarted control plane keeps its clients' kubeconfigs and ServiceAccount tokens valid;
+// with none there, it generates them. A partial set is an error rather than a silent mix.
+func loadOrGeneratePKI(dir string, users []user) (*pkiFiles, bool, error) {
+	files := pkiPaths(dir, users)
+	if _, err := os.Stat(files.servingCA); errors.Is(err, os.ErrNotExist) {
+		generated, err := generatePKI(dir, users)
+		return generated, false, err
+	}
+	for _, path := range files.all() {
+		if _, err := os.Stat(path); err != nil {
+			return nil, false, fmt.Errorf("reusing the certificates in %s: %w (restart with the same --user flags, or use a fresh --work-dir)", dir, err)
+		}
+	}
+	return files, true, nil
+}
+
+func (f *pkiFiles) all() []string {
+	paths := []string{f.servingCA, f.apiserverCert, f.apiserverKey, f.clientCACert, f.clientCAKey, f.saPrivate, f.saPublic}
+	for _, pair := range f.clients {
+		paths = append(paths, pair.cert, pair.key)
+	}
+	return paths
+}
+
 func generatePKI(dir string, users []user) (*pkiFiles, error) {
-	files := &pkiFiles{clients: map[string]certPair{}}
+	files := pkiPaths(dir, users)
 
 	servingCA, err := newAuthority("oz-testenv-serving-ca")
 	if err != nil {
 		return nil, err
 	}
-	files.servingCA = filepath.Join(dir, "serving-ca.crt")
 	if err := writeCert(files.servingCA, servingCA.cert.Raw); err != nil {
 		return nil, err
 	}
-	files.apiserverCert, files.apiserverKey = filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
 	err = servingCA.issue(files.apiserverCert, files.apiserverKey, x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -64,7 +111,6 @@ func generatePKI(dir string, users []user) (*pkiFiles, error) {
 	if err != nil {
 		return nil, err
 	}
-	files.clientCACert, files.clientCAKey = filepath.Join(dir, "client-ca.crt"), filepath.Join(dir, "client-ca.key")
 	if err := writeCert(files.clientCACert, clientCA.cert.Raw); err != nil {
 		return nil, err
 	}
@@ -72,9 +118,8 @@ func generatePKI(dir string, users []user) (*pkiFiles, error) {
 		return nil, err
 	}
 	// The apiserver maps a client certificate's CN to the user name and each O to a group.
-	identities := append([]user{{Name: "admin", Groups: []string{"system:masters"}}}, users...)
-	for _, u := range identities {
-		pair := certPair{filepath.Join(dir, u.Name+".crt"), filepath.Join(dir, u.Name+".key")}
+	for _, u := range identities(users) {
+		pair := files.clients[u.Name]
 		err := clientCA.issue(pair.cert, pair.key, x509.Certificate{
 			Subject:     pkix.Name{CommonName: u.Name, Organization: u.Groups},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -82,14 +127,12 @@ func generatePKI(dir string, users []user) (*pkiFiles, error) {
 		if err != nil {
 			return nil, err
 		}
-		files.clients[u.Name] = pair
 	}
 
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	files.saPrivate, files.saPublic = filepath.Join(dir, "sa.key"), filepath.Join(dir, "sa.pub")
 	if err := writeKey(files.saPrivate, saKey); err != nil {
 		return nil, err
 	}

@@ -63,6 +63,8 @@ func run(args []string) error {
 	exitOnEOF := fs.Bool("exit-on-stdin-eof", false, "exit when standard input closes (the parent died)")
 	removeOnExit := fs.Bool("remove-work-dir-on-exit", false, "delete --work-dir when exiting")
 	timeout := fs.Duration("startup-timeout", 120*time.Second, "how long to wait for /readyz")
+	port := fs.Int("port", 0, "the apiserver's port on 127.0.0.1 (default: a free one); to restart a control plane on\n"+
+		"the same --work-dir, pass the port it had, so existing kubeconfigs and clients reach it again")
 	var users userList
 	fs.Var(&users, "user", "a test user NAME:GROUP1,GROUP2 (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +91,8 @@ func run(args []string) error {
 		return err
 	}
 	redirectLogs(logFile)
+	// A ready.json left by an earlier run in this work dir is not about this one.
+	_ = os.Remove(filepath.Join(dir, "ready.json"))
 
 	// Every way out goes through exit, so the work dir is removed however the process ends,
 	// short of SIGKILL.
@@ -109,7 +113,7 @@ func run(args []string) error {
 			exit(0)
 		}()
 	}
-	if err := serve(ctx, dir, logFile, users, wanted, *timeout, fs.Args()); err != nil {
+	if err := serve(ctx, dir, logFile, users, wanted, *port, *timeout, fs.Args()); err != nil {
 		fmt.Fprintf(logFile, "kube-testenv: %v\n", err)
 		exit(1)
 	}
@@ -118,13 +122,18 @@ func run(args []string) error {
 }
 
 // serve starts everything, writes ready.json and blocks until ctx is cancelled or the apiserver
-// stops.
-func serve(ctx context.Context, dir string, logFile *os.File, users userList, wanted []string, timeout time.Duration, apiserverFlags []string) error {
+// stops. A work dir that a stopped run left behind (without --remove-work-dir-on-exit) is
+// reused: its certificates and keys, and etcd's data, so a control plane can be restarted with
+// its objects, clients and tokens intact (pass --port with the port it had).
+func serve(ctx context.Context, dir string, logFile *os.File, users userList, wanted []string, port int, timeout time.Duration, apiserverFlags []string) error {
 
 	started := time.Now()
-	pki, err := generatePKI(filepath.Join(dir, "pki"), users)
+	pki, reused, err := loadOrGeneratePKI(filepath.Join(dir, "pki"), users)
 	if err != nil {
 		return fmt.Errorf("generating certificates: %w", err)
+	}
+	if reused {
+		fmt.Fprintf(logFile, "reusing the certificates and etcd data in %s\n", dir)
 	}
 	etcd, err := startEtcd(filepath.Join(dir, "etcd"), logFile)
 	if err != nil {
@@ -132,7 +141,7 @@ func serve(ctx context.Context, dir string, logFile *os.File, users userList, wa
 	}
 	defer etcd.Close()
 
-	server, apiErr, err := startAPIServer(ctx, dir, pki, etcd.URL, apiserverFlags)
+	server, apiErr, err := startAPIServer(ctx, dir, pki, etcd.URL, port, apiserverFlags)
 	if err != nil {
 		return fmt.Errorf("starting kube-apiserver: %w", err)
 	}

@@ -38,6 +38,7 @@ pub struct ReadyInfo {
 pub struct ControlPlaneOptions {
     users: Vec<(String, Vec<String>)>,
     controllers: Vec<String>,
+    restartable: bool,
 }
 
 impl Default for ControlPlaneOptions {
@@ -54,6 +55,7 @@ impl Default for ControlPlaneOptions {
                 })
                 .collect(),
             controllers: vec!["gc".into(), "namespace".into()],
+            restartable: false,
         }
     }
 }
@@ -64,7 +66,17 @@ impl ControlPlaneOptions {
         Self {
             users: vec![],
             controllers: vec![],
+            restartable: false,
         }
+    }
+
+    /// Lets the control plane be stopped and started again with its data
+    /// ([`ControlPlane::stop`], [`ControlPlane::start_again`]): its work dir is kept when
+    /// kube-testenv exits, and removed only when the [`ControlPlane`] is dropped. Never for the
+    /// shared control plane.
+    pub fn restartable(mut self) -> Self {
+        self.restartable = true;
+        self
     }
 
     /// Adds a user authenticated by a client certificate with CN=name and O=each group.
@@ -83,6 +95,9 @@ pub struct ControlPlane {
     pub ready: ReadyInfo,
     binary: PathBuf,
     work_dir: PathBuf,
+    // The `run` arguments, kept for a restart.
+    args: Vec<String>,
+    restartable: bool,
     child: Mutex<Child>,
     // Held open for the control plane's lifetime; its closing is the signal to exit.
     stdin: Mutex<Option<ChildStdin>>,
@@ -109,57 +124,69 @@ impl ControlPlane {
             .tempdir()
             .map_err(|e| Error::Start(format!("creating a work dir: {e}")))?
             .keep();
-        let mut command = Command::new(&binary);
-        command
-            .arg("run")
-            .arg("--work-dir")
-            .arg(&work_dir)
-            .args(["--exit-on-stdin-eof", "--remove-work-dir-on-exit"])
-            .arg(format!("--controllers={}", options.controllers.join(",")));
+        let mut args = vec![
+            "run".to_string(),
+            format!("--work-dir={}", work_dir.display()),
+            "--exit-on-stdin-eof".to_string(),
+            format!("--controllers={}", options.controllers.join(",")),
+        ];
+        if !options.restartable {
+            args.push("--remove-work-dir-on-exit".into());
+        }
         for (name, groups) in &options.users {
-            command.arg(format!("--user={name}:{}", groups.join(",")));
+            args.push(format!("--user={name}:{}", groups.join(",")));
         }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::Start(format!("running {}: {e}", binary.display())))?;
-        let stdin = child.stdin.take();
+        let (child, stdin, ready) = spawn(&binary, &work_dir, &args)?;
+        Ok(Self {
+            ready,
+            binary,
+            work_dir,
+            args,
+            restartable: options.restartable,
+            child: Mutex::new(child),
+            stdin: Mutex::new(stdin),
+        })
+    }
 
-        let ready_file = work_dir.join("ready.json");
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&ready_file) {
-                let ready: ReadyInfo = serde_json::from_str(&text)
-                    .map_err(|e| Error::Start(format!("parsing {}: {e}", ready_file.display())))?;
-                return Ok(Self {
-                    ready,
-                    binary,
-                    work_dir,
-                    child: Mutex::new(child),
-                    stdin: Mutex::new(stdin),
-                });
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                let mut stderr = String::new();
-                if let Some(mut pipe) = child.stderr.take() {
-                    let _ = pipe.read_to_string(&mut stderr);
-                }
-                let log = tail(&work_dir.join("logs/testenv.log"), 40);
-                return Err(Error::Start(format!(
-                    "kube-testenv exited with {status} before it was ready\n{stderr}\n--- log tail ---\n{log}"
-                )));
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let log = tail(&work_dir.join("logs/testenv.log"), 40);
-                return Err(Error::Timeout(format!(
-                    "the control plane was not ready within 180s\n--- log tail ---\n{log}"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+    /// Stops kube-testenv, as a crash would: the apiserver and etcd exit at once, without a
+    /// graceful shutdown, and every connection to them breaks. Waits up to 10 s, then kills it.
+    pub fn stop(&self) {
+        self.close_stdin();
+        if !self.wait_for_exit(Duration::from_secs(10)) {
+            let mut child = self.child.lock().unwrap();
+            let _ = child.kill();
+            let _ = child.wait();
         }
+    }
+
+    /// Starts a stopped [restartable](ControlPlaneOptions::restartable) control plane again on
+    /// the same work dir and the same apiserver port, with the objects, certificates and keys
+    /// it had, so existing clients, kubeconfigs and ServiceAccount tokens reconnect to it.
+    /// Blocks until it is ready again.
+    pub fn start_again(&self) -> Result<()> {
+        if !self.restartable {
+            return Err(Error::Start(
+                "only a control plane started with ControlPlaneOptions::restartable can start again".into(),
+            ));
+        }
+        if self.is_running() {
+            return Err(Error::Start(
+                "the control plane is still running; stop it first".into(),
+            ));
+        }
+        let port = self
+            .ready
+            .server
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .ok_or_else(|| Error::Start(format!("no port in {}", self.ready.server)))?;
+        let mut args = self.args.clone();
+        args.push(format!("--port={port}"));
+        let (child, stdin, _) = spawn(&self.binary, &self.work_dir, &args)?;
+        *self.child.lock().unwrap() = child;
+        *self.stdin.lock().unwrap() = stdin;
+        Ok(())
     }
 
     /// The directory holding the kubeconfigs, certificates and logs.
@@ -258,10 +285,56 @@ impl ControlPlane {
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
-        self.close_stdin();
-        if !self.wait_for_exit(Duration::from_secs(10)) {
-            let _ = self.child.lock().unwrap().kill();
+        self.stop();
+        if self.restartable {
+            let _ = std::fs::remove_dir_all(&self.work_dir);
         }
+    }
+}
+
+/// Runs `kube-testenv` with `args` and waits until it writes `ready.json` in `work_dir`.
+fn spawn(
+    binary: &Path,
+    work_dir: &Path,
+    args: &[String],
+) -> Result<(Child, Option<ChildStdin>, ReadyInfo)> {
+    let ready_file = work_dir.join("ready.json");
+    // A restart must not mistake the previous run's file for its own.
+    let _ = std::fs::remove_file(&ready_file);
+    let mut child = Command::new(binary)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Start(format!("running {}: {e}", binary.display())))?;
+    let stdin = child.stdin.take();
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&ready_file) {
+            let ready: ReadyInfo = serde_json::from_str(&text)
+                .map_err(|e| Error::Start(format!("parsing {}: {e}", ready_file.display())))?;
+            return Ok((child, stdin, ready));
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr);
+            }
+            let log = tail(&work_dir.join("logs/testenv.log"), 40);
+            return Err(Error::Start(format!(
+                "kube-testenv exited with {status} before it was ready\n{stderr}\n--- log tail ---\n{log}"
+            )));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let log = tail(&work_dir.join("logs/testenv.log"), 40);
+            return Err(Error::Timeout(format!(
+                "the control plane was not ready within 180s\n--- log tail ---\n{log}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
