@@ -22,6 +22,9 @@ use crate::Result;
 /// What oz needs of a workload controller.
 #[derive(Clone, Debug)]
 pub struct Workload {
+    /// Its uid, which the controller owner references of its pods (or of their ReplicaSets)
+    /// carry.
+    pub uid: Option<String>,
     /// Which pods belong to it.
     pub selector: LabelSelector,
     /// The pods it creates look like this.
@@ -45,8 +48,8 @@ pub fn rollout_resource() -> ApiResource {
     )
 }
 
-/// A workload's selector and pod template, or `None` for a workload without a spec.
-type Parts = Option<(LabelSelector, PodTemplateSpec)>;
+/// A workload's uid, selector and pod template, or `None` for a workload without a spec.
+type Parts = Option<(Option<String>, LabelSelector, PodTemplateSpec)>;
 
 /// Looks up `target` in `namespace`.
 pub async fn lookup(
@@ -58,13 +61,13 @@ pub async fn lookup(
     let parts: Option<Parts> = match target.kind {
         ControllerKind::Deployment => get::<Deployment>(client, namespace, name)
             .await?
-            .map(|d| d.spec.map(|s| (s.selector, s.template))),
+            .map(|d| d.spec.map(|s| (d.metadata.uid, s.selector, s.template))),
         ControllerKind::StatefulSet => get::<StatefulSet>(client, namespace, name)
             .await?
-            .map(|d| d.spec.map(|s| (s.selector, s.template))),
+            .map(|d| d.spec.map(|s| (d.metadata.uid, s.selector, s.template))),
         ControllerKind::DaemonSet => get::<DaemonSet>(client, namespace, name)
             .await?
-            .map(|d| d.spec.map(|s| (s.selector, s.template))),
+            .map(|d| d.spec.map(|s| (d.metadata.uid, s.selector, s.template))),
         ControllerKind::Rollout => match get_rollout(client, namespace, name).await? {
             RolloutLookup::Found(parts) => Some(*parts),
             RolloutLookup::Missing => None,
@@ -76,7 +79,8 @@ pub async fn lookup(
         },
     };
     Ok(match parts {
-        Some(Some((selector, pod_template))) => Lookup::Found(Box::new(Workload {
+        Some(Some((uid, selector, pod_template))) => Lookup::Found(Box::new(Workload {
+            uid,
             selector,
             pod_template,
         })),
@@ -117,7 +121,10 @@ async fn get_rollout(client: &Client, namespace: &str, name: &str) -> Result<Rol
             let spec = &rollout.data["spec"];
             let selector = serde_json::from_value(spec["selector"].clone()).ok();
             let template = serde_json::from_value(spec["template"].clone()).ok();
-            Ok(RolloutLookup::Found(Box::new(selector.zip(template))))
+            let uid = rollout.metadata.uid.clone();
+            Ok(RolloutLookup::Found(Box::new(
+                selector.zip(template).map(|(s, t)| (uid, s, t)),
+            )))
         }
         // A missing object's 404 names it; a 404 without details means the resource type itself
         // is unknown.

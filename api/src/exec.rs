@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     AccessConfig, CrossVersionObjectReference, RequestStatus, Requester, TemplateStatus,
-    rules::{DURATION_MAX_LENGTH, GO_DURATION_HINT, request_duration_rule},
+    rules::{
+        DURATION_MAX_LENGTH, GO_DURATION_HINT, OBJECT_NAME_HINT, object_name_rule,
+        request_duration_rule,
+    },
 };
 
 /// Which workload's pods may be exec'd into, by whom and for how long.
@@ -87,10 +90,13 @@ pub struct ExecAccessTemplateSpec {
 pub struct ExecAccessRequestSpec {
     /// The ExecAccessTemplate, in this namespace, to request access through.
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new(object_name_rule()).message(format!("spec.templateName must be {OBJECT_NAME_HINT}").as_str()))]
     pub template_name: String,
 
     /// A specific pod of the template's workload; a random running pod if unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new(object_name_rule()).message(format!("spec.targetPod must be {OBJECT_NAME_HINT}").as_str()))]
     pub target_pod: Option<String>,
 
     /// How long access should last, counted from creation: a Go duration such as `30m`. Unset,

@@ -81,6 +81,13 @@ pub struct PodTemplateSpecMutationConfig {
     /// Merged into the pod's nodeSelector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<BTreeMap<String, String>>,
+
+    /// Lets `patchSpecOperations` give the access pod more privilege than the pod it copies:
+    /// hostPath volumes, host namespaces, privileged containers, privilege escalation, added
+    /// capabilities, another service account, a mounted token, more containers. Off by default
+    /// (an oz addition; Oz applied any patch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_privileged_patches: Option<bool>,
 }
 
 /// An RFC 6902 operation.

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     AccessConfig, CrossVersionObjectReference, PodTemplateSpecMutationConfig, RequestStatus,
-    Requester, TemplateStatus, rules::OZ_POD_REQUEST_DURATION_PATTERN,
+    Requester, TemplateStatus,
+    rules::{OBJECT_NAME_HINT, OZ_POD_REQUEST_DURATION_PATTERN, object_name_rule},
 };
 
 /// How access pods are built, who may request them and for how long.
@@ -111,6 +112,7 @@ pub struct PodAccessTemplateSpec {
 pub struct PodAccessRequestSpec {
     /// The PodAccessTemplate, in this namespace, to request access through.
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new(object_name_rule()).message(format!("spec.templateName must be {OBJECT_NAME_HINT}").as_str()))]
     pub template_name: String,
 
     /// How long access should last, counted from creation: whole seconds, minutes or hours

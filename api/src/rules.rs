@@ -47,3 +47,19 @@ pub const TARGET_PAIR_RULE: &str = "(self.apiVersion == 'apps/v1' && self.kind i
 /// RFC 6901 JSON pointer, as RFC 6902 patch paths are: empty, or `/`-separated tokens where `~`
 /// appears only as `~0` or `~1`.
 pub const JSON_POINTER_RE: &str = "^(/([^/~]|~[01])*)*$";
+
+/// RFC 1123 subdomain, as the names of pods, templates and workload controllers are: lowercase
+/// letters, digits, `-` and `.`, starting and ending alphanumeric. A name outside it can never
+/// name such an object, and would otherwise reach the API path unescaped (`a/b`, `../x`,
+/// `?labelSelector=...`).
+pub const DNS_SUBDOMAIN_RE: &str =
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// A CEL rule on a field naming an object: it must be an RFC 1123 subdomain.
+pub fn object_name_rule() -> String {
+    format!("self.matches('{DNS_SUBDOMAIN_RE}')")
+}
+
+/// How an object-name field is described in error messages.
+pub const OBJECT_NAME_HINT: &str = "the name of an object in this namespace: lowercase letters, digits, '-' and '.', \
+     starting and ending with a letter or digit";

@@ -3,7 +3,7 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::rules::TARGET_PAIR_RULE;
+use crate::rules::{OBJECT_NAME_HINT, TARGET_PAIR_RULE, object_name_rule};
 
 /// The workload controllers a template may target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -47,5 +47,6 @@ pub struct CrossVersionObjectReference {
     pub kind: ControllerKind,
     /// The controller's name, in the template's namespace.
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new(object_name_rule()).message(format!("controllerTargetRef.name must be {OBJECT_NAME_HINT}").as_str()))]
     pub name: String,
 }

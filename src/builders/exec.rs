@@ -8,7 +8,7 @@ use k8s_openapi::api::{
     rbac::v1::{Role, RoleBinding, Subject},
 };
 use kube::{Api, ResourceExt, api::ListParams};
-use oz_api::{ExecAccessRequest, ExecAccessTemplate};
+use oz_api::{ControllerKind, CrossVersionObjectReference, ExecAccessRequest, ExecAccessTemplate};
 
 use super::{AccessBuilder, BuildError, Built, GrantIdentity, is_running, rbac, selector};
 use crate::{
@@ -46,19 +46,29 @@ impl AccessBuilder for ExecAccessBuilder {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &grant.namespace);
         let target_name = format!("{:?} {:?}", target.kind, target.name);
 
-        // A pod chosen earlier (in status, or in an existing Role if the status write was lost)
-        // stays chosen: the grant is for that pod only.
-        let earlier = match recorded_pod {
-            Some(pod) => Some(pod.to_string()),
-            None => existing_role_pod(ctx, grant).await?,
+        // A pod chosen earlier stays chosen: the grant is for that pod only. The Role oz wrote
+        // is the record (status.podName is read only when the Role is gone), and the pod must
+        // still be one of the workload's, so an edit of the status or the Role cannot move the
+        // grant to a pod the template does not cover.
+        let earlier = match existing_role_pod(ctx, grant).await? {
+            Some(pod) => Some(pod),
+            None => recorded_pod.map(str::to_string),
         };
         let pod = if let Some(name) = earlier {
-            match pods.get_opt(&name).await? {
-                Some(pod) if pod.metadata.deletion_timestamp.is_none() => pod,
-                _ => {
-                    return Err(BuildError::Invalid(format!(
-                        "pod {name:?}, which this request was granted, no longer exists; the grant was for that pod only: create a new request"
-                    )));
+            let still_granted = match pods.get_opt(&name).await? {
+                Some(pod) if pod.metadata.deletion_timestamp.is_none() => {
+                    check_member(&pod, target, &workload, &target_name).map(|()| pod)
+                }
+                _ => Err(BuildError::Invalid(format!(
+                    "pod {name:?}, which this request was granted, no longer exists; the grant was for that pod only: create a new request"
+                ))),
+            };
+            match still_granted {
+                Ok(pod) => pod,
+                Err(why) => {
+                    // Nothing may keep granting a pod that is gone or not the workload's.
+                    self.revoke(ctx, grant).await?;
+                    return Err(why);
                 }
             }
         } else if let Some(wanted) = request.spec.target_pod.as_deref() {
@@ -68,10 +78,10 @@ impl AccessBuilder for ExecAccessBuilder {
                     grant.namespace
                 ))
             })?;
-            check_belongs(&pod, &workload, &target_name)?;
+            check_belongs(&pod, target, &workload, &target_name)?;
             pod
         } else {
-            pick_running_pod(&pods, &workload, &target_name, &grant.name).await?
+            pick_running_pod(&pods, target, &workload, &target_name, &grant.name).await?
         };
 
         let pod_name = pod.name_any();
@@ -103,7 +113,30 @@ async fn existing_role_pod(ctx: &Context, grant: &GrantIdentity) -> Result<Optio
     }))
 }
 
-fn check_belongs(pod: &Pod, workload: &Workload, target_name: &str) -> Result<(), BuildError> {
+/// A pod a request may be granted: one of the workload's, and running.
+fn check_belongs(
+    pod: &Pod,
+    target: &CrossVersionObjectReference,
+    workload: &Workload,
+    target_name: &str,
+) -> Result<(), BuildError> {
+    check_member(pod, target, workload, target_name)?;
+    if !is_running(pod) {
+        return Err(BuildError::Invalid(format!(
+            "pod {:?} is not running (or is terminating); pick a running pod of {target_name} or leave spec.targetPod empty",
+            pod.name_any()
+        )));
+    }
+    Ok(())
+}
+
+/// That `pod` is one of the workload's: it matches the selector and the workload controls it.
+fn check_member(
+    pod: &Pod,
+    target: &CrossVersionObjectReference,
+    workload: &Workload,
+    target_name: &str,
+) -> Result<(), BuildError> {
     let name = pod.name_any();
     if !selector::matches(&workload.selector, pod.labels()) {
         return Err(BuildError::Invalid(format!(
@@ -111,18 +144,51 @@ fn check_belongs(pod: &Pod, workload: &Workload, target_name: &str) -> Result<()
             selector::describe(&workload.selector)
         )));
     }
-    if !is_running(pod) {
+    if !controlled_by(pod, target, workload) {
         return Err(BuildError::Invalid(format!(
-            "pod {name:?} is not running (or is terminating); pick a running pod of {target_name} or leave spec.targetPod empty"
+            "pod {name:?} is not part of {target_name}: it has the selector's labels, but {target_name} does not control it (no controller owner reference from it{}); pick one of its pods or leave spec.targetPod empty",
+            match target.kind {
+                ControllerKind::Deployment | ControllerKind::Rollout => " or its ReplicaSet",
+                _ => "",
+            }
         )));
     }
     Ok(())
+}
+
+/// Whether the workload controls `pod`, as its controller owner reference says: a StatefulSet
+/// or DaemonSet directly (by uid); a Deployment or Rollout through the ReplicaSet it names
+/// `<workload>-<hash>`, where the pod carries the hash as its `pod-template-hash` (Rollout:
+/// `rollouts-pod-template-hash`) label. A pod that merely has the selector's labels is not the
+/// workload's.
+fn controlled_by(pod: &Pod, target: &CrossVersionObjectReference, workload: &Workload) -> bool {
+    let Some(owner) = pod
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+    else {
+        return false;
+    };
+    let hash_label = match target.kind {
+        ControllerKind::StatefulSet | ControllerKind::DaemonSet => {
+            return owner.kind == format!("{:?}", target.kind)
+                && workload.uid.as_deref() == Some(owner.uid.as_str());
+        }
+        ControllerKind::Deployment => "pod-template-hash",
+        ControllerKind::Rollout => "rollouts-pod-template-hash",
+    };
+    owner.kind == "ReplicaSet"
+        && pod
+            .labels()
+            .get(hash_label)
+            .is_some_and(|hash| owner.name == format!("{}-{hash}", target.name))
 }
 
 /// A running pod of the workload. The choice is a hash of the grant name, so it is spread over
 /// the pods yet stable across reconciles of the same request.
 async fn pick_running_pod(
     pods: &Api<Pod>,
+    target: &CrossVersionObjectReference,
     workload: &Workload,
     target_name: &str,
     seed: &str,
@@ -133,7 +199,11 @@ async fn pick_running_pod(
         .await?
         .items
         .into_iter()
-        .filter(|pod| is_running(pod) && selector::matches(&workload.selector, pod.labels()))
+        .filter(|pod| {
+            is_running(pod)
+                && selector::matches(&workload.selector, pod.labels())
+                && controlled_by(pod, target, workload)
+        })
         .collect();
     if running.is_empty() {
         return Err(BuildError::Invalid(format!(
@@ -145,4 +215,110 @@ async fn pick_running_pod(
     seed.hash(&mut hasher);
     let index = (hasher.finish() % running.len() as u64) as usize;
     Ok(running.swap_remove(index))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+    use kube::api::ObjectMeta;
+    use oz_api::ControllerApiVersion;
+
+    use super::*;
+
+    fn target(kind: ControllerKind) -> CrossVersionObjectReference {
+        CrossVersionObjectReference {
+            api_version: ControllerApiVersion::AppsV1,
+            kind,
+            name: "web".into(),
+        }
+    }
+
+    fn workload() -> Workload {
+        Workload {
+            uid: Some("web-uid".into()),
+            selector: LabelSelector::default(),
+            pod_template: Default::default(),
+        }
+    }
+
+    fn pod(labels: &[(&str, &str)], owner: Option<(&str, &str, &str, bool)>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                owner_references: owner.map(|(kind, name, uid, controller)| {
+                    vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: kind.into(),
+                        name: name.into(),
+                        uid: uid.into(),
+                        controller: Some(controller),
+                        block_owner_deletion: None,
+                    }]
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_deployment_controls_the_pods_of_its_replica_sets_only() {
+        let deployment = target(ControllerKind::Deployment);
+        let hash = [("app", "web"), ("pod-template-hash", "5d4f8")];
+        let ours = pod(&hash, Some(("ReplicaSet", "web-5d4f8", "rs-uid", true)));
+        assert!(controlled_by(&ours, &deployment, &workload()));
+        // A bare pod with the selector's labels, one owned by another Deployment's ReplicaSet,
+        // one whose hash does not match its ReplicaSet, and a non-controller owner: not web's.
+        for stranger in [
+            pod(&hash, None),
+            pod(&hash, Some(("ReplicaSet", "api-5d4f8", "rs-uid", true))),
+            pod(
+                &[("app", "web"), ("pod-template-hash", "other")],
+                Some(("ReplicaSet", "web-5d4f8", "rs-uid", true)),
+            ),
+            pod(&hash, Some(("ReplicaSet", "web-5d4f8", "rs-uid", false))),
+            pod(&hash, Some(("StatefulSet", "web", "web-uid", true))),
+        ] {
+            assert!(!controlled_by(&stranger, &deployment, &workload()));
+        }
+    }
+
+    #[test]
+    fn a_stateful_set_or_daemon_set_controls_its_pods_by_uid() {
+        for kind in [ControllerKind::StatefulSet, ControllerKind::DaemonSet] {
+            let owner_kind = format!("{kind:?}");
+            let ours = pod(
+                &[("app", "web")],
+                Some((&owner_kind, "web", "web-uid", true)),
+            );
+            assert!(controlled_by(&ours, &target(kind), &workload()));
+            // Same kind and name, but another object (deleted and re-created, or elsewhere).
+            let other = pod(
+                &[("app", "web")],
+                Some((&owner_kind, "web", "old-uid", true)),
+            );
+            assert!(!controlled_by(&other, &target(kind), &workload()));
+        }
+    }
+
+    #[test]
+    fn a_rollout_controls_the_pods_of_its_replica_sets_by_their_rollouts_hash() {
+        let rollout = target(ControllerKind::Rollout);
+        let ours = pod(
+            &[("app", "web"), ("rollouts-pod-template-hash", "abc")],
+            Some(("ReplicaSet", "web-abc", "rs-uid", true)),
+        );
+        assert!(controlled_by(&ours, &rollout, &workload()));
+        let deployment_style = pod(
+            &[("app", "web"), ("pod-template-hash", "abc")],
+            Some(("ReplicaSet", "web-abc", "rs-uid", true)),
+        );
+        assert!(!controlled_by(&deployment_style, &rollout, &workload()));
+    }
 }

@@ -7,7 +7,9 @@
 //! - only the requester is granted (unless the template says AllowedGroups), and only if they
 //!   are in allowedGroups;
 //! - `expiresAt`, the chosen pod and the subjects are fixed at grant time, so editing a template
-//!   never widens a grant;
+//!   never widens a grant, and neither does editing the status: `expiresAt` is never later than
+//!   creation plus the decided duration, and the pod is the one in the grant's Role;
+//! - a grant ends as soon as it has no template or no valid durations to stand on;
 //! - `ready` is recomputed on every pass.
 
 use std::{sync::Arc, time::Duration};
@@ -88,6 +90,9 @@ pub async fn reconcile<B: AccessBuilder>(
     let templates: Api<<Request<B> as AccessRequest>::Template> =
         Api::namespaced(ctx.client.clone(), &grant.namespace);
     let Some(template) = templates.get_opt(request.template_name()).await? else {
+        // No template, no access: a grant made through it ends now (its template may have been
+        // deleted without cascading to its requests), rather than waiting for no one.
+        this.builder.revoke(ctx, &grant).await?;
         pass.observe(Observation::no(
             kind::TARGET_TEMPLATE_EXISTS,
             reason::NOT_FOUND,
@@ -100,7 +105,7 @@ pub async fn reconcile<B: AccessBuilder>(
         ));
         pass.status.phase = Some(RequestPhase::Failed);
         // The template watch wakes this request when the template appears.
-        return pass.finish(ctx, &*request, Action::await_change()).await;
+        return pass.finish(ctx, &*request, Wake::OnChange).await;
     };
     pass.observe(Observation::yes(
         kind::TARGET_TEMPLATE_EXISTS,
@@ -150,13 +155,15 @@ pub async fn reconcile<B: AccessBuilder>(
     ) {
         Ok(decision) => decision,
         Err(e) => {
+            // Nor without durations to bound it.
+            this.builder.revoke(ctx, &grant).await?;
             pass.observe(Observation::no(
                 kind::ACCESS_DURATIONS_VALID,
                 reason::BAD_REQUEST,
                 e.condition_message(),
             ));
             pass.status.phase = Some(RequestPhase::Failed);
-            return pass.finish(ctx, &*request, Action::await_change()).await;
+            return pass.finish(ctx, &*request, Wake::OnChange).await;
         }
     };
     pass.observe(Observation::yes(
@@ -164,16 +171,17 @@ pub async fn reconcile<B: AccessBuilder>(
         reason::SUCCESS,
         decision.message,
     ));
+    let created = request
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .map_or(pass.now, |t| t.0);
+    let decided = time::add(created, decision.duration);
     let expires_at = match &pass.status.expires_at {
-        Some(fixed) => fixed.0,
-        None => {
-            let created = request
-                .meta()
-                .creation_timestamp
-                .as_ref()
-                .map_or(pass.now, |t| t.0);
-            time::add(created, decision.duration)
-        }
+        // Fixed at grant time, and never later than the decision: whoever can write the status
+        // cannot extend a grant with it.
+        Some(fixed) => fixed.0.min(decided),
+        None => decided,
     };
     pass.status.expires_at = Some(Time(expires_at));
     if pass.now >= expires_at {
@@ -184,7 +192,8 @@ pub async fn reconcile<B: AccessBuilder>(
         reason::SUCCESS,
         "Access still valid",
     ));
-    let until_expiry = time::until(pass.now, expires_at);
+    let retry_invalid = chrono::TimeDelta::from_std(RETRY_INVALID).unwrap_or_default();
+    let retry_at = time::add(pass.now, retry_invalid).min(expires_at);
 
     // 4. The access resources.
     let subjects = subjects_for(config, requester);
@@ -214,13 +223,7 @@ pub async fn reconcile<B: AccessBuilder>(
                 "no access resources",
             ));
             pass.status.phase = Some(RequestPhase::Failed);
-            return pass
-                .finish(
-                    ctx,
-                    &*request,
-                    Action::requeue(RETRY_INVALID.min(until_expiry)),
-                )
-                .await;
+            return pass.finish(ctx, &*request, Wake::At(retry_at)).await;
         }
         Err(BuildError::Failed(e)) => return Err(e),
     };
@@ -243,9 +246,7 @@ pub async fn reconcile<B: AccessBuilder>(
                 format!("the template's spec.accessConfig.accessCommand cannot be rendered: {e}"),
             ));
             pass.status.phase = Some(RequestPhase::Failed);
-            return pass
-                .finish(ctx, &*request, Action::requeue(until_expiry))
-                .await;
+            return pass.finish(ctx, &*request, Wake::At(expires_at)).await;
         }
     }
     if built.ready {
@@ -264,8 +265,7 @@ pub async fn reconcile<B: AccessBuilder>(
         pass.status.phase = Some(RequestPhase::Pending);
     }
     // Wake up exactly at expiry; watches wake it earlier for anything else.
-    pass.finish(ctx, &*request, Action::requeue(until_expiry))
-        .await
+    pass.finish(ctx, &*request, Wake::At(expires_at)).await
 }
 
 /// Ends the grant now: deletes its resources, marks the request Expired, records the lag.
@@ -300,7 +300,7 @@ async fn expire<B: AccessBuilder>(
         "Expired",
         format!("access ended at {expires_at}; its access resources were deleted"),
     ));
-    pass.finish(ctx, request, Action::await_change()).await?;
+    pass.finish(ctx, request, Wake::OnChange).await?;
     after_expiry(ctx, request, expires_at).await
 }
 
@@ -353,8 +353,7 @@ async fn deny<B: AccessBuilder>(
     pass.status.phase = Some(RequestPhase::Denied);
     pass.status.access_message = None;
     pass.events.push((EventType::Warning, "Denied", message));
-    pass.finish(&this.ctx, request, Action::await_change())
-        .await
+    pass.finish(&this.ctx, request, Wake::OnChange).await
 }
 
 /// Makes the template the request's controller owner, as Oz does, so deleting a template
@@ -389,6 +388,25 @@ async fn own_by_template<R: AccessRequest>(
     Ok(())
 }
 
+/// When a request is looked at again, if no watch wakes it first.
+#[derive(Clone, Copy, Debug)]
+enum Wake {
+    /// Only when it, its template or its access resources change.
+    OnChange,
+    /// At this instant. The delay is computed as the reconcile returns, after its own API calls,
+    /// so that however long they take they cannot push a grant's end past `expiresAt`.
+    At(Timestamp),
+}
+
+impl Wake {
+    fn action(self) -> Action {
+        match self {
+            Wake::OnChange => Action::await_change(),
+            Wake::At(at) => Action::requeue(time::until(Timestamp::now(), at)),
+        }
+    }
+}
+
 /// One reconcile's view of the status: what it was, what it becomes, and the event to publish.
 struct Pass {
     now: Timestamp,
@@ -420,16 +438,16 @@ impl Pass {
     }
 
     /// Recomputes `ready`, writes the status if it changed, publishes what changed, and
-    /// returns `action`.
+    /// returns when to `wake`.
     async fn finish<R: AccessRequest>(
         mut self,
         ctx: &Context,
         request: &R,
-        action: Action,
+        wake: Wake,
     ) -> Result<Action> {
         self.status.ready = conditions::all_true(&self.status.conditions);
         if self.status == self.previous {
-            return Ok(action);
+            return Ok(wake.action());
         }
         let api: Api<R> =
             Api::namespaced(ctx.client.clone(), &request.namespace().unwrap_or_default());
@@ -506,6 +524,6 @@ impl Pass {
                 tracing::warn!(error = %e, "could not publish an event");
             }
         }
-        Ok(action)
+        Ok(wake.action())
     }
 }

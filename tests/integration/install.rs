@@ -220,7 +220,7 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
 
 /// Applies every document of `yaml` as admin by server-side apply, without force (nothing else
 /// owns these objects), after `rewrite`. Returns what was applied.
-async fn apply_install(
+pub(crate) async fn apply_install(
     admin: &Client,
     yaml: &str,
     mut rewrite: impl FnMut(&mut DynamicObject),
@@ -251,7 +251,7 @@ fn api_for(client: &Client, object: &DynamicObject, resource: &ApiResource) -> A
 }
 
 /// Deletes the cluster-scoped objects among `applied` (but the Namespace).
-async fn delete_cluster_scoped(admin: &Client, applied: &[DynamicObject]) {
+pub(crate) async fn delete_cluster_scoped(admin: &Client, applied: &[DynamicObject]) {
     for object in applied {
         let types = object.types.clone().unwrap();
         if object.metadata.namespace.is_some() || types.kind == "Namespace" {
@@ -300,7 +300,11 @@ fn operator_args(yaml: &str, changes: &[(&str, Option<String>)]) -> Vec<String> 
 
 /// A kubeconfig for the ServiceAccount `name` in `namespace`, with a token from the
 /// TokenRequest API, for the control plane's server and CA.
-async fn service_account_kubeconfig(admin: &Client, namespace: &str, name: &str) -> PathBuf {
+pub(crate) async fn service_account_kubeconfig(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+) -> PathBuf {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
     let request: TokenRequest =
         serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
@@ -330,7 +334,7 @@ async fn service_account_kubeconfig(admin: &Client, namespace: &str, name: &str)
     path
 }
 
-async fn client_from(kubeconfig: &std::path::Path) -> Client {
+pub(crate) async fn client_from(kubeconfig: &std::path::Path) -> Client {
     let config = Config::from_custom_kubeconfig(
         Kubeconfig::read_from(kubeconfig).unwrap(),
         &KubeConfigOptions::default(),

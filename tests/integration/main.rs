@@ -4,10 +4,14 @@
 
 mod crds;
 mod exec;
+mod faults;
+mod grants;
 mod harness;
+mod hostile;
 mod install;
 mod manager;
 mod ozctl;
 mod pod;
+mod security;
 mod support;
 mod webhooks;

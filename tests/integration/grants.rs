@@ -1,0 +1,516 @@
+//! What the reliability and security tests (`faults`, `hostile`, `security`) share: requests in
+//! bulk, an audit of every grant in a namespace, a recorder of when grants disappear, and
+//! oz-manager running its webhooks on a local URL, as `install.rs` runs it.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::{
+    api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+        authorization::v1::{
+            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+        },
+        rbac::v1::{Role, RoleBinding},
+    },
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+};
+use oz_api::{ExecAccessRequest, RequestPhase};
+use serde_json::json;
+
+use crate::support::{Operator, create_manifest, env, eventually, grant, rule, subject};
+
+/// How long "eventually" waits in these tests: generous, since a loaded 2-core machine may be
+/// slow to settle. The properties that matter (revocation lag, no extra access) are asserted
+/// strictly and separately.
+pub const SETTLE: Duration = Duration::from_secs(90);
+
+/// The label oz puts on everything it creates.
+pub const MANAGED_BY_OZ: &str = "app.kubernetes.io/managed-by=oz";
+
+/// An ExecAccessTemplate `name` for `deployment`, open to `devs`, default 1h, max 2h.
+pub fn exec_template(name: &str, deployment: &str) -> String {
+    format!(
+        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\nmetadata: {{name: {name}}}\nspec:\n  \
+         accessConfig: {{allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}}\n  \
+         controllerTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {deployment}}}\n"
+    )
+}
+
+/// An ExecAccessRequest as `user` gets it through oz's mutating webhook (for creation by admin,
+/// with no webhook running). alice and carol are in devs; anyone else is in qa.
+pub fn exec_request(name: &str, template: &str, user: &str, duration: &str) -> String {
+    let groups = match user {
+        "alice" | "carol" => "[devs, system:authenticated]",
+        _ => "[qa, system:authenticated]",
+    };
+    format!(
+        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {{name: {name}}}\n\
+         spec: {{templateName: {template}, duration: \"{duration}\", requester: {{username: {user}, groups: {groups}}}}}\n"
+    )
+}
+
+/// Creates every `(name, user, duration)` request in `ns` as admin, `parallel` at a time.
+pub async fn create_requests(
+    admin: &Client,
+    ns: &str,
+    template: &str,
+    requests: Vec<(String, &'static str, String)>,
+    parallel: usize,
+) {
+    stream::iter(requests)
+        .for_each_concurrent(parallel, |(name, user, duration)| {
+            let yaml = exec_request(&name, template, user, &duration);
+            async move {
+                // A create may race an apiserver hiccup; the name makes a retry safe.
+                for attempt in 0..5 {
+                    match create_manifest(admin, ns, &yaml).await {
+                        Ok(_) => return,
+                        Err(kube::Error::Api(s)) if s.code == 409 => return,
+                        Err(e) if attempt == 4 => panic!("creating {name}: {e}"),
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }
+        })
+        .await;
+}
+
+/// Every ExecAccessRequest in `ns`, by name.
+pub async fn exec_requests(admin: &Client, ns: &str) -> BTreeMap<String, ExecAccessRequest> {
+    let api: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|r| (r.name_any(), r))
+        .collect()
+}
+
+fn phase(request: &ExecAccessRequest) -> Option<RequestPhase> {
+    request.status.as_ref().and_then(|s| s.phase)
+}
+
+/// Waits until all `count` ExecAccessRequests of `ns` are in one of `phases`, and returns them.
+pub async fn wait_until_all_in(
+    admin: &Client,
+    ns: &str,
+    count: usize,
+    phases: &[RequestPhase],
+    why: &str,
+) -> BTreeMap<String, ExecAccessRequest> {
+    eventually(SETTLE, why, || async {
+        let all = exec_requests(admin, ns).await;
+        (all.len() == count
+            && all
+                .values()
+                .all(|r| phase(r).is_some_and(|p| phases.contains(&p))))
+        .then_some(all)
+    })
+    .await
+}
+
+/// `<request>-<first 8 characters of its uid>` (the request's name cut to fit 253 characters),
+/// the name of a grant's Role and RoleBinding.
+pub fn grant_name(request: &ExecAccessRequest) -> String {
+    oz::builders::resource_name(&request.name_any(), &request.uid().unwrap())
+}
+
+/// Everything wrong with the exec grants in `ns` (those of PodAccessRequests are left alone): each Ready request must have exactly its own
+/// Role and RoleBinding (named `<request>-<uid8>`, controlled by the request, the Role granting
+/// `get` on the pod and `create`, `get` on its exec subresource for `status.podName` only, the
+/// RoleBinding binding only the requester), no other request may have any, and no Role or
+/// RoleBinding oz made may be left without a Ready request. Empty when all is well.
+pub async fn grant_problems(admin: &Client, ns: &str) -> Vec<String> {
+    let requests = exec_requests(admin, ns).await;
+    let roles: Vec<Role> = Api::<Role>::namespaced(admin.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let bindings: Vec<RoleBinding> = Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    // Exec grants only: what oz made for a PodAccessRequest is not judged here.
+    let oz_made = |meta: &ObjectMeta| {
+        meta.labels.as_ref().is_some_and(|l| {
+            l.get("oz.wizardofoz.co/request-kind").map(String::as_str) == Some("ExecAccessRequest")
+        }) || meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "ExecAccessRequest")
+    };
+    let owned_by =
+        |meta: &ObjectMeta, uid: &str| meta.owner_references.iter().flatten().any(|o| o.uid == uid);
+    let mut problems = Vec::new();
+    let mut accounted = 0;
+    for request in requests.values() {
+        let name = request.name_any();
+        let uid = request.uid().unwrap();
+        let expected = grant_name(request);
+        let my_roles: Vec<&Role> = roles
+            .iter()
+            .filter(|r| owned_by(&r.metadata, &uid))
+            .collect();
+        let my_bindings: Vec<&RoleBinding> = bindings
+            .iter()
+            .filter(|b| owned_by(&b.metadata, &uid))
+            .collect();
+        let ready = phase(request) == Some(RequestPhase::Ready);
+        if !ready {
+            if !my_roles.is_empty() || !my_bindings.is_empty() {
+                problems.push(format!(
+                    "{name} is {:?} but owns Roles {:?} and RoleBindings {:?}",
+                    phase(request),
+                    my_roles.iter().map(|r| r.name_any()).collect::<Vec<_>>(),
+                    my_bindings.iter().map(|b| b.name_any()).collect::<Vec<_>>()
+                ));
+            }
+            continue;
+        }
+        accounted += 1;
+        let pod = request.status.as_ref().and_then(|s| s.pod_name.clone());
+        let requester = request.spec.requester.clone().map(|r| r.username);
+        match my_roles.as_slice() {
+            [role] => {
+                if role.name_any() != expected {
+                    problems.push(format!(
+                        "{name}'s Role is {} not {expected}",
+                        role.name_any()
+                    ));
+                }
+                let rules: Vec<(Vec<String>, Vec<String>, Vec<String>)> = role
+                    .rules
+                    .iter()
+                    .flatten()
+                    .map(|r| {
+                        (
+                            r.resources.clone().unwrap_or_default(),
+                            r.verbs.clone(),
+                            r.resource_names.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                let pod = vec![pod.clone().unwrap_or_default()];
+                let wanted = vec![
+                    (
+                        vec!["pods".to_string()],
+                        vec!["get".to_string()],
+                        pod.clone(),
+                    ),
+                    (
+                        vec!["pods/exec".to_string()],
+                        vec!["create".to_string(), "get".to_string()],
+                        pod,
+                    ),
+                ];
+                if rules != wanted {
+                    problems.push(format!("{name}'s Role grants {rules:?}, not {wanted:?}"));
+                }
+                if !controlled_by(&role.metadata, &uid) {
+                    problems.push(format!("{name}'s Role is not controlled by it alone"));
+                }
+            }
+            other => problems.push(format!(
+                "{name} is Ready with {} Roles: {:?}",
+                other.len(),
+                other.iter().map(|r| r.name_any()).collect::<Vec<_>>()
+            )),
+        }
+        match my_bindings.as_slice() {
+            [binding] => {
+                let subjects: Vec<(String, String)> = binding
+                    .subjects
+                    .iter()
+                    .flatten()
+                    .map(|s| (s.kind.clone(), s.name.clone()))
+                    .collect();
+                let wanted = vec![("User".to_string(), requester.clone().unwrap_or_default())];
+                if binding.name_any() != expected
+                    || binding.role_ref.name != expected
+                    || subjects != wanted
+                    || !controlled_by(&binding.metadata, &uid)
+                {
+                    problems.push(format!(
+                        "{name}'s RoleBinding {} binds {subjects:?} to {} (wanted {wanted:?} to {expected})",
+                        binding.name_any(),
+                        binding.role_ref.name
+                    ));
+                }
+            }
+            other => problems.push(format!(
+                "{name} is Ready with {} RoleBindings: {:?}",
+                other.len(),
+                other.iter().map(|b| b.name_any()).collect::<Vec<_>>()
+            )),
+        }
+    }
+    // Orphans: oz's objects whose owner is not a request of this namespace.
+    let uids: Vec<String> = requests.values().filter_map(|r| r.uid()).collect();
+    for (kind, meta) in roles
+        .iter()
+        .map(|r| ("Role", &r.metadata))
+        .chain(bindings.iter().map(|b| ("RoleBinding", &b.metadata)))
+    {
+        if oz_made(meta) && !uids.iter().any(|uid| owned_by(meta, uid)) {
+            problems.push(format!(
+                "orphan {kind} {} (owners {:?})",
+                meta.name.clone().unwrap_or_default(),
+                meta.owner_references
+            ));
+        }
+    }
+    let oz_roles = roles.iter().filter(|r| oz_made(&r.metadata)).count();
+    if oz_roles != accounted {
+        problems.push(format!(
+            "{oz_roles} oz Roles for {accounted} Ready requests"
+        ));
+    }
+    problems
+}
+
+fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    matches!(meta.owner_references.as_deref(), Some([owner]) if owner.uid == uid && owner.controller == Some(true))
+}
+
+/// Records, by polling every 50 ms, when each of oz's RoleBindings in a namespace disappears:
+/// the moment a grant is revoked (oz deletes the binding first). Polls that fail (the apiserver
+/// is down) are skipped; a missed moment is only ever recorded late, never early.
+pub struct RevocationClock {
+    gone: Arc<Mutex<BTreeMap<String, Timestamp>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RevocationClock {
+    /// Starts watching `names` in `ns`, which must exist now.
+    pub fn start(admin: &Client, ns: &str, names: Vec<String>) -> Self {
+        let gone = Arc::new(Mutex::new(BTreeMap::new()));
+        let api: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
+        let record = gone.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let listed = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    api.list_metadata(&ListParams::default().labels(MANAGED_BY_OZ)),
+                )
+                .await;
+                let now = Timestamp::now();
+                if let Ok(Ok(list)) = listed {
+                    let present: Vec<String> = list.items.iter().map(|b| b.name_any()).collect();
+                    let mut gone = record.lock().unwrap();
+                    for name in &names {
+                        if !present.contains(name) {
+                            gone.entry(name.clone()).or_insert(now);
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Self { gone, task }
+    }
+
+    /// When each binding was first seen gone.
+    pub fn gone(&self) -> BTreeMap<String, Timestamp> {
+        self.gone.lock().unwrap().clone()
+    }
+}
+
+impl Drop for RevocationClock {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Whether `user` (a client of theirs) may exec into `pod` in `ns`: both verbs a 1.35 exec needs.
+pub async fn may_exec(user: &Client, ns: &str, pod: &str) -> bool {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(user.clone());
+    for verb in ["create", "get"] {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(ns.into()),
+                    verb: Some(verb.into()),
+                    resource: Some("pods".into()),
+                    subresource: Some("exec".into()),
+                    name: Some(pod.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let allowed = reviews
+            .create(&PostParams::default(), &review)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .allowed;
+        if !allowed {
+            return false;
+        }
+    }
+    true
+}
+
+/// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's answer: no kubelet
+/// runs, so an exec that passes authorization and admission ends with 400 "does not have a host
+/// assigned".
+pub async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {
+    let query: String = command.iter().map(|c| format!("command={c}&")).collect();
+    let request = http::Request::post(format!(
+        "/api/v1/namespaces/{ns}/pods/{pod}/exec?{query}stdout=true&stderr=true"
+    ))
+    .body(Vec::new())
+    .unwrap();
+    match client.request_text(request).await {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("an exec without a kubelet cannot succeed: {other:?}"),
+    }
+}
+
+/// `groups` may create, read, update and delete requests in `ns` (not their status), and read
+/// templates, as a cluster admin would let people ask for access. Nothing else: exec comes only
+/// from oz.
+pub async fn let_groups_request(admin: &Client, ns: &str, groups: &[&str]) {
+    let rules = vec![
+        rule(
+            &[oz_api::GROUP],
+            &["execaccessrequests", "podaccessrequests"],
+            &[
+                "create", "get", "list", "watch", "update", "patch", "delete",
+            ],
+        ),
+        rule(
+            &[oz_api::GROUP],
+            &["execaccesstemplates", "podaccesstemplates"],
+            &["get", "list"],
+        ),
+    ];
+    let subjects = groups.iter().map(|g| subject("Group", g)).collect();
+    grant(admin, ns, "request-access", rules, subjects).await;
+}
+
+/// A free port on 127.0.0.1 (free now; nothing keeps it so).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// oz-manager watching one namespace with its controllers and its webhooks, which the apiserver
+/// calls at `https://127.0.0.1:PORT`. Its Secrets and Lease live in that same namespace, and its
+/// webhook configurations are named after it and scoped to it, so tests never see each other's.
+pub struct WebhookOperator {
+    pub operator: Operator,
+    pub ns: String,
+    pub port: u16,
+}
+
+impl WebhookOperator {
+    /// Starts it as admin, with `extra` flags.
+    pub fn start(ns: &str, extra: &[&str]) -> Self {
+        let port = free_port();
+        let args: Vec<String> = [
+            "--controllers=exec,pod,webhooks".to_string(),
+            format!("--namespace={ns}"),
+            format!("--webhook-url-base=https://127.0.0.1:{port}"),
+            format!("--webhook-port={port}"),
+            format!("--webhook-configuration-name={ns}"),
+        ]
+        .into_iter()
+        .chain(extra.iter().map(|a| a.to_string()))
+        .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self {
+            operator: Operator::start(ns, &args),
+            ns: ns.into(),
+            port,
+        }
+    }
+
+    /// The names of the Secrets holding the CA and the serving certificate.
+    pub fn secrets(&self) -> [&'static str; 2] {
+        ["oz-webhook-ca", "oz-webhook-tls"]
+    }
+
+    /// Waits until the apiserver calls oz's webhooks for `user`: a dry-run create naming a
+    /// missing template is refused by oz, and one with a forged requester comes back stamped.
+    pub async fn wait_until_admitting(&self, user: &str, template: &str) {
+        let api =
+            Api::<ExecAccessRequest>::namespaced(env().client_as(user).await.unwrap(), &self.ns);
+        eventually(
+            SETTLE,
+            &format!(
+                "oz's webhooks to admit {user} (log: {})",
+                self.operator.log.display()
+            ),
+            || {
+                let api = api.clone();
+                async move { admits(&api, user, template).await.then_some(()) }
+            },
+        )
+        .await;
+    }
+
+    /// Deletes the cluster-scoped webhook configurations it registered.
+    pub async fn remove_configurations(&self) {
+        let admin = env().admin().await.unwrap();
+        let _ = Api::<MutatingWebhookConfiguration>::all(admin.clone())
+            .delete(&format!("{}-requests", self.ns), &DeleteParams::default())
+            .await;
+        for name in [
+            format!("{}-requests", self.ns),
+            format!("{}-audit", self.ns),
+        ] {
+            let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+                .delete(&name, &DeleteParams::default())
+                .await;
+        }
+    }
+}
+
+/// Whether oz's webhooks answer for `user` right now: a dry-run request naming a missing
+/// template is refused by oz, and one for `template` with a forged requester comes back with
+/// `user` stamped in.
+pub async fn admits(api: &Api<ExecAccessRequest>, user: &str, template: &str) -> bool {
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let probe = |template: &str| -> ExecAccessRequest {
+        serde_json::from_value(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1",
+            "kind": "ExecAccessRequest",
+            "metadata": {"name": "probe"},
+            "spec": {"templateName": template, "requester": {"username": "mallory", "groups": ["system:masters"]}},
+        }))
+        .unwrap()
+    };
+    let refused = matches!(
+        api.create(&dry_run, &probe("no-such-template")).await,
+        Err(kube::Error::Api(ref s)) if s.message.contains("does not exist")
+    );
+    let stamped = api
+        .create(&dry_run, &probe(template))
+        .await
+        .ok()
+        .and_then(|r| r.spec.requester)
+        .is_some_and(|r| r.username == user);
+    refused && stamped
+}

@@ -1,0 +1,767 @@
+//! Bad input: hostile and malformed objects (`fixtures/hostile/*.yaml`) created through the
+//! real apiserver and oz's real webhooks, and malformed AdmissionReviews sent straight to the
+//! admission handlers, in process and over TLS. Each gets a clear rejection or a safe outcome.
+//!
+//! A fixture starts with comment lines saying what it is and what must happen:
+//!
+//! ```yaml
+//! # A duration of 2562048h, longer than Go's largest.     <- what it tries
+//! # as: alice                    alice (devs), bob (qa) or admin; templates are always admin's
+//! # expect: rejected             rejected | ready | pending | failed | expired | template-not-ready
+//! # message: spec.duration       in the refusal, or in a condition of the outcome
+//! # check: expires-after: 2h     more: requester: U, expires-after: D, expires-within: D,
+//! #                              grant-pod-in: web, no-grant, no-pod, pod-spec: hostPID
+//! ```
+//!
+//! then the objects, `---`-separated, created in order: a refusal of any is the outcome, else
+//! the last one is the one judged. `$OTHER` (another
+//! namespace), `$OTHERPOD` (a pod there), `$DBPOD` (a pod of another Deployment), `$BAREPOD` (a
+//! pod with web's labels that nothing controls), `$ADOPTEDPOD` (one with web's labels that
+//! another ReplicaSet controls) and `$PAD300K` (300 000 characters) are filled in.
+
+use std::{collections::BTreeMap, path::PathBuf, sync::Arc, time::Duration};
+
+use axum::body::Body;
+use futures::future::join_all;
+use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod, rbac::v1::Role};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DynamicObject, ListParams, ObjectMeta, PostParams},
+};
+use oz_api::duration::parse_go_duration;
+use oz_testenv::{
+    pods,
+    workloads::{self, WorkloadSpec},
+};
+use oz_webhooks::admission::{
+    self, AdmissionState, AuditLog, EnforceSettings, KubeLookup, requests::DeletePolicy,
+};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::{
+    grants::{SETTLE, WebhookOperator, exec_template, grant_problems, let_groups_request},
+    support::{create_manifest, env, eventually, install_crds, parse_manifest},
+};
+
+const CORPUS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/integration/fixtures/hostile"
+);
+
+/// One fixture file, parsed.
+struct Fixture {
+    file: String,
+    what: String,
+    user: String,
+    expect: String,
+    message: Option<String>,
+    checks: Vec<(String, String)>,
+    documents: Vec<String>,
+}
+
+impl Fixture {
+    fn load(path: &std::path::Path, substitutions: &[(&str, String)]) -> Fixture {
+        let mut text = std::fs::read_to_string(path).unwrap();
+        for (from, to) in substitutions {
+            text = text.replace(from, to);
+        }
+        let mut fixture = Fixture {
+            file: path.file_name().unwrap().to_string_lossy().into_owned(),
+            what: String::new(),
+            user: "alice".into(),
+            expect: String::new(),
+            message: None,
+            checks: Vec::new(),
+            documents: Vec::new(),
+        };
+        let mut body = Vec::new();
+        for line in text.lines() {
+            match line.strip_prefix("# ") {
+                Some(header) if body.is_empty() => match header.split_once(": ") {
+                    Some(("as", user)) => fixture.user = user.into(),
+                    Some(("expect", expect)) => fixture.expect = expect.into(),
+                    Some(("message", message)) => fixture.message = Some(message.into()),
+                    Some(("check", check)) => {
+                        let (key, value) = check.split_once(": ").unwrap_or((check, ""));
+                        fixture.checks.push((key.into(), value.into()));
+                    }
+                    _ => fixture.what.push_str(header),
+                },
+                _ => body.push(line),
+            }
+        }
+        fixture.documents = body
+            .join("\n")
+            .split("\n---\n")
+            .map(str::to_string)
+            .collect();
+        assert!(
+            !fixture.expect.is_empty(),
+            "{}: no `# expect:`",
+            fixture.file
+        );
+        fixture
+    }
+}
+
+/// The namespace the corpus runs in, and what its placeholders stand for.
+struct Scene {
+    ns: String,
+    admin: Client,
+    web_pods: Vec<String>,
+    oz: WebhookOperator,
+    substitutions: Vec<(&'static str, String)>,
+}
+
+async fn scene() -> Scene {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let ns = env().namespace("hostile").await.unwrap();
+    let other = env().namespace("hostile-other").await.unwrap();
+    let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
+        .await
+        .unwrap();
+    let db = workloads::deployment(&admin, &ns, WorkloadSpec::new("db", 1))
+        .await
+        .unwrap();
+    let other_web = workloads::deployment(&admin, &other, WorkloadSpec::new("web", 1))
+        .await
+        .unwrap();
+    create_manifest(&admin, &ns, &exec_template("web-exec", "web"))
+        .await
+        .unwrap();
+    create_manifest(&admin, &other, &exec_template("elsewhere", "web"))
+        .await
+        .unwrap();
+    // Two pods with web's labels (pod-template-hash included) that are not web's: one made by
+    // hand, and one controlled by another ReplicaSet.
+    let labels = web.pods[0].metadata.labels.clone();
+    let impostor: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "impostor"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "impostor"}},
+            "template": {
+                "metadata": {"labels": {"app": "impostor"}},
+                "spec": serde_json::to_value(pods::test_pod_spec()).unwrap(),
+            },
+        },
+    }))
+    .unwrap();
+    let impostor = Api::<ReplicaSet>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &impostor)
+        .await
+        .unwrap();
+    for (name, owner) in [
+        ("bare", None),
+        ("adopted", impostor.controller_owner_ref(&())),
+    ] {
+        let meta = ObjectMeta {
+            labels: labels.clone(),
+            ..Default::default()
+        };
+        pods::create_ready_pod(&admin, &ns, name, &meta, owner, pods::test_pod_spec())
+            .await
+            .unwrap();
+    }
+    let_groups_request(&admin, &ns, &["devs", "qa"]).await;
+    let oz = WebhookOperator::start(&ns, &[]);
+    oz.wait_until_admitting("alice", "web-exec").await;
+    Scene {
+        substitutions: vec![
+            ("$OTHERPOD", other_web.pod_names()[0].clone()),
+            ("$OTHER", other),
+            ("$DBPOD", db.pod_names()[0].clone()),
+            ("$BAREPOD", "bare".into()),
+            ("$ADOPTEDPOD", "adopted".into()),
+            ("$PAD300K", "x".repeat(300_000)),
+        ],
+        ns,
+        admin,
+        web_pods: web.pod_names(),
+        oz,
+    }
+}
+
+/// What happened to a fixture, for the table and the assertions.
+#[derive(Debug)]
+enum Outcome {
+    Rejected(String),
+    Created(Box<DynamicObject>),
+}
+
+async fn create(scene: &Scene, fixture: &Fixture) -> Outcome {
+    let user = if fixture.user == "admin" {
+        scene.admin.clone()
+    } else {
+        env().client_as(&fixture.user).await.unwrap()
+    };
+    let last = fixture.documents.len() - 1;
+    for (i, document) in fixture.documents.iter().enumerate() {
+        let kind = parse_manifest(document).1.kind;
+        let client = if kind.ends_with("Template") {
+            &scene.admin
+        } else {
+            &user
+        };
+        // A refusal of any document is the outcome (a hostile template refuses its request).
+        match create_manifest(client, &scene.ns, document).await {
+            Ok(object) if i == last => return Outcome::Created(Box::new(object)),
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) => return Outcome::Rejected(status.message),
+            Err(e) => panic!("{}: document {i}: {e}", fixture.file),
+        }
+    }
+    unreachable!()
+}
+
+fn api_of(scene: &Scene, object: &DynamicObject) -> Api<DynamicObject> {
+    let (_, resource) = parse_manifest(&serde_json::to_string(object).unwrap());
+    Api::namespaced_with(scene.admin.clone(), &scene.ns, &resource)
+}
+
+fn phase(object: &DynamicObject) -> Option<String> {
+    object.data["status"]["phase"]
+        .as_str()
+        .map(str::to_lowercase)
+}
+
+fn condition_messages(object: &DynamicObject) -> Vec<String> {
+    object.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Waits for the outcome a created fixture expects, then checks it. Returns a line for the
+/// summary table.
+async fn judge(scene: &Scene, fixture: &Fixture, object: DynamicObject) -> String {
+    let api = api_of(scene, &object);
+    let name = object.name_any();
+    let expect = fixture.expect.as_str();
+    let settled = eventually(
+        SETTLE,
+        &format!(
+            "{}: {name} to become {expect} (log: {})",
+            fixture.file,
+            scene.oz.operator.log.display()
+        ),
+        || {
+            let (api, name) = (api.clone(), name.clone());
+            async move {
+                let object = api.get(&name).await.ok()?;
+                let reached = match expect {
+                    "template-not-ready" => {
+                        object.data["status"]["ready"] == json!(false)
+                            && !condition_messages(&object).is_empty()
+                    }
+                    phase_wanted => phase(&object).as_deref() == Some(phase_wanted),
+                };
+                reached.then_some(object)
+            }
+        },
+    )
+    .await;
+    let messages = condition_messages(&settled);
+    if let Some(message) = &fixture.message {
+        assert!(
+            messages.iter().any(|m| m.contains(message.as_str())),
+            "{}: no condition says {message:?}: {messages:?}",
+            fixture.file
+        );
+    }
+    let status = &settled.data["status"];
+    let created = settled.metadata.creation_timestamp.clone().unwrap().0;
+    let expires_after = || {
+        let expires: k8s_openapi::jiff::Timestamp =
+            status["expiresAt"].as_str().unwrap().parse().unwrap();
+        expires.duration_since(created).as_secs()
+    };
+    let seconds = |text: &str| parse_go_duration(text).unwrap().num_seconds();
+    for (check, value) in &fixture.checks {
+        let file = &fixture.file;
+        match check.as_str() {
+            "requester" => assert_eq!(
+                settled.data["spec"]["requester"]["username"],
+                json!(value),
+                "{file}"
+            ),
+            "expires-after" => assert_eq!(expires_after(), seconds(value), "{file}"),
+            "expires-within" => assert!(expires_after() <= seconds(value), "{file}"),
+            "grant-pod-in" => {
+                let pod = status["podName"].as_str().unwrap_or_default().to_string();
+                assert!(scene.web_pods.contains(&pod), "{file}: granted {pod:?}");
+            }
+            "no-grant" => {
+                let roles: Api<Role> = Api::namespaced(scene.admin.clone(), &scene.ns);
+                let uid = settled.uid().unwrap();
+                let owned = roles
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .filter(|r| r.owner_references().iter().any(|o| o.uid == uid))
+                    .count();
+                assert_eq!(owned, 0, "{file}: a Role was made");
+            }
+            "no-pod" | "pod-spec" => {
+                let pods: Api<Pod> = Api::namespaced(scene.admin.clone(), &scene.ns);
+                let uid = settled.uid().unwrap();
+                let owned: Vec<Pod> = pods
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
+                    .collect();
+                if check == "no-pod" {
+                    assert!(owned.is_empty(), "{file}: an access pod was made");
+                } else {
+                    let spec = serde_json::to_value(owned[0].spec.clone().unwrap()).unwrap();
+                    assert_eq!(spec[value.as_str()], json!(true), "{file}: {spec}");
+                }
+            }
+            other => panic!("{file}: unknown check {other:?}"),
+        }
+    }
+    let said = messages
+        .iter()
+        .find(|m| {
+            fixture
+                .message
+                .as_ref()
+                .is_some_and(|want| m.contains(want.as_str()))
+        })
+        .cloned()
+        .unwrap_or_default();
+    format!("{expect}: {}", shorten(&said))
+}
+
+fn shorten(text: &str) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() > 110 {
+        format!("{}…", one_line.chars().take(110).collect::<String>())
+    } else {
+        one_line
+    }
+}
+
+#[tokio::test]
+async fn every_hostile_object_is_refused_or_made_harmless() {
+    let scene = scene().await;
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(CORPUS)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    paths.sort();
+    let fixtures: Vec<Fixture> = paths
+        .iter()
+        .map(|p| Fixture::load(p, &scene.substitutions))
+        .collect();
+    assert!(
+        fixtures.len() >= 40,
+        "the corpus has {} fixtures",
+        fixtures.len()
+    );
+
+    // Create them all, then wait for every outcome together.
+    let mut created = Vec::new();
+    let mut table: BTreeMap<String, String> = BTreeMap::new();
+    for fixture in &fixtures {
+        match (create(&scene, fixture).await, fixture.expect.as_str()) {
+            (Outcome::Rejected(message), "rejected") => {
+                if let Some(want) = &fixture.message {
+                    assert!(
+                        message.contains(want.as_str()),
+                        "{}: refused, but not saying {want:?}: {message}",
+                        fixture.file
+                    );
+                }
+                table.insert(
+                    fixture.file.clone(),
+                    format!("rejected: {}", shorten(&message)),
+                );
+            }
+            (Outcome::Rejected(message), expect) => {
+                panic!(
+                    "{}: expected {expect}, but it was refused: {message}",
+                    fixture.file
+                )
+            }
+            (Outcome::Created(object), "rejected") => panic!(
+                "{}: expected a refusal, but {} was created",
+                fixture.file,
+                object.name_any()
+            ),
+            (Outcome::Created(object), _) => created.push((fixture, object)),
+        }
+    }
+    let judged = join_all(created.into_iter().map(|(fixture, object)| async {
+        (fixture.file.clone(), judge(&scene, fixture, *object).await)
+    }))
+    .await;
+    table.extend(judged);
+
+    // Whatever happened, the grants in the namespace are exactly right.
+    let problems = grant_problems(&scene.admin, &scene.ns).await;
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    eprintln!("| fixture | what it tries | outcome |\n|---|---|---|");
+    for fixture in &fixtures {
+        eprintln!(
+            "| {} | {} | {} |",
+            fixture.file,
+            fixture.what,
+            table[&fixture.file].replace('|', "\\|")
+        );
+    }
+    scene.oz.remove_configurations().await;
+}
+
+// === AdmissionReviews =========================================================================
+
+/// What a malformed review must get.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    /// HTTP 400, with this in the response's message.
+    BadRequest(&'static str),
+    /// HTTP 200, not allowed, with this in the message.
+    Denied(&'static str),
+    /// HTTP 200, allowed.
+    Allowed,
+    /// This HTTP status (a path or method the server does not serve).
+    Status(u16),
+}
+
+/// A valid review of alice creating an ExecAccessRequest in `ns`.
+fn review(ns: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "hostile-uid",
+            "kind": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "kind": "ExecAccessRequest"},
+            "resource": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "resource": "execaccessrequests"},
+            "name": "req",
+            "namespace": ns,
+            "operation": "CREATE",
+            "userInfo": {"username": "alice", "groups": ["devs", "system:authenticated"]},
+            "object": {
+                "apiVersion": "crds.wizardofoz.co/v1alpha1",
+                "kind": "ExecAccessRequest",
+                "metadata": {"name": "req", "namespace": ns},
+                "spec": spec,
+            },
+            "dryRun": false,
+        }
+    })
+}
+
+/// The malformed reviews: (name, method, path, body, answer).
+fn review_corpus(ns: &str) -> Vec<(String, &'static str, &'static str, Vec<u8>, Answer)> {
+    const MUTATE: &str = "/mutate-requests";
+    const VALIDATE: &str = "/validate-requests";
+    const AUDIT: &str = "/audit";
+    let valid = review(ns, json!({"templateName": "web-exec"})).to_string();
+    let mut corpus: Vec<(String, &str, &str, Vec<u8>, Answer)> = Vec::new();
+    let mut add = |name: &str, path: &'static str, body: Vec<u8>, answer: Answer| {
+        corpus.push((name.to_string(), "POST", path, body, answer));
+    };
+    for path in [MUTATE, VALIDATE, AUDIT] {
+        add(
+            "empty body",
+            path,
+            Vec::new(),
+            Answer::BadRequest("not a valid AdmissionReview"),
+        );
+        add(
+            "null",
+            path,
+            b"null".to_vec(),
+            Answer::BadRequest("not a valid AdmissionReview"),
+        );
+        for percent in [1, 25, 50, 75, 99] {
+            let cut = valid.len() * percent / 100;
+            add(
+                &format!("truncated at {percent}%"),
+                path,
+                valid.as_bytes()[..cut].to_vec(),
+                Answer::BadRequest("not a valid AdmissionReview"),
+            );
+        }
+        add(
+            "10 MB of garbage",
+            path,
+            vec![b'x'; 10 << 20],
+            Answer::BadRequest("limit"),
+        );
+        let mut huge = review(ns, json!({"templateName": "web-exec"}));
+        huge["request"]["object"]["metadata"]["annotations"] = json!({"pad": "x".repeat(10 << 20)});
+        add(
+            "10 MB review",
+            path,
+            huge.to_string().into_bytes(),
+            Answer::BadRequest("limit"),
+        );
+        add(
+            "nested 100 000 deep",
+            path,
+            "[".repeat(100_000).into_bytes(),
+            Answer::BadRequest("not a valid AdmissionReview"),
+        );
+        add(
+            "invalid UTF-8",
+            path,
+            [valid.as_bytes(), &[0xff, 0xfe, 0xfd]].concat(),
+            Answer::BadRequest("not a valid AdmissionReview"),
+        );
+        let mut wrong_kind = review(ns, json!({"templateName": "web-exec"}));
+        wrong_kind["kind"] = json!("ConversionReview");
+        add(
+            "a ConversionReview",
+            path,
+            wrong_kind.to_string().into_bytes(),
+            Answer::BadRequest("unsupported review"),
+        );
+        let mut old = review(ns, json!({"templateName": "web-exec"}));
+        old["apiVersion"] = json!("admission.k8s.io/v1beta1");
+        add(
+            "v1beta1",
+            path,
+            old.to_string().into_bytes(),
+            Answer::BadRequest("only admission.k8s.io/v1"),
+        );
+        add(
+            "no request",
+            path,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})
+                .to_string()
+                .into_bytes(),
+            Answer::BadRequest("no request"),
+        );
+        let mut operation = review(ns, json!({"templateName": "web-exec"}));
+        operation["request"]["operation"] = json!("EXPLODE");
+        add(
+            "an unknown operation",
+            path,
+            operation.to_string().into_bytes(),
+            Answer::BadRequest("not a valid AdmissionReview"),
+        );
+        let mut object = review(ns, json!({"templateName": "web-exec"}));
+        object["request"]["object"] = json!("not an object");
+        add(
+            "an object that is a string",
+            path,
+            object.to_string().into_bytes(),
+            Answer::BadRequest("not a valid AdmissionReview"),
+        );
+    }
+    for path in [MUTATE, VALIDATE] {
+        let mut secret = review(ns, json!({}));
+        secret["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Secret"});
+        add(
+            "a Secret",
+            path,
+            secret.to_string().into_bytes(),
+            Answer::Denied("only admit"),
+        );
+        let mut anonymous = review(ns, json!({"templateName": "web-exec"}));
+        anonymous["request"]["userInfo"] = json!({"username": ""});
+        add(
+            "no user name",
+            path,
+            anonymous.to_string().into_bytes(),
+            Answer::Denied("no authenticated user name"),
+        );
+    }
+    add(
+        "a template path traversal",
+        VALIDATE,
+        review(ns, json!({"templateName": "../../kube-system/execaccesstemplates/x", "requester": {"username": "alice", "groups": ["devs", "system:authenticated"]}})).to_string().into_bytes(),
+        Answer::Denied("spec.templateName"),
+    );
+    add(
+        "a duration that is a number",
+        VALIDATE,
+        review(ns, json!({"templateName": "web-exec", "duration": 3600, "requester": {"username": "alice", "groups": ["devs", "system:authenticated"]}})).to_string().into_bytes(),
+        Answer::Denied("spec"),
+    );
+    add(
+        "a forged requester",
+        VALIDATE,
+        review(ns, json!({"templateName": "web-exec", "requester": {"username": "admin", "groups": ["system:masters"]}})).to_string().into_bytes(),
+        Answer::Denied("spec.requester: must be the user creating the request"),
+    );
+    add(
+        "a valid review",
+        MUTATE,
+        valid.clone().into_bytes(),
+        Answer::Allowed,
+    );
+    corpus.push((
+        "an unknown path".into(),
+        "POST",
+        "/admin",
+        valid.clone().into_bytes(),
+        Answer::Status(404),
+    ));
+    corpus.push((
+        "GET on a webhook".into(),
+        "GET",
+        MUTATE,
+        Vec::new(),
+        Answer::Status(405),
+    ));
+    corpus
+}
+
+/// Checks one answer: `status` and the response body.
+fn check_answer(name: &str, path: &str, answer: Answer, status: u16, body: &[u8]) {
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let message = body["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    let allowed = body["response"]["allowed"].as_bool();
+    let what = format!("{name} at {path}: {status} {body}");
+    let what = shorten(&what);
+    match answer {
+        Answer::BadRequest(want) => {
+            assert_eq!(status, 400, "{what}");
+            assert_eq!(allowed, Some(false), "{what}");
+            assert!(message.contains(want), "{what}");
+        }
+        Answer::Denied(want) => {
+            assert_eq!(status, 200, "{what}");
+            assert_eq!(allowed, Some(false), "{what}");
+            assert_eq!(body["response"]["uid"], "hostile-uid", "{what}");
+            assert!(message.contains(want), "{what}");
+        }
+        Answer::Allowed => {
+            assert_eq!(status, 200, "{what}");
+            assert_eq!(allowed, Some(true), "{what}");
+        }
+        Answer::Status(code) => assert_eq!(status, code, "{what}"),
+    }
+}
+
+#[tokio::test]
+async fn malformed_admission_reviews_get_a_reason_in_process_and_over_tls() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let ns = env().namespace("hostile-reviews").await.unwrap();
+    create_manifest(&admin, &ns, &exec_template("web-exec", "web"))
+        .await
+        .unwrap();
+    let corpus = review_corpus(&ns);
+
+    // 1. In process, with the real lookup against the cluster.
+    let router = admission::router(Arc::new(AdmissionState {
+        lookup: Arc::new(KubeLookup::new(admin.clone())),
+        audit_log: AuditLog::log_only(),
+        events: None,
+        enforce: EnforceSettings::default(),
+        deletes: DeletePolicy::new(["system:masters".to_string()], "oz-system"),
+    }));
+    for (name, method, path, body, answer) in &corpus {
+        let request = http::Request::builder()
+            .method(*method)
+            .uri(*path)
+            .header("content-type", "application/json")
+            .body(Body::from(body.clone()))
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        check_answer(name, path, *answer, status, &bytes);
+    }
+    // A body whose transfer breaks off half way.
+    let broken = futures::stream::iter(vec![
+        Ok::<_, std::io::Error>(axum::body::Bytes::from_static(
+            b"{\"apiVersion\": \"admission.k8s.io/v1\", ",
+        )),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "the client went away",
+        )),
+    ]);
+    let response = router
+        .clone()
+        .oneshot(
+            http::Request::post("/validate-requests")
+                .body(Body::from_stream(broken))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    check_answer(
+        "a broken transfer",
+        "/validate-requests",
+        Answer::BadRequest("could not be read"),
+        status,
+        &bytes,
+    );
+
+    // 2. Over TLS, to a real oz-manager, trusting the CA it stored.
+    let_groups_request(&admin, &ns, &["devs"]).await;
+    let mut oz = WebhookOperator::start(&ns, &[]);
+    oz.wait_until_admitting("alice", "web-exec").await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin.clone(), &ns);
+    let ca = secrets.get("oz-webhook-ca").await.unwrap().data.unwrap()["ca.crt"]
+        .0
+        .clone();
+    let mut config = kube::Config::new(format!("https://127.0.0.1:{}", oz.port).parse().unwrap());
+    config.root_cert =
+        Some(oz_webhooks::certs::certificates_der(&String::from_utf8(ca).unwrap()).unwrap());
+    config.default_retry = false;
+    config.read_timeout = Some(Duration::from_secs(30));
+    let client = Client::try_from(config).unwrap();
+    for (name, method, path, body, answer) in &corpus {
+        let request = http::Request::builder()
+            .method(*method)
+            .uri(*path)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body.clone()))
+            .unwrap();
+        let response = match client.send(request).await {
+            Ok(response) => response,
+            // The server answers an oversized body as soon as it passes the limit and stops
+            // reading, so a client still uploading sees the connection close instead.
+            Err(e) if matches!(answer, Answer::BadRequest("limit")) => {
+                eprintln!("{name} at {path}: cut off by the server ({e})");
+                continue;
+            }
+            Err(e) => panic!("{name} at {path}: {e}"),
+        };
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect_bytes().await.unwrap();
+        check_answer(name, path, *answer, status, &bytes);
+    }
+    // Still serving, and still admitting, after all of it.
+    assert!(oz.operator.is_running());
+    let healthz = client
+        .send(
+            http::Request::get("/healthz")
+                .body(kube::client::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(healthz.status().as_u16(), 200);
+    oz.wait_until_admitting("alice", "web-exec").await;
+    eprintln!(
+        "{} malformed reviews, in process and over TLS",
+        corpus.len() + 1
+    );
+    oz.remove_configurations().await;
+}
