@@ -39,3 +39,10 @@ cargo-test: testenv
 # `make run` as a newcomer uses it: the printed commands get alice a Ready request.
 make-run-test: testenv
 	hack/test-run-local.sh
+
+## fuzz-TARGET: run a cargo-fuzz target for FUZZ_SECONDS (default 60): fuzz-duration,
+## fuzz-pod_mutation, fuzz-admission; not part of `make test` (needs cargo-fuzz; see
+## hack/fuzz.sh and docs/reliability.md)
+FUZZ_SECONDS ?= 60
+fuzz-%:
+	hack/fuzz.sh $* $(FUZZ_SECONDS)
