@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test crds manifests fmt-check clippy testenv-script-test cargo-test make-run-test testenv
+.PHONY: run test bench crds manifests fmt-check clippy testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane (and, as it lands, the operator); Ctrl-C stops everything
 run:
@@ -10,6 +10,14 @@ run:
 
 ## test: everything CI checks: formatting, lints, CRD and install drift, unit and integration tests
 test: fmt-check clippy testenv-script-test cargo-test make-run-test
+
+## bench: time to access, revocation lag, scale and webhook latency of a release oz-manager on a
+##        private local control plane; prints a table, writes target/bench/results.json. Takes
+##        ~10-20 minutes; `make bench BENCH_ARGS=--quick` is a one-minute smoke run. Not part of
+##        `make test`. Method and latest results: docs/benchmarks.md
+bench: testenv
+	$(CARGO) build --release --bin oz-manager
+	$(CARGO) run --release -p oz-bench -- $(BENCH_ARGS)
 
 ## crds: regenerate config/crd/crds.yaml from the Rust types (a test fails when it drifts)
 crds:

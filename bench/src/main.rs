@@ -1,0 +1,371 @@
+//! oz-bench: oz's benchmark. It starts a private control plane (oz-testenv), runs the release
+//! oz-manager against it as a child process, measures time to access, revocation lag, scale and
+//! webhook latency, prints a table and writes JSON. `make bench` builds and runs it; the method
+//! and the latest results are in docs/benchmarks.md.
+
+use std::{
+    future::Future,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use clap::Parser;
+use k8s_openapi::jiff::Timestamp;
+use kube::{Api, Client, api::PostParams};
+use oz_api::ExecAccessRequest;
+use oz_testenv::{ControlPlane, ControlPlaneOptions};
+
+mod access;
+mod cluster;
+mod http_client;
+mod operator;
+mod procstat;
+mod prometheus;
+mod report;
+mod revocation;
+mod scale;
+mod sizes;
+mod stats;
+mod watch;
+mod webhooks;
+
+use operator::{OZ_NAMESPACE, OzManager, Parts};
+use procstat::{Sampler, Window};
+use prometheus::PromHistogram;
+use report::{Machine, Meta, Results};
+use sizes::{Cli, Part, Sizes};
+
+/// The benchmark's one error type: whatever went wrong, with its message.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the parts share.
+pub struct Bench {
+    /// Declared first, so it is dropped (killed) before the control plane stops.
+    pub oz: OzManager,
+    pub admin: Client,
+    /// alice, in group devs, who asks for access.
+    pub alice: Client,
+    /// Plain HTTP, for oz-manager's metrics.
+    pub http: http_client::HttpClient,
+    /// oz-manager's RSS and CPU.
+    pub sampler: Sampler,
+    /// The control plane's (kube-apiserver and etcd in one process).
+    pub apiserver: Sampler,
+    /// This process's, the load generator.
+    pub own: Sampler,
+    pub sizes: Sizes,
+    started: Instant,
+    _plane: ControlPlane,
+}
+
+impl Bench {
+    /// A progress line on stderr, stamped with the time since the start.
+    pub fn progress(&self, message: &str) {
+        eprintln!("[{:7.1}s] {message}", self.started.elapsed().as_secs_f64());
+    }
+
+    /// Marks the start of a window for all three samplers.
+    pub fn mark(&self) -> Instant {
+        let at = Instant::now();
+        for sampler in [&self.sampler, &self.apiserver, &self.own] {
+            sampler.sample();
+        }
+        at
+    }
+
+    /// oz's histogram `name` for ExecAccessRequests, as scraped now.
+    pub async fn oz_histogram(&self, name: &str) -> Result<PromHistogram> {
+        Ok(self
+            .oz
+            .scrape(&self.http)
+            .await?
+            .histogram(name, &[("kind", "ExecAccessRequest")]))
+    }
+
+    /// Waits until oz-manager and the control plane have been quiet for 2 s (below 10% and 25%
+    /// of a core), so that one measurement's backlog does not spill into the next; gives up
+    /// after `timeout`.
+    pub async fn settle_down(&self, timeout: Duration) {
+        let start = Instant::now();
+        loop {
+            let mark = self.mark();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let (oz, apiserver) = (self.sampler.window(mark), self.apiserver.window(mark));
+            if oz.cpu_percent < 10.0 && apiserver.cpu_percent < 25.0 {
+                return;
+            }
+            if start.elapsed() > timeout {
+                self.progress(&format!(
+                    "still busy after {timeout:?} (oz {:.0}%, control plane {:.0}%); going on",
+                    oz.cpu_percent, apiserver.cpu_percent
+                ));
+                return;
+            }
+        }
+    }
+
+    /// oz-manager's RSS and CPU over the next idle period.
+    pub async fn idle_window(&self) -> Window {
+        let mark = self.sampler.mark();
+        tokio::time::sleep(self.sizes.idle).await;
+        self.sampler.window(mark)
+    }
+
+    /// Waits until oz-manager serves metrics and the apiserver calls its mutating webhook: a
+    /// dry-run create by alice naming someone else comes back naming alice.
+    async fn wait_until_admitting(&mut self) -> Result<()> {
+        self.oz
+            .wait_for_metrics(&self.http, Duration::from_secs(60))
+            .await?;
+        const NAMESPACE: &str = "bench-ready";
+        cluster::create_namespace(&self.admin, NAMESPACE).await?;
+        cluster::template(&self.admin, NAMESPACE, "web").await?;
+        let api: Api<ExecAccessRequest> = Api::namespaced(self.alice.clone(), NAMESPACE);
+        let mut probe = cluster::RequestSpec {
+            name: "probe".into(),
+            template: "web",
+            duration: None,
+            target_pod: None,
+            phase: "probe",
+        }
+        .object();
+        if let Some(requester) = probe.spec.requester.as_mut() {
+            requester.username = "someone-else".into();
+        }
+        let dry_run = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let admitted = poll(Duration::from_secs(60), || async {
+            let created = api.create(&dry_run, &probe).await.ok()?;
+            (created.spec.requester?.username == cluster::REQUESTER).then_some(())
+        })
+        .await;
+        self.oz.check_running()?;
+        admitted.ok_or_else(|| {
+            format!(
+                "the apiserver did not call oz's webhooks within 60s; oz-manager log {}",
+                self.oz.log.display()
+            )
+            .into()
+        })
+    }
+}
+
+/// How a freshly started oz-manager caught up, as its request reconcile counter showed.
+pub struct CatchUp {
+    /// When the counter reached the number of requests.
+    pub reconciled_all: Option<Instant>,
+    /// When it last moved before standing still for [`CatchUp::QUIET`].
+    pub quiet: Option<Instant>,
+    pub reconciles: f64,
+}
+
+impl CatchUp {
+    pub const QUIET: Duration = Duration::from_secs(3);
+}
+
+impl Bench {
+    /// Follows a freshly started oz-manager's `oz_reconciles_total{controller="request"}` until
+    /// it has reached `requests` and then stood still for [`CatchUp::QUIET`].
+    pub async fn catch_up(&mut self, requests: usize) -> Result<CatchUp> {
+        let give_up =
+            Instant::now() + Duration::from_secs(300) + Duration::from_millis(20 * requests as u64);
+        let mut caught_up = CatchUp {
+            reconciled_all: None,
+            quiet: None,
+            reconciles: 0.0,
+        };
+        let mut moved = Instant::now();
+        loop {
+            let scrape = self.oz.scrape(&self.http).await?;
+            let reconciles = scrape.sum("oz_reconciles_total", &[("controller", "request")]);
+            let now = Instant::now();
+            if reconciles > caught_up.reconciles {
+                (caught_up.reconciles, moved) = (reconciles, now);
+            }
+            if caught_up.reconciled_all.is_none() && reconciles >= requests as f64 {
+                caught_up.reconciled_all = Some(now);
+            }
+            if caught_up.reconciled_all.is_some() && now.duration_since(moved) >= CatchUp::QUIET {
+                caught_up.quiet = Some(moved);
+                return Ok(caught_up);
+            }
+            if now > give_up {
+                eprintln!("oz-bench: oz-manager's reconcile counter was still moving; giving up");
+                return Ok(caught_up);
+            }
+            self.oz.check_running()?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Calls `check` every 100 ms until it returns `Some`, or `None` after `timeout`.
+pub async fn poll<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let sizes = Sizes::from_cli(&cli);
+    let started = Instant::now();
+    let mut results = Results {
+        meta: Meta {
+            date: Timestamp::now().to_string(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            oz_manager: cli.oz_manager.display().to_string(),
+            machine: Machine::read(),
+            sizes: Some(sizes.clone()),
+            load_average_start: report::load_average(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // On Ctrl-C or SIGTERM the run is dropped, which kills oz-manager and the control plane.
+    let outcome = tokio::select! {
+        outcome = run(&cli, sizes, &mut results, started) => outcome,
+        signal = interrupted() => Err(format!("interrupted by {signal}").into()),
+    };
+    if let Err(e) = outcome {
+        results.errors.push(e.to_string());
+    }
+    results.meta.load_average_end = report::load_average();
+    results.meta.seconds = started.elapsed().as_secs_f64();
+    results.judge();
+    println!("{}", results.table());
+    match write_json(&cli, &results) {
+        Ok(()) => eprintln!("results written to {}", cli.output.display()),
+        Err(e) => {
+            eprintln!("oz-bench: writing {}: {e}", cli.output.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if results.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM, naming it.
+async fn interrupted() -> &'static str {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM can be handled");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+fn write_json(cli: &Cli, results: &Results) -> Result<()> {
+    if let Some(dir) = cli.output.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&cli.output, serde_json::to_string_pretty(results)? + "\n")?;
+    Ok(())
+}
+
+async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -> Result<()> {
+    eprintln!(
+        "[{:7.1}s] starting a control plane",
+        started.elapsed().as_secs_f64()
+    );
+    let plane = tokio::task::spawn_blocking(|| ControlPlane::start(ControlPlaneOptions::default()))
+        .await??;
+    let admin = plane.admin().await?;
+    let alice = plane.client_as(cluster::REQUESTER).await?;
+    cluster::install_crds(&admin).await?;
+    cluster::let_devs_request(&admin).await?;
+    cluster::create_namespace(&admin, OZ_NAMESPACE).await?;
+    let oz = OzManager::start(
+        &cli.oz_manager,
+        plane.admin_kubeconfig(),
+        &cli.log_dir,
+        Parts::WithWebhooks,
+    )?;
+    let mut bench = Bench {
+        sampler: Sampler::start(oz.pid()),
+        apiserver: Sampler::start(plane.pid()),
+        own: Sampler::start(std::process::id()),
+        oz,
+        admin,
+        alice,
+        http: http_client::client(None)?,
+        sizes,
+        started,
+        _plane: plane,
+    };
+    bench.progress(&format!(
+        "oz-manager {} running (pid {}, log {})",
+        cli.oz_manager.display(),
+        bench.oz.pid(),
+        bench.oz.log.display()
+    ));
+    bench.wait_until_admitting().await?;
+    tokio::time::sleep(bench.sizes.settle).await;
+    let idle = bench.idle_window().await;
+    bench.progress(&format!(
+        "idle: RSS {:.1} MiB, CPU {:.1}%",
+        idle.rss_max_mib, idle.cpu_percent
+    ));
+    results.idle = Some(idle);
+
+    let parts: Vec<Part> = if cli.only.is_empty() {
+        vec![
+            Part::Access,
+            Part::Revocation,
+            Part::Scale,
+            Part::Webhooks,
+            Part::Apiserver,
+        ]
+    } else {
+        let mut only = cli.only.clone();
+        only.sort();
+        only.dedup();
+        only
+    };
+    for part in parts {
+        bench.progress(&format!("{part:?}"));
+        let outcome: Result<()> = match part {
+            Part::Access => access::run(&mut bench)
+                .await
+                .map(|r| results.access = Some(r)),
+            Part::Revocation => revocation::run(&mut bench)
+                .await
+                .map(|r| results.revocation = Some(r)),
+            Part::Webhooks => webhooks::direct(&mut bench)
+                .await
+                .map(|r| results.webhooks = Some(r)),
+            Part::Scale => scale::run(&mut bench)
+                .await
+                .map(|r| results.scale = Some(r)),
+            Part::Apiserver => webhooks::through_apiserver(&mut bench)
+                .await
+                .map(|r| results.apiserver = Some(r)),
+        };
+        if let Err(e) = outcome {
+            let message = format!("{part:?}: {e}");
+            bench.progress(&format!("FAILED {message}"));
+            results.errors.push(message);
+            // A dead oz-manager fails every later part for the same reason.
+            bench.oz.check_running()?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! How big each part of the benchmark is: the issue's sizes by default, small ones with
+//! `--quick`, and any of them overridden by its own flag or environment variable.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Parser, ValueEnum};
+use serde::Serialize;
+
+/// The parts of the benchmark, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Part {
+    /// Time to access: sequential requests, then a burst.
+    Access,
+    /// Revocation lag of short grants.
+    Revocation,
+    /// Many active grants, and a restart at that scale.
+    Scale,
+    /// The webhook server called directly at fixed rates (after Scale, so its load does not
+    /// inflate the memory measured there).
+    Webhooks,
+    /// Creates and execs through the apiserver, with webhooks and without (restarts oz-manager
+    /// without them, so it runs last).
+    Apiserver,
+}
+
+/// oz's benchmark: runs the release oz-manager against a private local control plane, prints a
+/// table and writes JSON.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "oz-bench")]
+pub struct Cli {
+    /// A small smoke run of every part (about a minute); explicit sizes still override it.
+    #[arg(long, env = "OZ_BENCH_QUICK")]
+    pub quick: bool,
+
+    /// Run only these parts (comma-separated); default all.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<Part>,
+
+    /// The oz-manager binary under test.
+    #[arg(
+        long,
+        env = "OZ_BENCH_OZ_MANAGER",
+        default_value = "target/release/oz-manager"
+    )]
+    pub oz_manager: PathBuf,
+
+    /// Where the JSON results go.
+    #[arg(
+        long,
+        env = "OZ_BENCH_OUTPUT",
+        default_value = "target/bench/results.json"
+    )]
+    pub output: PathBuf,
+
+    /// Where oz-manager's logs go.
+    #[arg(long, env = "OZ_BENCH_LOG_DIR", default_value = "target/bench/logs")]
+    pub log_dir: PathBuf,
+
+    /// Sequential requests for time to access (default 500; quick 20).
+    #[arg(long, env = "OZ_BENCH_SEQUENTIAL")]
+    pub sequential: Option<usize>,
+
+    /// Concurrent requests in the burst (default 1000; quick 50).
+    #[arg(long, env = "OZ_BENCH_BURST")]
+    pub burst: Option<usize>,
+
+    /// Short grants for revocation lag (default 500; quick 30).
+    #[arg(long, env = "OZ_BENCH_REVOCATIONS")]
+    pub revocations: Option<usize>,
+
+    /// Seconds over which the short grants are created, evenly (default 40; quick 2).
+    #[arg(long, env = "OZ_BENCH_REVOCATION_SPREAD")]
+    pub revocation_spread: Option<f64>,
+
+    /// Of those, how many are probed with SubjectAccessReviews (default 50; quick 5).
+    #[arg(long, env = "OZ_BENCH_SAR_SAMPLES")]
+    pub sar_samples: Option<usize>,
+
+    /// Namespaces at scale (default 100; quick 5).
+    #[arg(long, env = "OZ_BENCH_SCALE_NAMESPACES")]
+    pub scale_namespaces: Option<usize>,
+
+    /// Active grants per namespace at scale (default 100; quick 10).
+    #[arg(long, env = "OZ_BENCH_GRANTS_PER_NAMESPACE")]
+    pub grants_per_namespace: Option<usize>,
+
+    /// Canary grants across the restart at scale (default 10; quick 2).
+    #[arg(long, env = "OZ_BENCH_CANARIES")]
+    pub canaries: Option<usize>,
+
+    /// Direct webhook call rates per second, comma-separated (default 500,2000,5000; quick
+    /// 500,2000).
+    #[arg(long, env = "OZ_BENCH_WEBHOOK_RATES", value_delimiter = ',')]
+    pub webhook_rates: Vec<u64>,
+
+    /// Seconds each direct webhook rate runs for (default 5; quick 1).
+    #[arg(long, env = "OZ_BENCH_WEBHOOK_SECONDS")]
+    pub webhook_seconds: Option<f64>,
+
+    /// Calls through the apiserver per case (default 200; quick 20).
+    #[arg(long, env = "OZ_BENCH_APISERVER_CALLS")]
+    pub apiserver_calls: Option<usize>,
+}
+
+/// The resolved sizes.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sizes {
+    pub quick: bool,
+    pub sequential: usize,
+    pub burst: usize,
+    pub revocations: usize,
+    pub sar_samples: usize,
+    /// Grant durations, uniformly spread in [min, max] seconds.
+    pub revocation_durations: (u64, u64),
+    /// The short grants are created evenly over this long.
+    #[serde(serialize_with = "seconds")]
+    pub revocation_spread: Duration,
+    pub scale_namespaces: usize,
+    pub grants_per_namespace: usize,
+    /// Creates in flight at once while filling the cluster.
+    pub create_concurrency: usize,
+    /// Canary grants across the restart, and how long they last.
+    pub canaries: usize,
+    pub canary_seconds: u64,
+    pub webhook_rates: Vec<u64>,
+    pub webhook_seconds: f64,
+    /// Cap on the calls of one direct run, whatever its rate and length.
+    pub webhook_max_requests: usize,
+    /// Calls per part of the audit breakdown.
+    pub breakdown_calls: usize,
+    pub apiserver_calls: usize,
+    /// Idle measurements last this long.
+    #[serde(serialize_with = "seconds")]
+    pub idle: Duration,
+    /// Wait this long before an idle measurement.
+    #[serde(serialize_with = "seconds")]
+    pub settle: Duration,
+}
+
+fn seconds<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(duration.as_secs_f64())
+}
+
+impl Sizes {
+    /// The issue's sizes.
+    pub fn full() -> Self {
+        Self {
+            quick: false,
+            sequential: 500,
+            burst: 1000,
+            revocations: 500,
+            sar_samples: 50,
+            revocation_durations: (3, 30),
+            revocation_spread: Duration::from_secs(40),
+            scale_namespaces: 100,
+            grants_per_namespace: 100,
+            create_concurrency: 64,
+            canaries: 10,
+            canary_seconds: 10,
+            webhook_rates: vec![500, 2000, 5000],
+            webhook_seconds: 5.0,
+            webhook_max_requests: 10_000,
+            breakdown_calls: 200,
+            apiserver_calls: 200,
+            idle: Duration::from_secs(10),
+            settle: Duration::from_secs(5),
+        }
+    }
+
+    /// Small enough to finish in about a minute.
+    pub fn quick() -> Self {
+        Self {
+            quick: true,
+            sequential: 20,
+            burst: 50,
+            revocations: 30,
+            sar_samples: 5,
+            revocation_durations: (3, 8),
+            revocation_spread: Duration::from_secs(2),
+            scale_namespaces: 5,
+            grants_per_namespace: 10,
+            create_concurrency: 16,
+            canaries: 2,
+            canary_seconds: 8,
+            webhook_rates: vec![500, 2000],
+            webhook_seconds: 1.0,
+            webhook_max_requests: 2000,
+            breakdown_calls: 50,
+            apiserver_calls: 20,
+            idle: Duration::from_secs(3),
+            settle: Duration::from_secs(2),
+        }
+    }
+
+    pub fn from_cli(cli: &Cli) -> Self {
+        let mut sizes = if cli.quick {
+            Self::quick()
+        } else {
+            Self::full()
+        };
+        let set = |target: &mut usize, value: Option<usize>| {
+            if let Some(value) = value {
+                *target = value;
+            }
+        };
+        set(&mut sizes.sequential, cli.sequential);
+        set(&mut sizes.burst, cli.burst);
+        set(&mut sizes.revocations, cli.revocations);
+        set(&mut sizes.sar_samples, cli.sar_samples);
+        set(&mut sizes.scale_namespaces, cli.scale_namespaces);
+        set(&mut sizes.grants_per_namespace, cli.grants_per_namespace);
+        set(&mut sizes.apiserver_calls, cli.apiserver_calls);
+        set(&mut sizes.canaries, cli.canaries);
+        if !cli.webhook_rates.is_empty() {
+            sizes.webhook_rates = cli.webhook_rates.clone();
+        }
+        if let Some(seconds) = cli.revocation_spread {
+            sizes.revocation_spread = Duration::from_secs_f64(seconds);
+        }
+        if let Some(seconds) = cli.webhook_seconds {
+            sizes.webhook_seconds = seconds;
+        }
+        sizes.sar_samples = sizes.sar_samples.min(sizes.revocations);
+        sizes.scale_namespaces = sizes.scale_namespaces.max(1);
+        sizes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_with_an_explicit_size_keeps_the_explicit_one() {
+        let cli = Cli::parse_from([
+            "oz-bench",
+            "--quick",
+            "--burst",
+            "7",
+            "--webhook-rates",
+            "100,200",
+        ]);
+        let sizes = Sizes::from_cli(&cli);
+        assert!(sizes.quick);
+        assert_eq!(sizes.burst, 7);
+        assert_eq!(sizes.sequential, Sizes::quick().sequential);
+        assert_eq!(sizes.webhook_rates, [100, 200]);
+    }
+
+    #[test]
+    fn the_full_sizes_are_the_issues() {
+        let sizes = Sizes::from_cli(&Cli::parse_from(["oz-bench"]));
+        assert_eq!(
+            (sizes.sequential, sizes.burst, sizes.revocations),
+            (500, 1000, 500)
+        );
+        assert_eq!(sizes.scale_namespaces * sizes.grants_per_namespace, 10_000);
+        assert_eq!(sizes.webhook_rates, [500, 2000, 5000]);
+    }
+}
