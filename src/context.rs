@@ -15,12 +15,17 @@ pub struct Settings {
     /// How long an expired request is kept (phase Expired, access revoked) before it is deleted;
     /// zero deletes it at expiry, as Oz does.
     pub history_retention: std::time::Duration,
+    /// How many requests of one kind are reconciled at once. Bounded so that a start-up with
+    /// thousands of grants neither floods the apiserver nor holds thousands of responses in
+    /// memory; revocation does not wait on it (see `controllers::expiry`).
+    pub max_concurrent_reconciles: u16,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
             history_retention: std::time::Duration::from_secs(7 * 24 * 3600),
+            max_concurrent_reconciles: 16,
         }
     }
 }

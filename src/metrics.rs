@@ -45,6 +45,8 @@ pub struct Metrics {
     pub time_to_ready: Family<KindLabels, Histogram>,
     /// Seconds from a grant's expiresAt until its RoleBinding was deleted.
     pub revocation_lag: Family<KindLabels, Histogram>,
+    /// Grants whose revocation is armed on a timer of its own, by request kind.
+    pub expiry_timers: Family<KindLabels, Gauge>,
     /// 1 while oz lacks the permissions it needs in a watched namespace.
     pub namespace_access_denied: Family<NamespaceLabels, Gauge>,
 }
@@ -55,6 +57,7 @@ impl Default for Metrics {
         let reconciles = Family::<ControllerLabels, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
         let active_grants = Family::<KindLabels, Gauge>::default();
+        let expiry_timers = Family::<KindLabels, Gauge>::default();
         let time_to_ready = Family::<KindLabels, Histogram>::new_with_constructor(|| {
             Histogram::new([0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0])
         });
@@ -69,6 +72,11 @@ impl Default for Metrics {
             "active_grants",
             "Grants currently in force",
             active_grants.clone(),
+        );
+        registry.register(
+            "expiry_timers",
+            "Grants whose revocation is armed on a timer of its own",
+            expiry_timers.clone(),
         );
         registry.register(
             "time_to_ready_seconds",
@@ -91,6 +99,7 @@ impl Default for Metrics {
             reconciles,
             errors,
             active_grants,
+            expiry_timers,
             time_to_ready,
             revocation_lag,
             namespace_access_denied,

@@ -147,6 +147,11 @@ struct RunArgs {
     /// deleted: a Go duration such as 168h, or days such as 7d. 0 deletes at expiry, as Oz does.
     #[arg(long, env = "OZ_HISTORY_RETENTION", default_value = "7d", value_parser = parse_retention)]
     history_retention: Duration,
+
+    /// How many requests of each kind are reconciled at once (at least 1). Revocation at expiry
+    /// does not wait on this: every grant has a timer of its own.
+    #[arg(long, env = "OZ_MAX_CONCURRENT_RECONCILES", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_reconciles: u16,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -306,6 +311,7 @@ fn manager_config(args: &RunArgs) -> Result<ManagerConfig, String> {
         health_addr: parse_bind("health-probe-bind-address", &args.health_probe_bind_address)?,
         settings: Settings {
             history_retention: args.history_retention,
+            max_concurrent_reconciles: args.max_concurrent_reconciles,
         },
         webhooks,
     })

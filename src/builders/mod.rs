@@ -55,8 +55,9 @@ impl From<kube::Error> for BuildError {
     }
 }
 
-/// Creates and removes the access resources of one request kind.
-pub trait AccessBuilder: Send + Sync + 'static {
+/// Creates and removes the access resources of one request kind. Builders hold no state (their
+/// context is passed in), so they are `Copy`: each expiry timer carries its own.
+pub trait AccessBuilder: Copy + Send + Sync + 'static {
     /// The request kind this builder serves.
     type Request: AccessRequest;
     /// Whether the builder creates pods, so the controller must watch them.

@@ -14,7 +14,7 @@ use kube::{
     api::DynamicObject,
     runtime::{
         Controller,
-        controller::Action,
+        controller::{self, Action},
         reflector::{ObjectRef, Store},
         watcher,
     },
@@ -29,6 +29,7 @@ use crate::{
     target::rollout_resource,
 };
 
+pub mod expiry;
 pub mod request;
 pub mod template;
 
@@ -215,19 +216,21 @@ async fn request_controller<B: AccessBuilder>(
         store.clone(),
         kind.clone(),
     ));
-    let reconciler = Arc::new(RequestReconciler { ctx, builder });
-    drain(
+    let concurrency = ctx.settings.max_concurrent_reconciles;
+    let reconciler = Arc::new(RequestReconciler::new(ctx, builder));
+    let run = drain(
         controller
+            .with_config(controller::Config::default().concurrency(concurrency))
             .trigger_backoff(WatchBackoff::default())
             .graceful_shutdown_on(shutdown)
             .run(
                 request::reconcile::<B>,
                 error_policy::<B::Request, _>("request"),
-                reconciler,
+                reconciler.clone(),
             ),
         &kind,
-    )
-    .await;
+    );
+    futures::future::join(run, reconciler.timers.arm_from_cache(store)).await;
 }
 
 /// Maps a changed template to the requests that name it.
@@ -329,7 +332,7 @@ impl HasContext for Context {
     }
 }
 
-impl<B> HasContext for RequestReconciler<B> {
+impl<B: AccessBuilder> HasContext for RequestReconciler<B> {
     fn context(&self) -> &Context {
         &self.ctx
     }

@@ -29,6 +29,7 @@ use oz_api::{
 };
 use serde_json::json;
 
+use super::expiry::ExpiryTimers;
 use crate::{
     Context, FIELD_MANAGER, Result,
     apply::apply_status,
@@ -46,10 +47,23 @@ pub const REQUESTER_ALLOWED: &str = "RequesterAllowed";
 /// will notice the fix (for example a workload whose pods are not running yet).
 const RETRY_INVALID: Duration = Duration::from_secs(30);
 
-/// The context of one request controller: the shared context and its kind's builder.
-pub struct RequestReconciler<B> {
+/// The context of one request controller: the shared context, its kind's builder, and the
+/// timers that revoke its grants at expiry.
+pub struct RequestReconciler<B: AccessBuilder> {
     pub ctx: Context,
     pub builder: B,
+    pub timers: ExpiryTimers<B>,
+}
+
+impl<B: AccessBuilder> RequestReconciler<B> {
+    pub fn new(ctx: Context, builder: B) -> Self {
+        let timers = ExpiryTimers::new(ctx.clone(), builder);
+        Self {
+            ctx,
+            builder,
+            timers,
+        }
+    }
 }
 
 type Request<B> = <B as AccessBuilder>::Request;
@@ -187,6 +201,8 @@ pub async fn reconcile<B: AccessBuilder>(
     if pass.now >= expires_at {
         return expire(&this, &request, &grant, pass, expires_at).await;
     }
+    // Before anything is built, so that nothing this pass creates can outlive it.
+    this.timers.arm(&grant, expires_at);
     pass.observe(Observation::yes(
         kind::ACCESS_STILL_VALID,
         reason::SUCCESS,

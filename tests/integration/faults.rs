@@ -176,6 +176,76 @@ async fn sigkill_during_a_burst_of_200_requests_loses_and_duplicates_nothing() {
     assert_burst_settled(&admin, &ns, 200, &pods, &log).await;
 }
 
+/// At start-up every request is reconciled once, and the reconcile queue is shared: a grant
+/// expiring a moment after the start would wait behind all of them. Its revocation must not:
+/// each grant has a timer of its own, armed from the watch cache before the first reconcile.
+/// One reconcile at a time (`--max-concurrent-reconciles=1`) and 300 other grants make the
+/// queue seconds long; the canaries expire 2 s after the restart.
+#[tokio::test]
+async fn grants_expiring_behind_a_long_start_up_queue_are_revoked_on_time() {
+    let (ns, admin, _pods) = namespace_with_web("fault-queue", 2).await;
+    let mut operator = Operator::start(&ns, &["--max-concurrent-reconciles=1"]);
+    let others: Vec<_> = (0..300)
+        .map(|i| (format!("l{i:03}"), "alice", "1h".to_string()))
+        .collect();
+    create_requests(&admin, &ns, "web-exec", others, 10).await;
+    wait_until_all_in(&admin, &ns, 300, &[RequestPhase::Ready], "300 long grants").await;
+    let quiet = QUIET.lock().await;
+    let canaries: Vec<_> = (0..10)
+        .map(|i| (format!("c{i:02}"), "alice", "8s".to_string()))
+        .collect();
+    create_requests(&admin, &ns, "web-exec", canaries, 10).await;
+    let ready = wait_until_all_in(&admin, &ns, 310, &[RequestPhase::Ready], "the canaries").await;
+    let canaries: Vec<&ExecAccessRequest> = ready
+        .values()
+        .filter(|r| r.name_any().starts_with('c'))
+        .collect();
+    let first_expiry = canaries
+        .iter()
+        .map(|r| r.status.as_ref().unwrap().expires_at.clone().unwrap().0)
+        .min()
+        .unwrap();
+    let until_restart = first_expiry.duration_since(Timestamp::now()).as_secs_f64() - 2.0;
+    assert!(until_restart > 0.0, "the canaries became Ready too late to test anything");
+    tokio::time::sleep(Duration::from_secs_f64(until_restart)).await;
+
+    let names: Vec<String> = canaries.iter().map(|r| grant_name(r)).collect();
+    let clock = RevocationClock::start(&admin, &ns, names.clone());
+    operator.restart();
+    let gone = eventually(SETTLE, "every canary to be revoked", || async {
+        let gone = clock.gone();
+        (gone.len() == names.len()).then_some(gone)
+    })
+    .await;
+    drop(quiet);
+    let mut worst = 0.0f64;
+    for canary in &canaries {
+        let expires_at = canary.status.as_ref().unwrap().expires_at.clone().unwrap().0;
+        let lateness = gone[&grant_name(canary)]
+            .duration_since(expires_at)
+            .as_secs_f64();
+        worst = worst.max(lateness);
+    }
+    // Without the terminal colours the log is written with.
+    let log = std::fs::read_to_string(&operator.log)
+        .unwrap()
+        .split('\x1b')
+        .map(|part| part.split_once('m').map_or(part, |(_, rest)| rest))
+        .collect::<String>();
+    eprintln!("canaries behind a start-up queue of 310: worst lateness {worst:.3}s");
+    assert!(
+        worst < REVOCATION_BOUND.as_secs_f64(),
+        "a canary was revoked {worst:.3}s after its expiry (log: {})",
+        operator.log.display()
+    );
+    assert!(
+        log.lines().any(|line| line.contains("expiry timers armed from the cache")
+            && line.contains("timers=310")),
+        "the restarted oz did not arm the 310 timers from its cache (log: {})",
+        operator.log.display()
+    );
+}
+
 #[tokio::test]
 async fn fifty_grants_overdue_while_oz_is_down_are_revoked_within_a_second_of_its_restart() {
     let (ns, admin, pods) = namespace_with_web("fault-overdue", 2).await;

@@ -1,0 +1,224 @@
+//! Expiry timers: every grant in force has a timer of its own that revokes it at `expiresAt`,
+//! outside the reconcile queue.
+//!
+//! The reconcile is also woken at `expiresAt`, and marks the request Expired. But the reconcile
+//! queue is shared: when oz starts with thousands of grants, each is reconciled once, and a
+//! grant expiring a few seconds in would wait behind all of them (measured: ~55 s late with
+//! 10,000 grants). Revocation is what must be exact, so it does not queue: a timer fires on
+//! its own task and deletes the grant's resources. The timers are armed from the watch cache as
+//! soon as it is filled, before the first reconcile, and by every reconcile that decides an
+//! expiry.
+//!
+//! A timer only ever takes access away, so it may be early but never late: arming a grant again
+//! with a later time is ignored (a grant's `expiresAt` is fixed when it is made; a later value can
+//! only come from an edited status, which the reconcile does not trust either).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{Resource, runtime::reflector::Store};
+use oz_api::RequestPhase;
+use tokio::task::AbortHandle;
+
+use crate::{
+    Context,
+    builders::{AccessBuilder, GrantIdentity, grant_identity},
+    kinds::AccessRequest,
+    metrics::KindLabels,
+    time,
+};
+
+/// A grant's timer is keyed by its namespace and resource name (`<request>-<uid8>`), which is
+/// unique per request object.
+type Key = (String, String);
+
+struct Armed {
+    at: Timestamp,
+    task: AbortHandle,
+}
+
+/// The armed timers of one request kind. Dropping it (the controller stopping, leadership lost)
+/// cancels them all: only the leader revokes.
+pub struct ExpiryTimers<B: AccessBuilder> {
+    ctx: Context,
+    builder: B,
+    armed: Arc<Mutex<HashMap<Key, Armed>>>,
+}
+
+impl<B: AccessBuilder> ExpiryTimers<B> {
+    pub fn new(ctx: Context, builder: B) -> Self {
+        Self {
+            ctx,
+            builder,
+            armed: Arc::default(),
+        }
+    }
+
+    /// Revokes `grant` at `at`, unless it is already armed for that time or earlier.
+    pub fn arm(&self, grant: &GrantIdentity, at: Timestamp) {
+        let key = (grant.namespace.clone(), grant.name.clone());
+        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        if armed.get(&key).is_some_and(|existing| existing.at <= at) {
+            return;
+        }
+        let task = tokio::spawn(fire(
+            self.ctx.clone(),
+            self.builder,
+            grant.clone(),
+            at,
+            Arc::downgrade(&self.armed),
+        ))
+        .abort_handle();
+        if let Some(replaced) = armed.insert(key, Armed { at, task }) {
+            replaced.task.abort();
+        }
+        self.gauge().set(armed.len() as i64);
+    }
+
+    /// Arms a timer for every grant in force in `store`, once the store has been filled by its
+    /// first LIST: at start-up this is what makes expiry exact before any reconcile has run.
+    pub async fn arm_from_cache(&self, store: Store<B::Request>) {
+        if store.wait_until_ready().await.is_err() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let mut count = 0usize;
+        for request in store.state() {
+            let Some(at) = expiry_in_force(&*request) else {
+                continue;
+            };
+            if let Ok(grant) = grant_identity(&*request) {
+                self.arm(&grant, at);
+                count += 1;
+            }
+        }
+        tracing::info!(
+            kind = %B::Request::kind(&()),
+            timers = count,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "expiry timers armed from the cache"
+        );
+    }
+
+    fn gauge(&self) -> prometheus_client::metrics::gauge::Gauge {
+        timers_gauge::<B>(&self.ctx)
+    }
+}
+
+impl<B: AccessBuilder> Drop for ExpiryTimers<B> {
+    fn drop(&mut self) {
+        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, timer) in armed.drain() {
+            timer.task.abort();
+        }
+        self.gauge().set(0);
+    }
+}
+
+/// The `expiresAt` of a request whose grant is (or may be) in force.
+fn expiry_in_force<R: AccessRequest>(request: &R) -> Option<Timestamp> {
+    if request.meta().deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = request.request_status()?;
+    match status.phase {
+        // Failed may still hold resources (an access command that cannot be rendered); a timer
+        // that finds nothing to delete costs two 404s.
+        Some(RequestPhase::Expired | RequestPhase::Denied) | None => None,
+        _ => status.expires_at.as_ref().map(|t| t.0),
+    }
+}
+
+fn timers_gauge<B: AccessBuilder>(ctx: &Context) -> prometheus_client::metrics::gauge::Gauge {
+    ctx.metrics
+        .expiry_timers
+        .get_or_create(&KindLabels {
+            kind: B::Request::kind(&()).into(),
+        })
+        .clone()
+}
+
+/// Sleeps until `at`, then revokes `grant`, retrying until the apiserver answers.
+async fn fire<B: AccessBuilder>(
+    ctx: Context,
+    builder: B,
+    grant: GrantIdentity,
+    at: Timestamp,
+    armed: Weak<Mutex<HashMap<Key, Armed>>>,
+) {
+    tokio::time::sleep(time::until(Timestamp::now(), at)).await;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match builder.revoke(&ctx, &grant).await {
+            Ok(existed) => {
+                if existed {
+                    let lag = time::seconds_past(Timestamp::now(), at).max(0.0);
+                    ctx.metrics
+                        .revocation_lag
+                        .get_or_create(&KindLabels {
+                            kind: B::Request::kind(&()).into(),
+                        })
+                        .observe(lag);
+                    tracing::debug!(namespace = %grant.namespace, grant = %grant.name, lag, "grant revoked at expiry");
+                }
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "revoking an expired grant failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+    // Done: forget this timer, unless it has been replaced by another one meanwhile.
+    if let Some(armed) = armed.upgrade() {
+        let mut armed = armed.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (grant.namespace.clone(), grant.name.clone());
+        if armed.get(&key).is_some_and(|timer| timer.at == at) {
+            armed.remove(&key);
+        }
+        timers_gauge::<B>(&ctx).set(armed.len() as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestStatus};
+
+    fn request(phase: RequestPhase, expires_at: Option<Timestamp>) -> ExecAccessRequest {
+        let spec = ExecAccessRequestSpec {
+            template_name: "t".into(),
+            target_pod: None,
+            duration: None,
+            requester: None,
+        };
+        let mut request = ExecAccessRequest::new("r", spec);
+        request.status = Some(RequestStatus {
+            phase: Some(phase),
+            expires_at: expires_at.map(Time),
+            ..Default::default()
+        });
+        request
+    }
+
+    #[test]
+    fn only_grants_that_may_be_in_force_get_a_timer() {
+        let at = Timestamp::now();
+        assert_eq!(expiry_in_force(&request(RequestPhase::Ready, Some(at))), Some(at));
+        assert_eq!(expiry_in_force(&request(RequestPhase::Pending, Some(at))), Some(at));
+        assert_eq!(expiry_in_force(&request(RequestPhase::Failed, Some(at))), Some(at));
+        assert_eq!(expiry_in_force(&request(RequestPhase::Ready, None)), None);
+        for done in [RequestPhase::Expired, RequestPhase::Denied] {
+            assert_eq!(expiry_in_force(&request(done, Some(at))), None, "{done:?}");
+        }
+        let mut deleting = request(RequestPhase::Ready, Some(at));
+        deleting.metadata.deletion_timestamp = Some(Time(at));
+        assert_eq!(expiry_in_force(&deleting), None);
+    }
+}
