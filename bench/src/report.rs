@@ -295,6 +295,10 @@ impl Results {
             ));
             let b = &w.audit_breakdown;
             rows.push((
+                "audit grant lookup alone, from oz's cache".into(),
+                summary(&b.lookup_cached),
+            ));
+            rows.push((
                 "audit grant lookup (2 LISTs) alone".into(),
                 summary(&b.lookup_through_apiserver),
             ));
@@ -349,8 +353,10 @@ impl Results {
             rows.push((
                 format!("restart with {} requests", r.requests),
                 format!(
-                    "metrics up {:.2} s; {} reconciles started by {}; counter quiet at {} ({:.0} reconciles); CPU busy until {}",
+                    "metrics up {:.2} s; {} expiry timers armed by {}; {} reconciles started by {}; counter quiet at {} ({:.0} reconciles); CPU busy until {}",
                     r.metrics_up_seconds,
+                    r.in_force,
+                    opt_s(r.timers_armed_seconds),
                     r.requests,
                     opt_s(r.reconciled_all_seconds),
                     opt_s(r.quiet_seconds),

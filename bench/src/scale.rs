@@ -1,13 +1,14 @@
 //! Scale: many active grants across many namespaces, oz-manager's memory and CPU while they are
 //! created and once they are idle, and a restart at that scale.
 //!
-//! "All timers armed" after a restart is measured two ways, since nothing outside oz-manager
-//! sees a timer being set:
+//! After a restart:
 //!
-//! - `reconciled_all_seconds`: from the new process's spawn until its request reconcile counter
+//! - `timers_armed_seconds`: from the new process's spawn until its expiry timers
+//!   (`oz_expiry_timers{kind="ExecAccessRequest"}`) cover every grant in force: "all timers
+//!   armed". oz arms them from its watch cache before any reconcile.
+//! - `reconciled_all_seconds`: until its request reconcile counter
 //!   (`oz_reconciles_total{controller="request"}`) reaches the number of requests in the
-//!   cluster. Every request needs one reconcile after a start to arm its expiry timer, so this is
-//!   the earliest they can all be armed.
+//!   cluster: every request has been looked at once.
 //! - `quiet_seconds`: until that counter last moved before standing still for a few seconds;
 //!   later reconciles come from the initial lists of owned Roles and RoleBindings.
 //! - `busy_seconds`: until oz-manager's CPU use fell back to idle. The counter counts reconciles
@@ -73,6 +74,10 @@ pub struct RestartResults {
     pub requests: usize,
     /// From spawn until `/metrics` answered.
     pub metrics_up_seconds: f64,
+    /// Grants in force (Ready, with an expiresAt) at the restart.
+    pub in_force: usize,
+    /// From spawn until oz's expiry timers covered `in_force`.
+    pub timers_armed_seconds: Option<f64>,
     /// From spawn until the request reconcile counter reached `requests`.
     pub reconciled_all_seconds: Option<f64>,
     /// From spawn until the counter last moved before standing still.
@@ -304,11 +309,17 @@ async fn restart(
             .await
             .ok_or_else(|| format!("canary {key} was not Ready within 60s"))?;
     }
-    let in_cluster = Api::<ExecAccessRequest>::all(bench.admin.clone())
-        .list_metadata(&ListParams::default())
+    let all = Api::<ExecAccessRequest>::all(bench.admin.clone())
+        .list(&ListParams::default())
         .await?
-        .items
-        .len();
+        .items;
+    let in_cluster = all.len();
+    let in_force = all
+        .iter()
+        .filter_map(|r| r.status.as_ref())
+        .filter(|s| s.phase == Some(RequestPhase::Ready) && s.expires_at.is_some())
+        .count();
+    drop(all);
 
     bench.oz.restart(Parts::WithWebhooks)?;
     let spawned = bench.oz.started;
@@ -317,6 +328,7 @@ async fn restart(
     let mark = bench.mark();
     let mut results = RestartResults {
         requests: in_cluster,
+        in_force,
         canaries,
         ..Default::default()
     };
@@ -326,6 +338,9 @@ async fn restart(
         .await?;
     results.metrics_up_seconds = spawned.elapsed().as_secs_f64();
 
+    results.timers_armed_seconds = timers_armed(bench, in_force)
+        .await?
+        .map(|at| at.duration_since(spawned).as_secs_f64());
     let caught_up = bench.catch_up(in_cluster).await?;
     let seconds = |at: Option<Instant>| at.map(|t| t.duration_since(spawned).as_secs_f64());
     results.reconciled_all_seconds = seconds(caught_up.reconciled_all);
@@ -399,4 +414,19 @@ async fn restart(
         results.canary_lag.max_ms
     ));
     Ok(results)
+}
+
+/// When oz-manager's expiry timers first covered `in_force` grants (polled every 20 ms), or
+/// `None` if they did not within a minute.
+async fn timers_armed(bench: &Bench, in_force: usize) -> crate::Result<Option<Instant>> {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < give_up {
+        let scrape = bench.oz.scrape(&bench.http).await?;
+        let armed = scrape.sum("oz_expiry_timers", &[("kind", "ExecAccessRequest")]);
+        if armed >= in_force as f64 {
+            return Ok(Some(Instant::now()));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(None)
 }
