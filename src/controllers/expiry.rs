@@ -210,9 +210,18 @@ mod tests {
     #[test]
     fn only_grants_that_may_be_in_force_get_a_timer() {
         let at = Timestamp::now();
-        assert_eq!(expiry_in_force(&request(RequestPhase::Ready, Some(at))), Some(at));
-        assert_eq!(expiry_in_force(&request(RequestPhase::Pending, Some(at))), Some(at));
-        assert_eq!(expiry_in_force(&request(RequestPhase::Failed, Some(at))), Some(at));
+        assert_eq!(
+            expiry_in_force(&request(RequestPhase::Ready, Some(at))),
+            Some(at)
+        );
+        assert_eq!(
+            expiry_in_force(&request(RequestPhase::Pending, Some(at))),
+            Some(at)
+        );
+        assert_eq!(
+            expiry_in_force(&request(RequestPhase::Failed, Some(at))),
+            Some(at)
+        );
         assert_eq!(expiry_in_force(&request(RequestPhase::Ready, None)), None);
         for done in [RequestPhase::Expired, RequestPhase::Denied] {
             assert_eq!(expiry_in_force(&request(done, Some(at))), None, "{done:?}");

@@ -206,7 +206,10 @@ async fn grants_expiring_behind_a_long_start_up_queue_are_revoked_on_time() {
         .min()
         .unwrap();
     let until_restart = first_expiry.duration_since(Timestamp::now()).as_secs_f64() - 2.0;
-    assert!(until_restart > 0.0, "the canaries became Ready too late to test anything");
+    assert!(
+        until_restart > 0.0,
+        "the canaries became Ready too late to test anything"
+    );
     tokio::time::sleep(Duration::from_secs_f64(until_restart)).await;
 
     let names: Vec<String> = canaries.iter().map(|r| grant_name(r)).collect();
@@ -220,7 +223,14 @@ async fn grants_expiring_behind_a_long_start_up_queue_are_revoked_on_time() {
     drop(quiet);
     let mut worst = 0.0f64;
     for canary in &canaries {
-        let expires_at = canary.status.as_ref().unwrap().expires_at.clone().unwrap().0;
+        let expires_at = canary
+            .status
+            .as_ref()
+            .unwrap()
+            .expires_at
+            .clone()
+            .unwrap()
+            .0;
         let lateness = gone[&grant_name(canary)]
             .duration_since(expires_at)
             .as_secs_f64();
@@ -239,8 +249,9 @@ async fn grants_expiring_behind_a_long_start_up_queue_are_revoked_on_time() {
         operator.log.display()
     );
     assert!(
-        log.lines().any(|line| line.contains("expiry timers armed from the cache")
-            && line.contains("timers=310")),
+        log.lines()
+            .any(|line| line.contains("expiry timers armed from the cache")
+                && line.contains("timers=310")),
         "the restarted oz did not arm the 310 timers from its cache (log: {})",
         operator.log.display()
     );
