@@ -707,14 +707,14 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
         rules.add(
             CRD_GROUP,
             &["execaccesstemplates", "podaccesstemplates"],
-            &["get"],
-            "webhooks: the request webhooks check that the template a new request names exists and admits the requester",
+            &["get", "list", "watch"],
+            "webhooks: the request webhooks check that the template a new request names exists and admits the requester (from a watch cache; a GET when it is not there yet)",
         );
         rules.add(
             CRD_GROUP,
             &["execaccessrequests", "podaccessrequests"],
-            &["list"],
-            "webhooks: the audit webhook lists requests to tell whether an exec or attach is covered by an active grant",
+            &["list", "watch"],
+            "webhooks: the audit webhook tells whether an exec or attach is covered by an active grant, from a watch cache of requests (a LIST when it finds none)",
         );
         rules.add(
             "",

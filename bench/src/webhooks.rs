@@ -7,7 +7,8 @@
 //!   omission). The audit review is an exec by alice into a pod she holds a grant for, so the
 //!   handler finds it, logs the record and publishes an Event, as for a real exec.
 //! - A breakdown of the audit call: the handler in-process with an in-memory lookup (no TLS, no
-//!   apiserver), and the lookup alone through the apiserver.
+//!   apiserver), and the grant lookup alone: from the watch-fed cache oz-manager uses, and
+//!   through the apiserver as it was made before.
 //! - Through the apiserver: alice's request creates and exec POSTs, with oz's webhooks
 //!   registered and then with them removed (and oz-manager restarted without them).
 
@@ -30,8 +31,8 @@ use kube::{
 use oz_api::{AccessConfig, ExecAccessRequest, PodAccessRequest, RequestPhase};
 use oz_webhooks::{
     admission::{
-        self, AccessLookup, AdmissionState, AuditLog, EnforceSettings, KubeLookup, LookupError,
-        RequestKind, RequestSummary,
+        self, AccessLookup, AdmissionState, AuditLog, CachedLookup, EnforceSettings, KubeLookup,
+        LookupError, RequestKind, RequestSummary, audit::find_grant,
     },
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
     store::CA_CRT,
@@ -72,7 +73,7 @@ pub enum Endpoint {
     Audit,
     /// `/mutate-requests`: a request create (stamps the requester; no cluster reads).
     Mutate,
-    /// `/validate-requests`: a request create (reads the template through the apiserver).
+    /// `/validate-requests`: a request create (reads the template, from oz's cache).
     Validate,
 }
 
@@ -118,8 +119,12 @@ pub struct AuditBreakdown {
     /// The audit handler in this process, through the same router, with an in-memory grant
     /// lookup: parsing, the record, logging (no subscriber here) and the response.
     pub handler_in_process: Summary,
-    /// The grant lookup oz's handler makes per call: LIST ExecAccessRequests and LIST
-    /// PodAccessRequests in the pod's namespace, through the apiserver, one call at a time.
+    /// The grant lookup oz's handler makes per call: `find_grant` over a `CachedLookup` (the
+    /// four oz kinds watched cluster-wide, here in this process), one call at a time.
+    pub lookup_cached: Summary,
+    /// The grant lookup as oz made it before the cache, for comparison: LIST
+    /// ExecAccessRequests and LIST PodAccessRequests in the pod's namespace, through the
+    /// apiserver, one call at a time.
     pub lookup_through_apiserver: Summary,
     /// The same lookup right after an unrelated write (a ConfigMap patch), as happens on a busy
     /// cluster, and after every audited exec, which writes an Event.
@@ -487,6 +492,7 @@ async fn audit_breakdown(bench: &Bench, pod: &str, body: &Body) -> Result<AuditB
             return Err("the in-process audit handler did not allow alice's exec".into());
         }
     }
+    let cached = cached_lookup(bench, pod, calls).await?;
     let lookup = KubeLookup::new(bench.admin.clone());
     let mut listing = Latencies::default();
     for _ in 0..calls {
@@ -497,11 +503,38 @@ async fn audit_breakdown(bench: &Bench, pod: &str, body: &Body) -> Result<AuditB
     let (after_write, any_version, pods) = lists_after_writes(bench, calls).await?;
     Ok(AuditBreakdown {
         handler_in_process: handler.summary(),
+        lookup_cached: cached.summary(),
         lookup_through_apiserver: listing.summary(),
         lookup_after_a_write: after_write.summary(),
         lookup_any_version_after_a_write: any_version.summary(),
         pod_list_after_a_write: pods.summary(),
     })
+}
+
+/// `calls` grant lookups for alice's exec into `pod`, as oz-manager makes them: from a cache
+/// of the four oz kinds, synced here from the same apiserver first.
+async fn cached_lookup(bench: &Bench, pod: &str, calls: usize) -> Result<Latencies> {
+    let (lookup, watches) = CachedLookup::new(bench.admin.clone(), &[]);
+    let watches = tokio::spawn(watches);
+    let synced = tokio::time::timeout(Duration::from_secs(120), lookup.wait_until_ready()).await;
+    if !matches!(synced, Ok(Ok(()))) {
+        watches.abort();
+        return Err("the grant lookup cache did not sync within 120s".into());
+    }
+    let groups = cluster::alice().groups;
+    let mut latencies = Latencies::default();
+    let mut missed = false;
+    for _ in 0..calls {
+        let start = Instant::now();
+        let grant = find_grant(&lookup, DIRECT_NAMESPACE, pod, cluster::REQUESTER, &groups).await;
+        latencies.record(start.elapsed());
+        missed |= !matches!(grant, Ok(Some(_)));
+    }
+    watches.abort();
+    if missed {
+        return Err("the cached grant lookup did not find alice's grant".into());
+    }
+    Ok(latencies)
 }
 
 /// LISTs timed right after an unrelated write: (oz's grant lookup, the same at

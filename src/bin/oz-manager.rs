@@ -349,7 +349,8 @@ fn webhook_config(args: &RunArgs, watched: &[String]) -> Result<WebhookConfig, S
         .filter(|n| !n.is_empty())
         .cloned()
         .collect();
-    // A scoped operator admits and audits only its own namespaces.
+    // A scoped operator admits and audits only its own namespaces, and may read only those.
+    config.watch_namespaces = watched.to_vec();
     if !watched.is_empty() {
         let selector = namespaces_selector(watched);
         config.registration.request_namespace_selector = Some(selector.clone());

@@ -762,6 +762,87 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
     let _ = std::fs::remove_file(&audit_path);
 }
 
+#[tokio::test]
+async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_cache_in_use() {
+    let audit_path = std::env::temp_dir().join(format!(
+        "oz-webhooks-cache-{}-{}.jsonl",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    // Scoped to the test namespace, as with --watch-namespaces (the other tests watch all).
+    let mut fixture = Fixture::prepare("whcache", Some(audit_path.clone())).await;
+    fixture.config.watch_namespaces = vec![fixture.ns.clone()];
+    fixture.start().await;
+    let ns = fixture.ns.clone();
+    eventually(WAIT, "the lookup cache to list", || {
+        let ready = fixture.server().lookup_cache_ready();
+        async move { ready.then_some(()) }
+    })
+    .await;
+    create_ready_pod(
+        &fixture.admin,
+        &ns,
+        "target",
+        &ObjectMeta::default(),
+        None,
+        test_pod_spec(),
+    )
+    .await
+    .unwrap();
+    let alice = env().client_as("alice").await.unwrap();
+    Api::<ExecAccessRequest>::namespaced(alice.clone(), &ns)
+        .create(&PostParams::default(), &request("alices", "web", "alice"))
+        .await
+        .unwrap();
+
+    let read_records = || {
+        std::fs::read_to_string(&audit_path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    // Before the request is Ready: recorded without a grant (once the apiserver calls the
+    // audit webhook, which takes a moment after registration).
+    eventually(WAIT, "alice's first exec to be audited", || {
+        let (alice, ns) = (alice.clone(), ns.clone());
+        async move {
+            exec(&alice, &ns, "target", &["id"]).await;
+            (!read_records().is_empty()).then_some(())
+        }
+    })
+    .await;
+    assert_eq!(read_records()[0]["grant"], Value::Null);
+
+    // Ready, the way the controller makes it, and the exec straight after: the cache may not
+    // have seen the change yet, the record names the grant all the same.
+    Api::<ExecAccessRequest>::namespaced(fixture.admin.clone(), &ns)
+        .patch_status(
+            "alices",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Ready", "podName": "target", "ready": true}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let status = exec(&alice, &ns, "target", &["cat", "/etc/hostname"]).await;
+    assert_eq!(status.code, 400, "{status:?}");
+    let records = read_records();
+    assert_eq!(records.len(), 2, "one record per exec: {records:?}");
+    assert_eq!(
+        records[1]["grant"],
+        json!({"kind": "ExecAccessRequest", "name": "alices", "template": "web"})
+    );
+    assert!(fixture.server().lookup_cache_ready());
+
+    fixture.cleanup().await;
+    let _ = std::fs::remove_file(&audit_path);
+}
+
 /// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's refusal (no
 /// kubelet runs, so an exec never succeeds).
 async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {

@@ -12,7 +12,7 @@ use tracing::info;
 
 use crate::{
     Error, Result,
-    admission::{self, AdmissionState, AuditLog, EnforceSettings, KubeLookup},
+    admission::{self, AdmissionState, AuditEvents, AuditLog, CachedLookup, EnforceSettings},
     certs::CertSettings,
     reconciler::{CertReconciler, initial_certificates},
     registration::{Registration, WebhookEndpoint},
@@ -47,6 +47,10 @@ pub struct WebhookConfig {
     /// Leadership: Secrets and configurations are written only while this is `true`; followers
     /// only read and reload. `None`: always write (a single replica).
     pub leader: Option<watch::Receiver<bool>>,
+    /// The namespaces oz works in (`--watch-namespaces`): the handlers' cache of requests and
+    /// templates watches these alone, which is all a namespace-scoped install may read.
+    /// Default: empty, all namespaces.
+    pub watch_namespaces: Vec<String>,
 }
 
 impl WebhookConfig {
@@ -63,6 +67,7 @@ impl WebhookConfig {
             request_admin_groups: vec!["system:masters".into()],
             check_interval: Duration::from_secs(60 * 60),
             leader: None,
+            watch_namespaces: Vec::new(),
         }
     }
 
@@ -81,6 +86,11 @@ impl WebhookConfig {
         if self.check_interval.is_zero() {
             return Err(Error::Config("the check interval must be positive".into()));
         }
+        if self.watch_namespaces.iter().any(String::is_empty) {
+            return Err(Error::Config(
+                "a watched namespace's name must not be empty".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -92,11 +102,14 @@ impl WebhookConfig {
 /// audit webhook is skipped).
 ///
 /// The client needs: get/list/watch/create/update/delete on the two Secrets;
-/// get/list/watch/patch on oz's Mutating/ValidatingWebhookConfigurations; get/list on the
-/// four oz kinds; get on pods; create/patch on events.k8s.io events.
+/// get/list/watch/patch on oz's Mutating/ValidatingWebhookConfigurations; get/list/watch on
+/// the four oz kinds; get on pods; create/patch on events.k8s.io events.
 pub struct WebhookServer {
     tls: TlsServer,
     certificate: Arc<SwappableCert>,
+    lookup: Arc<CachedLookup>,
+    /// The lookup's watches; they run on every replica, leader or not.
+    watches: JoinHandle<()>,
     reconciler: JoinHandle<()>,
     stop: oneshot::Sender<()>,
 }
@@ -138,10 +151,13 @@ impl WebhookServer {
             Some(path) => AuditLog::open(path).await?,
             None => AuditLog::log_only(),
         };
+        let (lookup, watches) = CachedLookup::new(client.clone(), &config.watch_namespaces);
+        let lookup = Arc::new(lookup);
+        let watches = tokio::spawn(watches);
         let state = AdmissionState {
-            lookup: Arc::new(KubeLookup::new(client.clone())),
+            lookup: lookup.clone(),
             audit_log,
-            events: Some(client.clone()),
+            events: Some(AuditEvents::start(client.clone())),
             enforce: config.enforce.clone(),
             deletes: admission::requests::DeletePolicy::new(
                 config.request_admin_groups.clone(),
@@ -168,6 +184,7 @@ impl WebhookServer {
         };
         // Registers the configurations, now that the server answers them.
         if let Err(e) = reconciler.sync().await {
+            watches.abort();
             let _ = tls.shutdown(Duration::ZERO).await;
             return Err(e);
         }
@@ -176,6 +193,8 @@ impl WebhookServer {
         Ok(Self {
             tls,
             certificate,
+            lookup,
+            watches,
             reconciler,
             stop,
         })
@@ -191,11 +210,20 @@ impl WebhookServer {
         self.certificate.current_leaf_der()
     }
 
-    /// Stops the reconciler, then the server, letting open requests finish for up to `grace`.
+    /// Whether the handlers read requests and templates from memory yet, rather than through
+    /// the apiserver: every watch has listed once.
+    pub fn lookup_cache_ready(&self) -> bool {
+        self.lookup.is_ready()
+    }
+
+    /// Stops the reconciler, then the server, letting open requests finish for up to `grace`,
+    /// then the watches.
     pub async fn shutdown(self, grace: Duration) -> Result<()> {
         let _ = self.stop.send(());
         let _ = self.reconciler.await;
-        self.tls.shutdown(grace).await?;
+        let served = self.tls.shutdown(grace).await;
+        self.watches.abort();
+        served?;
         Ok(())
     }
 }

@@ -2,7 +2,8 @@
 //! the grant (the Ready request) that let the user in, or none.
 //!
 //! Each record goes to the log (target `oz::audit`) and, when configured, to a JSON-lines file;
-//! an Event is published on the pod, and the response carries `auditAnnotations` so the
+//! an Event is published on the pod (in the background, by [`AuditEvents`](super::AuditEvents),
+//! which may drop it under load), and the response carries `auditAnnotations` so the
 //! apiserver's own audit log shows the grant too. The operation is always allowed unless
 //! [`EnforceSettings`] names the namespace and no grant is found.
 
@@ -15,17 +16,13 @@ use std::{
 };
 
 use axum::{Json, extract::State};
-use k8s_openapi::{
-    api::core::v1::{ObjectReference, Pod},
-    jiff::Timestamp,
-};
+use k8s_openapi::{api::core::v1::ObjectReference, jiff::Timestamp};
 use kube::{
-    Api, Client,
     core::{
         DynamicObject,
         admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation},
     },
-    runtime::events::{Event, EventType, Recorder, Reporter},
+    runtime::events::{Event, EventType},
 };
 use oz_api::{GrantTo, RequestPhase};
 use serde::{Deserialize, Serialize};
@@ -279,17 +276,17 @@ pub async fn audit_decision(
         });
     }
     state.audit_log.write(&record).await;
-    if !record.dry_run
-        && let Some(client) = &state.events
-    {
-        // The Event is not worth delaying the operation for.
-        tokio::spawn(publish_event(client.clone(), action, record.clone()));
-    }
     let mut response = match &record.denied_because {
         None => AdmissionResponse::from(request),
         Some(reason) => deny(request, reason.clone()),
     };
     response.audit_annotations = audit_annotations(&record).into_iter().collect();
+    if !record.dry_run
+        && let Some(events) = &state.events
+    {
+        // Queued, not awaited: the Event is not worth delaying the operation for.
+        events.publish(action, record);
+    }
     response
 }
 
@@ -402,7 +399,25 @@ fn operation_name(operation: &Operation) -> &'static str {
 /// namespace whose `status.podName` is the pod, and which `user` created, or whose template
 /// grants to its allowedGroups and `user` is in one of them. The user's own requests win;
 /// ties go to the first by kind and name.
+///
+/// When `lookup` is a cache that finds none, its [`AccessLookup::uncached`] lookup is asked
+/// before concluding there is none: the cache may not have seen a request become Ready yet.
 pub async fn find_grant(
+    lookup: &dyn AccessLookup,
+    namespace: &str,
+    pod: &str,
+    user: &str,
+    groups: &[String],
+) -> Result<Option<Grant>, LookupError> {
+    let grant = grant_in(lookup, namespace, pod, user, groups).await?;
+    match (grant, lookup.uncached()) {
+        (None, Some(live)) => grant_in(live, namespace, pod, user, groups).await,
+        (grant, _) => Ok(grant),
+    }
+}
+
+/// [`find_grant`], with what `lookup` reads.
+async fn grant_in(
     lookup: &dyn AccessLookup,
     namespace: &str,
     pod: &str,
@@ -497,35 +512,5 @@ pub fn audit_event(action: PodAction, record: &AuditRecord) -> Event {
             namespace: Some(record.namespace.clone()),
             ..Default::default()
         }),
-    }
-}
-
-async fn publish_event(client: Client, action: PodAction, record: AuditRecord) {
-    // The uid lets `kubectl describe pod` find the Event; the CONNECT review does not carry it.
-    let uid = Api::<Pod>::namespaced(client.clone(), &record.namespace)
-        .get_opt(&record.pod)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|pod| pod.metadata.uid);
-    let reference = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: Some(record.pod.clone()),
-        namespace: Some(record.namespace.clone()),
-        uid,
-        ..Default::default()
-    };
-    // A Recorder per Event: a shared one folds Events with the same reason and object into one
-    // series while keeping the first note, so a second user's exec would read as the first's.
-    let recorder = Recorder::new(client, Reporter::from(EVENT_REPORTER));
-    if let Err(e) = recorder
-        .publish(&audit_event(action, &record), &reference)
-        .await
-    {
-        warn!(
-            namespace = %record.namespace, pod = %record.pod, error = %e,
-            "could not publish the audit Event"
-        );
     }
 }

@@ -1,5 +1,6 @@
 //! What the handlers read from the cluster, behind [`AccessLookup`] so handler tests can use
-//! an in-memory fake, and [`KubeLookup`], which reads through the apiserver.
+//! an in-memory fake, and [`KubeLookup`], which reads through the apiserver. oz-manager serves
+//! them from memory with [`CachedLookup`](super::CachedLookup).
 
 use futures::future::BoxFuture;
 use kube::{
@@ -92,6 +93,14 @@ pub trait AccessLookup: Send + Sync + 'static {
 
     /// Every ExecAccessRequest and PodAccessRequest in `namespace`.
     fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>>;
+
+    /// For a lookup that answers from a cache, which can lag the apiserver: a lookup that reads
+    /// the apiserver itself. [`find_grant`](super::audit::find_grant) asks it before concluding
+    /// that a user has no grant, so a request that became Ready a moment ago still counts.
+    /// `None` (the default): this lookup is as current as it gets.
+    fn uncached(&self) -> Option<&dyn AccessLookup> {
+        None
+    }
 }
 
 /// [`AccessLookup`] through the apiserver. Needs get/list on the four oz kinds.
@@ -143,43 +152,50 @@ impl AccessLookup for KubeLookup {
             let pod = Api::<PodAccessRequest>::namespaced(self.client.clone(), &namespace)
                 .list(&params)
                 .await?;
-            let exec = exec.items.into_iter().map(|r| {
-                summary(
-                    RequestKind::Exec,
-                    r.name_any(),
-                    r.spec.template_name,
-                    r.spec.requester,
-                    r.status,
-                )
-            });
-            let pod = pod.items.into_iter().map(|r| {
-                summary(
-                    RequestKind::Pod,
-                    r.name_any(),
-                    r.spec.template_name,
-                    r.spec.requester,
-                    r.status,
-                )
-            });
+            let exec = exec.items.iter().map(RequestSummary::of_exec);
+            let pod = pod.items.iter().map(RequestSummary::of_pod);
             Ok(exec.chain(pod).collect())
         })
     }
 }
 
-fn summary(
-    kind: RequestKind,
-    name: String,
-    template: String,
-    requester: Option<Requester>,
-    status: Option<RequestStatus>,
-) -> RequestSummary {
-    let status = status.unwrap_or_default();
-    RequestSummary {
-        kind,
-        name,
-        template,
-        requester,
-        phase: status.phase,
-        pod_name: status.pod_name,
+impl RequestSummary {
+    /// An ExecAccessRequest, reduced.
+    pub fn of_exec(request: &ExecAccessRequest) -> Self {
+        Self::of(
+            RequestKind::Exec,
+            request.name_any(),
+            &request.spec.template_name,
+            request.spec.requester.as_ref(),
+            request.status.as_ref(),
+        )
+    }
+
+    /// A PodAccessRequest, reduced.
+    pub fn of_pod(request: &PodAccessRequest) -> Self {
+        Self::of(
+            RequestKind::Pod,
+            request.name_any(),
+            &request.spec.template_name,
+            request.spec.requester.as_ref(),
+            request.status.as_ref(),
+        )
+    }
+
+    fn of(
+        kind: RequestKind,
+        name: String,
+        template: &str,
+        requester: Option<&Requester>,
+        status: Option<&RequestStatus>,
+    ) -> Self {
+        Self {
+            kind,
+            name,
+            template: template.to_string(),
+            requester: requester.cloned(),
+            phase: status.and_then(|s| s.phase),
+            pod_name: status.and_then(|s| s.pod_name.clone()),
+        }
     }
 }

@@ -4,12 +4,16 @@
 //! - [`requests`]: stamp the requester on create, then validate creates and updates.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
+//! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
+//! - [`events`]: the audit Events, published from a bounded queue.
 //!
 //! A body that is not a v1 AdmissionReview with a request, or is larger than
 //! [`MAX_BODY_BYTES`], gets HTTP 400 with the reason; nothing a client sends makes a handler
 //! panic.
 
 pub mod audit;
+pub mod cache;
+pub mod events;
 pub mod lookup;
 pub mod requests;
 
@@ -29,6 +33,8 @@ use kube::core::{
 use tracing::warn;
 
 pub use audit::{AuditLog, AuditRecord, EnforceSettings, Grant};
+pub use cache::CachedLookup;
+pub use events::AuditEvents;
 pub use lookup::{AccessLookup, KubeLookup, LookupError, RequestKind, RequestSummary};
 
 use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
@@ -47,7 +53,7 @@ pub struct AdmissionState {
     /// Where audit records go.
     pub audit_log: AuditLog,
     /// Publishes the audit Events on pods; `None` publishes none (handler tests).
-    pub events: Option<kube::Client>,
+    pub events: Option<AuditEvents>,
     /// Which execs are denied without a grant; by default none.
     pub enforce: EnforceSettings,
     /// Who may delete requests besides their requester.

@@ -1,0 +1,235 @@
+//! [`AuditEvents`]: the audit Events on pods, published in the background from a bounded
+//! queue, so a burst of execs can neither delay admission nor pile up work in memory.
+//!
+//! The audit record (log line and file) is the record of truth and is always written; the
+//! Event is a convenience for `kubectl describe pod`. When the queue is full the Event is
+//! dropped and counted, with at most one warning per [`DROP_WARNING_INTERVAL`].
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::{
+    Api, Client,
+    runtime::events::{Recorder, Reporter},
+};
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use super::audit::{AuditRecord, EVENT_REPORTER, PodAction, audit_event};
+
+/// How many Events may wait to be published; more are dropped.
+pub const QUEUE_CAPACITY: usize = 1000;
+
+/// How many Events are published at once, each a pod GET and an Event create.
+pub const PUBLISHERS: usize = 4;
+
+/// At most one warning about dropped Events this often.
+pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The queue of audit Events and its publishers. Publishing stops once this (and every clone)
+/// is dropped and the queue is drained.
+#[derive(Clone)]
+pub struct AuditEvents {
+    queue: mpsc::Sender<(PodAction, AuditRecord)>,
+    drops: Arc<Drops>,
+}
+
+impl AuditEvents {
+    /// Publishes with `client`, [`PUBLISHERS`] at once, from a queue of [`QUEUE_CAPACITY`].
+    /// Needs a tokio runtime; the client needs get on pods and create/patch on events.k8s.io
+    /// events.
+    pub fn start(client: Client) -> Self {
+        Self::with_publisher(QUEUE_CAPACITY, PUBLISHERS, move |action, record| {
+            publish_event(client.clone(), action, record)
+        })
+    }
+
+    /// Publishes each queued Event with `publish`, `publishers` at once.
+    fn with_publisher<F, Fut>(capacity: usize, publishers: usize, publish: F) -> Self
+    where
+        F: Fn(PodAction, AuditRecord) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (queue, mut queued) = mpsc::channel(capacity);
+        let events = futures::stream::poll_fn(move |cx| queued.poll_recv(cx));
+        tokio::spawn(
+            events.for_each_concurrent(publishers, move |(action, record)| publish(action, record)),
+        );
+        Self {
+            queue,
+            drops: Arc::new(Drops {
+                capacity,
+                total: AtomicU64::new(0),
+                unreported: AtomicU64::new(0),
+                last_warning: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Queues the Event of `record`; returns `false` if the queue was full and it was dropped.
+    pub fn publish(&self, action: PodAction, record: AuditRecord) -> bool {
+        match self.queue.try_send((action, record)) {
+            Ok(()) => true,
+            Err(_) => {
+                self.drops.record();
+                false
+            }
+        }
+    }
+
+    /// How many Events have been dropped since the start.
+    pub fn dropped(&self) -> u64 {
+        self.drops.total.load(Ordering::Relaxed)
+    }
+}
+
+/// The dropped Events, counted, and warned about now and then.
+struct Drops {
+    capacity: usize,
+    total: AtomicU64,
+    /// Since the last warning.
+    unreported: AtomicU64,
+    last_warning: Mutex<Option<Instant>>,
+}
+
+impl Drops {
+    fn record(&self) {
+        let total = self.total.fetch_add(1, Ordering::Relaxed) + 1;
+        self.unreported.fetch_add(1, Ordering::Relaxed);
+        // Whoever holds the lock is about to warn, or has just decided not to.
+        let Ok(mut last) = self.last_warning.try_lock() else {
+            return;
+        };
+        if last.is_some_and(|at| at.elapsed() < DROP_WARNING_INTERVAL) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let dropped = self.unreported.swap(0, Ordering::Relaxed);
+        warn!(
+            dropped,
+            total,
+            capacity = self.capacity,
+            "the audit Event queue is full: Events dropped (their audit records were written)"
+        );
+    }
+}
+
+async fn publish_event(client: Client, action: PodAction, record: AuditRecord) {
+    // The uid lets `kubectl describe pod` find the Event; the CONNECT review does not carry it.
+    let uid = Api::<Pod>::namespaced(client.clone(), &record.namespace)
+        .get_opt(&record.pod)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|pod| pod.metadata.uid);
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(record.pod.clone()),
+        namespace: Some(record.namespace.clone()),
+        uid,
+        ..Default::default()
+    };
+    // A Recorder per Event: a shared one folds Events with the same reason and object into one
+    // series while keeping the first note, so a second user's exec would read as the first's.
+    let recorder = Recorder::new(client, Reporter::from(EVENT_REPORTER));
+    if let Err(e) = recorder
+        .publish(&audit_event(action, &record), &reference)
+        .await
+    {
+        warn!(
+            namespace = %record.namespace, pod = %record.pod, error = %e,
+            "could not publish the audit Event"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::{Notify, Semaphore};
+
+    use super::*;
+    use crate::admission::audit::AuditRecord;
+
+    fn record(pod: &str) -> AuditRecord {
+        serde_json::from_value(serde_json::json!({
+            "time": "2026-11-21T00:00:00Z", "event": "PodExec", "requestUid": "r", "user": "alice",
+            "groups": [], "namespace": "team-a", "pod": pod, "operation": "CONNECT",
+            "subresource": "exec", "container": null, "command": [], "tty": false,
+            "stdin": false, "grant": null, "dryRun": false, "allowed": true,
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_while_the_publishers_are_busy() {
+        let gate = Arc::new(Semaphore::new(0));
+        let published = Arc::new(AtomicU64::new(0));
+        let started = Arc::new(Notify::new());
+        let events = {
+            let (gate, published, started) = (gate.clone(), published.clone(), started.clone());
+            AuditEvents::with_publisher(3, 2, move |_, _| {
+                let (gate, published, started) = (gate.clone(), published.clone(), started.clone());
+                async move {
+                    started.notify_one();
+                    gate.acquire().await.unwrap().forget();
+                    published.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        // Two publishers take one Event each and block; three more fill the queue.
+        assert!(events.publish(PodAction::Exec, record("p0")));
+        started.notified().await;
+        assert!(events.publish(PodAction::Exec, record("p1")));
+        started.notified().await;
+        for i in 2..5 {
+            assert!(events.publish(PodAction::Exec, record(&format!("p{i}"))));
+        }
+        assert!(!events.publish(PodAction::Exec, record("p5")));
+        assert!(!events.publish(PodAction::Exec, record("p6")));
+        assert_eq!(events.dropped(), 2);
+
+        // Released, the publishers drain the queue: every queued Event is published once.
+        gate.add_permits(5);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while published.load(Ordering::SeqCst) < 5 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        assert!(events.publish(PodAction::Exec, record("p7")));
+        assert_eq!(events.dropped(), 2);
+    }
+
+    #[test]
+    fn drops_warn_at_most_once_per_interval() {
+        let drops = Drops {
+            capacity: 1,
+            total: AtomicU64::new(0),
+            unreported: AtomicU64::new(0),
+            last_warning: Mutex::new(None),
+        };
+        drops.record();
+        // The first drop warned and reset the unreported count; the next ones wait.
+        assert_eq!(drops.unreported.load(Ordering::SeqCst), 0);
+        drops.record();
+        drops.record();
+        assert_eq!(drops.unreported.load(Ordering::SeqCst), 2);
+        assert_eq!(drops.total.load(Ordering::SeqCst), 3);
+        // Once the interval has passed, the next drop reports all of them.
+        *drops.last_warning.lock().unwrap() = Instant::now().checked_sub(DROP_WARNING_INTERVAL);
+        drops.record();
+        assert_eq!(drops.unreported.load(Ordering::SeqCst), 0);
+        assert_eq!(drops.total.load(Ordering::SeqCst), 4);
+    }
+}
