@@ -153,7 +153,9 @@ async fn fire<B: AccessBuilder>(
     tokio::time::sleep(time::until(Timestamp::now(), at)).await;
     let mut backoff = Duration::from_millis(100);
     loop {
-        match builder.revoke(&ctx, &grant).await {
+        // Boxed: the sleeping task is then a few hundred bytes, not the size of the API calls'
+        // futures, and there is one task per grant in force.
+        match Box::pin(builder.revoke(&ctx, &grant)).await {
             Ok(existed) => {
                 if existed {
                     let lag = time::seconds_past(Timestamp::now(), at).max(0.0);

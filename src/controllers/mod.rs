@@ -13,9 +13,9 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::DynamicObject,
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::{self, Action},
-        reflector::{ObjectRef, Store},
+        reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
@@ -197,8 +197,15 @@ async fn request_controller<B: AccessBuilder>(
 ) {
     let client = ctx.client.clone();
     let owned = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
-    let controller = Controller::new(scope.api::<B::Request>(&client), watcher::Config::default());
-    let store = controller.store();
+    // The requests are cached without their managedFields: parsed, those are most of a
+    // request's memory (a tree of every field each manager set), and oz never reads them.
+    // oz-bench measured ~30 KB per grant with them.
+    let (store, writer) = reflector::store();
+    let requests = watcher::watcher(scope.api::<B::Request>(&client), watcher::Config::default())
+        .modify(strip_for_cache)
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream(requests, store.clone());
     let mut controller = controller
         .owns(scope.api::<Role>(&client), owned.clone())
         .owns(scope.api::<RoleBinding>(&client), owned.clone())
@@ -231,6 +238,15 @@ async fn request_controller<B: AccessBuilder>(
         &kind,
     );
     futures::future::join(run, reconciler.timers.arm_from_cache(store)).await;
+}
+
+/// Drops what oz never reads from a cached request: managedFields, and the copy of the whole
+/// object that `kubectl apply` keeps in an annotation.
+fn strip_for_cache<R: Resource>(request: &mut R) {
+    request.meta_mut().managed_fields = None;
+    if let Some(annotations) = request.meta_mut().annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
 }
 
 /// Maps a changed template to the requests that name it.
