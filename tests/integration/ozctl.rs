@@ -14,7 +14,7 @@ use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, PostParams},
 };
-use oz_api::{ExecAccessRequest, PodAccessRequest, RequestPhase};
+use oz_api::{ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, RequestPhase};
 use oz_testenv::{
     pods,
     workloads::{self, Workload, WorkloadSpec},
@@ -89,7 +89,22 @@ impl Fixture {
             operator,
         };
         fixture.wait_until_admission_is_live().await;
+        fixture.wait_until_the_template_is_ready().await;
         fixture
+    }
+
+    /// Waits until oz has checked the template (its READY column reads `yes`).
+    async fn wait_until_the_template_is_ready(&self) {
+        let templates: Api<ExecAccessTemplate> = Api::namespaced(self.admin.clone(), &self.ns);
+        let log = self.operator.log.display().to_string();
+        eventually(WAIT, &format!("web-exec to be ready (log: {log})"), || {
+            let templates = templates.clone();
+            async move {
+                let template = templates.get_opt("web-exec").await.ok().flatten()?;
+                template.status.filter(|s| s.ready).map(|_| ())
+            }
+        })
+        .await;
     }
 
     /// Waits until oz registered its webhooks and the apiserver calls them: a dry-run create
