@@ -51,6 +51,23 @@ done
 
 kubectl create namespace demo >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/workload.yaml" >/dev/null
+# The pods the ReplicaSet would make, controlled by it.
+rs_uid=$(kubectl get replicaset web-7c5d8b6f9d -n demo -o jsonpath='{.metadata.uid}')
+for i in 0 1; do
+  kubectl create -n demo -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-$i
+  labels: {app: web, pod-template-hash: 7c5d8b6f9d}
+  ownerReferences:
+    - {apiVersion: apps/v1, kind: ReplicaSet, name: web-7c5d8b6f9d, uid: "$rs_uid", controller: true, blockOwnerDeletion: true}
+spec:
+  containers:
+    - name: app
+      image: nginx:stable
+YAML
+done
 # No kubelet runs: report the demo pods Running and Ready, as a kubelet would.
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 for i in 0 1; do
