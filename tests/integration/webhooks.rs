@@ -640,14 +640,7 @@ async fn requests_are_stamped_checked_and_immutable() {
 
 #[tokio::test]
 async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
-    let audit_path = std::env::temp_dir().join(format!(
-        "oz-webhooks-audit-{}-{}.jsonl",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
+    let audit_path = audit_log_path("audit");
     let mut fixture = Fixture::new("whaudit", Some(audit_path.clone())).await;
     let ns = fixture.ns.clone();
     create_ready_pod(
@@ -667,24 +660,9 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
         .create(&PostParams::default(), &request("alices", "web", "alice"))
         .await
         .unwrap();
-    Api::<ExecAccessRequest>::namespaced(fixture.admin.clone(), &ns)
-        .patch_status(
-            "alices",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"status": {"phase": "Ready", "podName": "target", "ready": true}}),
-            ),
-        )
-        .await
-        .unwrap();
+    make_alices_request_ready(&fixture.admin, &ns).await;
 
-    let read_records = || {
-        std::fs::read_to_string(&audit_path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .collect::<Vec<_>>()
-    };
+    let read_records = || audit_records(&audit_path);
     // The audit webhook's registration takes a moment to reach the apiserver.
     let status = eventually(WAIT, "alice's exec to be audited", || {
         let (alice, ns) = (alice.clone(), ns.clone());
@@ -764,14 +742,7 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
 
 #[tokio::test]
 async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_cache_in_use() {
-    let audit_path = std::env::temp_dir().join(format!(
-        "oz-webhooks-cache-{}-{}.jsonl",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
+    let audit_path = audit_log_path("cache");
     // Scoped to the test namespace, as with --watch-namespaces (the other tests watch all).
     let mut fixture = Fixture::prepare("whcache", Some(audit_path.clone())).await;
     fixture.config.watch_namespaces = vec![fixture.ns.clone()];
@@ -798,13 +769,7 @@ async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_ca
         .await
         .unwrap();
 
-    let read_records = || {
-        std::fs::read_to_string(&audit_path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .collect::<Vec<_>>()
-    };
+    let read_records = || audit_records(&audit_path);
     // Before the request is Ready: recorded without a grant (once the apiserver calls the
     // audit webhook, which takes a moment after registration).
     eventually(WAIT, "alice's first exec to be audited", || {
@@ -819,16 +784,7 @@ async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_ca
 
     // Ready, the way the controller makes it, and the exec straight after: the cache may not
     // have seen the change yet, the record names the grant all the same.
-    Api::<ExecAccessRequest>::namespaced(fixture.admin.clone(), &ns)
-        .patch_status(
-            "alices",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"status": {"phase": "Ready", "podName": "target", "ready": true}}),
-            ),
-        )
-        .await
-        .unwrap();
+    make_alices_request_ready(&fixture.admin, &ns).await;
     let status = exec(&alice, &ns, "target", &["cat", "/etc/hostname"]).await;
     assert_eq!(status.code, 400, "{status:?}");
     let records = read_records();
@@ -841,6 +797,41 @@ async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_ca
 
     fixture.cleanup().await;
     let _ = std::fs::remove_file(&audit_path);
+}
+
+/// A fresh audit log file for one test.
+fn audit_log_path(test: &str) -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    std::env::temp_dir().join(format!(
+        "oz-webhooks-{test}-{}-{nanos}.jsonl",
+        std::process::id()
+    ))
+}
+
+/// The records written to the audit log so far.
+fn audit_records(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect()
+}
+
+/// Marks alice's request `alices` Ready for pod `target`, the way the controller would.
+async fn make_alices_request_ready(admin: &Client, ns: &str) {
+    Api::<ExecAccessRequest>::namespaced(admin.clone(), ns)
+        .patch_status(
+            "alices",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Ready", "podName": "target", "ready": true}}),
+            ),
+        )
+        .await
+        .unwrap();
 }
 
 /// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's refusal (no
