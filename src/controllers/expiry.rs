@@ -5,9 +5,9 @@
 //! queue is shared: when oz starts with thousands of grants, each is reconciled once, and a
 //! grant expiring a few seconds in would wait behind all of them (measured: ~55 s late with
 //! 10,000 grants). Revocation is what must be exact, so it does not queue: a timer fires on
-//! its own task and deletes the grant's resources. The timers are armed from the watch cache as
-//! soon as it is filled, before the first reconcile, and by every reconcile that decides an
-//! expiry.
+//! its own task, deletes the grant's resources and marks the request Expired. The timers are
+//! armed from the watch cache as soon as it is filled, before the first reconcile, and by every
+//! reconcile that decides an expiry.
 //!
 //! A timer only ever takes access away, so it may be early but never late: arming a grant again
 //! with a later time is ignored (a grant's `expiresAt` is fixed when it is made; a later value can
@@ -24,6 +24,7 @@ use kube::{Resource, runtime::reflector::Store};
 use oz_api::RequestPhase;
 use tokio::task::AbortHandle;
 
+use super::request;
 use crate::{
     Context,
     builders::{AccessBuilder, GrantIdentity, grant_identity},
@@ -142,7 +143,8 @@ fn timers_gauge<B: AccessBuilder>(ctx: &Context) -> prometheus_client::metrics::
         .clone()
 }
 
-/// Sleeps until `at`, then revokes `grant`, retrying until the apiserver answers.
+/// Sleeps until `at`, then revokes `grant`, retrying until the apiserver answers, and marks its
+/// request Expired.
 async fn fire<B: AccessBuilder>(
     ctx: Context,
     builder: B,
@@ -152,29 +154,21 @@ async fn fire<B: AccessBuilder>(
 ) {
     tokio::time::sleep(time::until(Timestamp::now(), at)).await;
     let mut backoff = Duration::from_millis(100);
-    loop {
-        // Boxed: the sleeping task is then a few hundred bytes, not the size of the API calls'
-        // futures, and there is one task per grant in force.
-        match Box::pin(builder.revoke(&ctx, &grant)).await {
-            Ok(existed) => {
-                if existed {
-                    let lag = time::seconds_past(Timestamp::now(), at).max(0.0);
-                    ctx.metrics
-                        .revocation_lag
-                        .get_or_create(&KindLabels {
-                            kind: B::Request::kind(&()).into(),
-                        })
-                        .observe(lag);
-                    tracing::debug!(namespace = %grant.namespace, grant = %grant.name, lag, "grant revoked at expiry");
-                }
-                break;
-            }
-            Err(error) => {
-                tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "revoking an expired grant failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
-        }
+    // Boxed: the sleeping task is then a few hundred bytes, not the size of the API calls'
+    // futures, and there is one task per grant in force.
+    while let Err(error) = Box::pin(request::revoke_at_expiry(&ctx, builder, &grant, at)).await {
+        tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "revoking an expired grant failed; retrying");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+    tracing::debug!(namespace = %grant.namespace, grant = %grant.name, "grant revoked at expiry");
+    // Access is gone; the status follows. If this fails the reconcile at expiry writes it.
+    if let Err(error) = Box::pin(request::record_expiry_by_timer::<B::Request>(
+        &ctx, &grant, at,
+    ))
+    .await
+    {
+        tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "could not mark an expired request Expired; its reconcile will");
     }
     // Done: forget this timer, unless it has been replaced by another one meanwhile.
     if let Some(armed) = armed.upgrade() {

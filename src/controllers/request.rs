@@ -289,20 +289,41 @@ async fn expire<B: AccessBuilder>(
     this: &RequestReconciler<B>,
     request: &Request<B>,
     grant: &GrantIdentity,
-    mut pass: Pass,
+    pass: Pass,
     expires_at: Timestamp,
 ) -> Result<Action> {
-    let ctx = &this.ctx;
-    let existed = this.builder.revoke(ctx, grant).await?;
-    let revoked_at = Timestamp::now();
-    if existed {
+    revoke_at_expiry(&this.ctx, this.builder, grant, expires_at).await?;
+    record_expiry(&this.ctx, request, pass, expires_at).await?;
+    after_expiry(&this.ctx, request, expires_at).await
+}
+
+/// Deletes a grant's resources at its expiry, and records how late that was if anything was
+/// left to delete.
+pub(super) async fn revoke_at_expiry<B: AccessBuilder>(
+    ctx: &Context,
+    builder: B,
+    grant: &GrantIdentity,
+    expires_at: Timestamp,
+) -> Result<()> {
+    if builder.revoke(ctx, grant).await? {
+        let lag = time::seconds_past(Timestamp::now(), expires_at).max(0.0);
         ctx.metrics
             .revocation_lag
             .get_or_create(&KindLabels {
                 kind: Request::<B>::kind(&()).into(),
             })
-            .observe(time::seconds_past(revoked_at, expires_at).max(0.0));
+            .observe(lag);
     }
+    Ok(())
+}
+
+/// Marks a request whose grant has been revoked Expired, with an Event.
+async fn record_expiry<R: AccessRequest>(
+    ctx: &Context,
+    request: &R,
+    mut pass: Pass,
+    expires_at: Timestamp,
+) -> Result<()> {
     pass.status.expires_at = Some(Time(expires_at));
     pass.observe(Observation::no(
         kind::ACCESS_STILL_VALID,
@@ -317,7 +338,32 @@ async fn expire<B: AccessBuilder>(
         format!("access ended at {expires_at}; its access resources were deleted"),
     ));
     pass.finish(ctx, request, Wake::OnChange).await?;
-    after_expiry(ctx, request, expires_at).await
+    Ok(())
+}
+
+/// Called by a grant's expiry timer once it has revoked the grant: marks the request Expired
+/// now, so that what users read agrees with their access, instead of when the reconcile queue
+/// reaches the request (after a start at scale, tens of seconds later).
+pub(super) async fn record_expiry_by_timer<R: AccessRequest>(
+    ctx: &Context,
+    grant: &GrantIdentity,
+    expires_at: Timestamp,
+) -> Result<()> {
+    let api: Api<R> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+    let Some(request) = api.get_opt(&grant.owner.name).await? else {
+        return Ok(());
+    };
+    // The same request (not one created again under its name), still to be marked.
+    let same = request.uid().as_deref() == Some(grant.owner.uid.as_str());
+    let pass = Pass::new(&request);
+    let settled = matches!(
+        pass.status.phase,
+        Some(RequestPhase::Expired | RequestPhase::Denied)
+    );
+    if !same || settled || request.meta().deletion_timestamp.is_some() || pass.now < expires_at {
+        return Ok(());
+    }
+    record_expiry(ctx, &request, pass, expires_at).await
 }
 
 /// An already-expired request: make sure nothing of it is left, and delete it once its history
