@@ -8,6 +8,7 @@
 
 pub mod access_command;
 mod access_config;
+mod cache;
 mod crds;
 pub mod duration;
 mod exec;
@@ -20,6 +21,7 @@ mod status;
 mod target_ref;
 
 pub use access_config::{AccessConfig, GrantTo};
+pub use cache::{LAST_APPLIED_ANNOTATION, strip_unread_metadata};
 pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,

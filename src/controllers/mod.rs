@@ -202,7 +202,7 @@ async fn request_controller<B: AccessBuilder>(
     // oz-bench measured ~30 KB per grant with them.
     let (store, writer) = reflector::store();
     let requests = watcher::watcher(scope.api::<B::Request>(&client), watcher::Config::default())
-        .modify(strip_for_cache)
+        .modify(|request| oz_api::strip_unread_metadata(request.meta_mut()))
         .reflect(writer)
         .applied_objects();
     let controller = Controller::for_stream(requests, store.clone());
@@ -238,15 +238,6 @@ async fn request_controller<B: AccessBuilder>(
         &kind,
     );
     futures::future::join(run, reconciler.timers.arm_from_cache(store)).await;
-}
-
-/// Drops what oz never reads from a cached request: managedFields, and the copy of the whole
-/// object that `kubectl apply` keeps in an annotation.
-fn strip_for_cache<R: Resource>(request: &mut R) {
-    request.meta_mut().managed_fields = None;
-    if let Some(annotations) = request.meta_mut().annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
 }
 
 /// Maps a changed template to the requests that name it.

@@ -44,9 +44,6 @@ use tracing::warn;
 
 use super::{AccessLookup, KubeLookup, LookupError, RequestKind, RequestSummary};
 
-/// The annotation `kubectl apply` leaves: a full copy of the object as last applied.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
 /// kinds, in every namespace served.
@@ -406,14 +403,9 @@ impl NamespaceIndexer {
     }
 }
 
-/// Drops what no handler reads and can be large: managedFields (often half an object) and the
-/// last-applied annotation (a whole second copy).
+/// Drops the metadata no part of oz reads (`oz_api::strip_unread_metadata`).
 fn strip_metadata<K: ResourceExt>(object: &mut K) {
-    let meta = object.meta_mut();
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
+    oz_api::strip_unread_metadata(object.meta_mut());
 }
 
 /// As [`strip_metadata`], and the status fields grant matching does not read.
@@ -518,7 +510,7 @@ mod tests {
             "name": name,
             "namespace": namespace,
             "uid": format!("uid-{namespace}-{name}"),
-            "annotations": {LAST_APPLIED: "{\"a\":\"whole copy\"}", "team": "payments"},
+            "annotations": {oz_api::LAST_APPLIED_ANNOTATION: "{\"a\":\"whole copy\"}", "team": "payments"},
             "managedFields": [{
                 "manager": "kubectl", "operation": "Apply", "apiVersion": "v1alpha1",
                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}},
@@ -830,7 +822,11 @@ mod tests {
             .get(&ObjectRef::new("web").within(NS))
             .unwrap();
         assert_eq!(template.metadata.managed_fields, None);
-        assert!(!template.annotations().contains_key(LAST_APPLIED));
+        assert!(
+            !template
+                .annotations()
+                .contains_key(oz_api::LAST_APPLIED_ANNOTATION)
+        );
         assert_eq!(template.spec.access_config, group_access_config(&["devs"]));
     }
 
