@@ -34,10 +34,10 @@ use serde_json::json;
 
 use crate::{
     grants::{
-        RevocationClock, SETTLE, WebhookOperator, create_requests, exec, exec_requests,
-        exec_template, grant_name, grant_problems, let_groups_request, may_exec, wait_until_all_in,
+        RevocationClock, SETTLE, WebhookOperator, create_requests, exec_requests, exec_template,
+        grant_name, grant_problems, let_groups_request, wait_until_all_in,
     },
-    support::{Operator, create_manifest, env, eventually, install_crds},
+    support::{Operator, create_manifest, env, eventually, exec, install_crds, may_exec},
 };
 
 /// The strict bound: access ends within this of its expiry, or of oz or the apiserver coming

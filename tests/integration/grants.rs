@@ -12,9 +12,6 @@ use futures::{StreamExt, stream};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-        authorization::v1::{
-            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-        },
         rbac::v1::{Role, RoleBinding},
     },
     jiff::Timestamp,
@@ -331,54 +328,6 @@ impl RevocationClock {
 impl Drop for RevocationClock {
     fn drop(&mut self) {
         self.task.abort();
-    }
-}
-
-/// Whether `user` (a client of theirs) may exec into `pod` in `ns`: both verbs a 1.35 exec needs.
-pub async fn may_exec(user: &Client, ns: &str, pod: &str) -> bool {
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(user.clone());
-    for verb in ["create", "get"] {
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: Some(ns.into()),
-                    verb: Some(verb.into()),
-                    resource: Some("pods".into()),
-                    subresource: Some("exec".into()),
-                    name: Some(pod.into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let allowed = reviews
-            .create(&PostParams::default(), &review)
-            .await
-            .unwrap()
-            .status
-            .unwrap()
-            .allowed;
-        if !allowed {
-            return false;
-        }
-    }
-    true
-}
-
-/// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's answer: no kubelet
-/// runs, so an exec that passes authorization and admission ends with 400 "does not have a host
-/// assigned".
-pub async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {
-    let query: String = command.iter().map(|c| format!("command={c}&")).collect();
-    let request = http::Request::post(format!(
-        "/api/v1/namespaces/{ns}/pods/{pod}/exec?{query}stdout=true&stderr=true"
-    ))
-    .body(Vec::new())
-    .unwrap();
-    match client.request_text(request).await {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("an exec without a kubelet cannot succeed: {other:?}"),
     }
 }
 

@@ -17,9 +17,6 @@ use k8s_openapi::{
             WebhookClientConfig,
         },
         authentication::v1::SelfSubjectReview,
-        authorization::v1::{
-            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-        },
         core::v1::{ConfigMap, Namespace, Pod},
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference},
@@ -36,7 +33,7 @@ use oz_testenv::{
 use oz_webhooks::tls::{SwappableCert, TlsServer};
 use serde_json::{Value, json};
 
-use crate::support::{env, eventually, grant, rule, subject};
+use crate::support::{can, env, eventually, exec, grant, rule, subject};
 
 #[tokio::test]
 async fn each_user_is_authenticated_by_their_own_certificate() {
@@ -67,39 +64,9 @@ async fn rbac_allows_alice_in_devs_and_denies_bob() {
     let admin = env().admin().await.unwrap();
     grant_exec_to_group(&admin, &ns, "devs").await;
 
-    let can_exec = |client: Client| {
-        let ns = ns.clone();
-        async move {
-            let reviews: Api<SelfSubjectAccessReview> = Api::all(client);
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        namespace: Some(ns),
-                        verb: Some("create".into()),
-                        resource: Some("pods".into()),
-                        subresource: Some("exec".into()),
-                        name: Some("any-pod".into()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            let answer = reviews
-                .create(&PostParams::default(), &review)
-                .await
-                .unwrap();
-            answer.status.unwrap().allowed
-        }
-    };
-    assert!(
-        can_exec(env().client_as("alice").await.unwrap()).await,
-        "alice is in devs"
-    );
-    assert!(
-        !can_exec(env().client_as("bob").await.unwrap()).await,
-        "bob is not in devs"
-    );
+    let can_exec = |user| can(user, "create", "pods", Some("exec"), &ns, "any-pod");
+    assert!(can_exec("alice").await, "alice is in devs");
+    assert!(!can_exec("bob").await, "bob is not in devs");
 
     // And the apiserver enforces it: bob cannot even read the pods alice may exec into.
     let bobs_pods: Api<Pod> = Api::namespaced(env().client_as("bob").await.unwrap(), &ns);
@@ -394,21 +361,6 @@ fn config_map(name: &str, owner: Option<OwnerReference>) -> ConfigMap {
             ..Default::default()
         },
         ..Default::default()
-    }
-}
-
-/// POSTs an exec the way kubectl's SPDY fallback does, and returns the apiserver's refusal. No
-/// kubelet runs, so an exec never succeeds: admission denies it, or the pod has no node.
-async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {
-    let query: String = command.iter().map(|c| format!("command={c}&")).collect();
-    let request = http::Request::post(format!(
-        "/api/v1/namespaces/{ns}/pods/{pod}/exec?{query}stdout=true&stderr=true"
-    ))
-    .body(Vec::new())
-    .unwrap();
-    match client.request_text(request).await {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("an exec without a kubelet cannot succeed: {other:?}"),
     }
 }
 

@@ -22,11 +22,12 @@ use serde_json::json;
 use crate::{
     grants::{
         SETTLE, WebhookOperator, exec_request, exec_template, grant_name, grant_problems,
-        let_groups_request, may_exec,
+        let_groups_request,
     },
     install::{apply_install, client_from, delete_cluster_scoped, service_account_kubeconfig},
     support::{
-        Operator, create_manifest, env, eventually, install_crds, role_binding, rule, subject,
+        Operator, create_manifest, env, eventually, install_crds, may_exec, role_binding, rule,
+        subject,
     },
 };
 

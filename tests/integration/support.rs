@@ -198,10 +198,23 @@ pub async fn can(
     namespace: &str,
     name: &str,
 ) -> bool {
+    let client = env().client_as(user).await.unwrap();
+    client_can(&client, verb, resource, subresource, namespace, name).await
+}
+
+/// [`can`], asked with `client`'s credentials.
+pub async fn client_can(
+    client: &Client,
+    verb: &str,
+    resource: &str,
+    subresource: Option<&str>,
+    namespace: &str,
+    name: &str,
+) -> bool {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
     };
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(env().client_as(user).await.unwrap());
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
@@ -227,8 +240,29 @@ pub async fn can(
 
 /// Whether `user` may exec into `pod`: both verbs a 1.35 websocket exec needs.
 pub async fn can_exec(user: &str, namespace: &str, pod: &str) -> bool {
-    can(user, "create", "pods", Some("exec"), namespace, pod).await
-        && can(user, "get", "pods", Some("exec"), namespace, pod).await
+    may_exec(&env().client_as(user).await.unwrap(), namespace, pod).await
+}
+
+/// [`can_exec`], asked with `client`'s credentials.
+pub async fn may_exec(client: &Client, namespace: &str, pod: &str) -> bool {
+    client_can(client, "create", "pods", Some("exec"), namespace, pod).await
+        && client_can(client, "get", "pods", Some("exec"), namespace, pod).await
+}
+
+/// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's answer: no kubelet
+/// runs, so an exec that passes authorization and admission ends with 400 "does not have a host
+/// assigned".
+pub async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {
+    let query: String = command.iter().map(|c| format!("command={c}&")).collect();
+    let request = http::Request::post(format!(
+        "/api/v1/namespaces/{ns}/pods/{pod}/exec?{query}stdout=true&stderr=true"
+    ))
+    .body(Vec::new())
+    .unwrap();
+    match client.request_text(request).await {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("an exec without a kubelet cannot succeed: {other:?}"),
+    }
 }
 
 /// An RBAC rule: `verbs` on `resources` of the API `groups` (`""` is the core group).

@@ -26,7 +26,7 @@ use oz_webhooks::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{create_manifest, env, eventually, grant, install_crds, rule, subject};
+use crate::support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -643,23 +643,8 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
     let audit_path = audit_log_path("audit");
     let mut fixture = Fixture::new("whaudit", Some(audit_path.clone())).await;
     let ns = fixture.ns.clone();
-    create_ready_pod(
-        &fixture.admin,
-        &ns,
-        "target",
-        &ObjectMeta::default(),
-        None,
-        test_pod_spec(),
-    )
-    .await
-    .unwrap();
-
     // alice's own request, made Ready for the pod the way the controller would.
-    let alice = env().client_as("alice").await.unwrap();
-    Api::<ExecAccessRequest>::namespaced(alice.clone(), &ns)
-        .create(&PostParams::default(), &request("alices", "web", "alice"))
-        .await
-        .unwrap();
+    let alice = target_pod_and_alices_request(&fixture.admin, &ns).await;
     make_alices_request_ready(&fixture.admin, &ns).await;
 
     let read_records = || audit_records(&audit_path);
@@ -753,21 +738,7 @@ async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_ca
         async move { ready.then_some(()) }
     })
     .await;
-    create_ready_pod(
-        &fixture.admin,
-        &ns,
-        "target",
-        &ObjectMeta::default(),
-        None,
-        test_pod_spec(),
-    )
-    .await
-    .unwrap();
-    let alice = env().client_as("alice").await.unwrap();
-    Api::<ExecAccessRequest>::namespaced(alice.clone(), &ns)
-        .create(&PostParams::default(), &request("alices", "web", "alice"))
-        .await
-        .unwrap();
+    let alice = target_pod_and_alices_request(&fixture.admin, &ns).await;
 
     let read_records = || audit_records(&audit_path);
     // Before the request is Ready: recorded without a grant (once the apiserver calls the
@@ -820,6 +791,27 @@ fn audit_records(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// A running pod `target`, and alice's request `alices` through template `web` (not Ready
+/// yet); returns alice's client.
+async fn target_pod_and_alices_request(admin: &Client, ns: &str) -> Client {
+    create_ready_pod(
+        admin,
+        ns,
+        "target",
+        &ObjectMeta::default(),
+        None,
+        test_pod_spec(),
+    )
+    .await
+    .unwrap();
+    let alice = env().client_as("alice").await.unwrap();
+    Api::<ExecAccessRequest>::namespaced(alice.clone(), ns)
+        .create(&PostParams::default(), &request("alices", "web", "alice"))
+        .await
+        .unwrap();
+    alice
+}
+
 /// Marks alice's request `alices` Ready for pod `target`, the way the controller would.
 async fn make_alices_request_ready(admin: &Client, ns: &str) {
     Api::<ExecAccessRequest>::namespaced(admin.clone(), ns)
@@ -832,19 +824,4 @@ async fn make_alices_request_ready(admin: &Client, ns: &str) {
         )
         .await
         .unwrap();
-}
-
-/// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's refusal (no
-/// kubelet runs, so an exec never succeeds).
-async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {
-    let query: String = command.iter().map(|c| format!("command={c}&")).collect();
-    let request = http::Request::post(format!(
-        "/api/v1/namespaces/{ns}/pods/{pod}/exec?{query}stdout=true&stderr=true"
-    ))
-    .body(Vec::new())
-    .unwrap();
-    match client.request_text(request).await {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("an exec without a kubelet cannot succeed: {other:?}"),
-    }
 }
