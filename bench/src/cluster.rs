@@ -214,3 +214,30 @@ pub async fn create_request(
         .await?;
     Ok(())
 }
+
+/// Who the apiserver's admission makes the requester of a dry-run create by `client` in
+/// `namespace` that names [`FORGED_REQUESTER`]: alice while oz's mutating webhook is called,
+/// the forged name once it is not. `None` if the create failed.
+pub async fn dry_run_requester(client: &Client, namespace: &str, template: &str) -> Option<String> {
+    let mut probe = RequestSpec {
+        name: "probe".into(),
+        template,
+        duration: None,
+        target_pod: None,
+        phase: "probe",
+    }
+    .object();
+    probe.spec.requester.as_mut()?.username = FORGED_REQUESTER.into();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let created = Api::<ExecAccessRequest>::namespaced(client.clone(), namespace)
+        .create(&dry_run, &probe)
+        .await
+        .ok()?;
+    Some(created.spec.requester?.username)
+}
+
+/// The requester a dry-run probe claims to be, which oz's webhook overwrites.
+pub const FORGED_REQUESTER: &str = "someone-else";

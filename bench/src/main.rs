@@ -11,8 +11,7 @@ use std::{
 
 use clap::Parser;
 use k8s_openapi::jiff::Timestamp;
-use kube::{Api, Client, api::PostParams};
-use oz_api::ExecAccessRequest;
+use kube::Client;
 use oz_testenv::{ControlPlane, ControlPlaneOptions};
 
 mod access;
@@ -121,25 +120,9 @@ impl Bench {
         const NAMESPACE: &str = "bench-ready";
         cluster::create_namespace(&self.admin, NAMESPACE).await?;
         cluster::template(&self.admin, NAMESPACE, "web").await?;
-        let api: Api<ExecAccessRequest> = Api::namespaced(self.alice.clone(), NAMESPACE);
-        let mut probe = cluster::RequestSpec {
-            name: "probe".into(),
-            template: "web",
-            duration: None,
-            target_pod: None,
-            phase: "probe",
-        }
-        .object();
-        if let Some(requester) = probe.spec.requester.as_mut() {
-            requester.username = "someone-else".into();
-        }
-        let dry_run = PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
         let admitted = poll(Duration::from_secs(60), || async {
-            let created = api.create(&dry_run, &probe).await.ok()?;
-            (created.spec.requester?.username == cluster::REQUESTER).then_some(())
+            let requester = cluster::dry_run_requester(&self.alice, NAMESPACE, "web").await?;
+            (requester == cluster::REQUESTER).then_some(())
         })
         .await;
         self.oz.check_running()?;

@@ -26,7 +26,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 use oz_api::{AccessConfig, ExecAccessRequest, PodAccessRequest, RequestPhase};
 use oz_webhooks::{
@@ -698,25 +698,9 @@ async fn creates_and_execs(
 /// Waits until the apiserver has dropped the mutating webhook: a dry-run create by alice
 /// naming someone else as requester comes back unchanged.
 async fn wait_until_unmutated(alice: &Client) -> Result<()> {
-    let api: Api<ExecAccessRequest> = Api::namespaced(alice.clone(), APISERVER_NAMESPACE);
-    let mut probe = RequestSpec {
-        name: "probe".into(),
-        template: TEMPLATE,
-        duration: None,
-        target_pod: None,
-        phase: "probe",
-    }
-    .object();
-    if let Some(requester) = probe.spec.requester.as_mut() {
-        requester.username = "someone-else".into();
-    }
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
     let unmutated = crate::poll(Duration::from_secs(30), || async {
-        let created = api.create(&dry_run, &probe).await.ok()?;
-        (created.spec.requester?.username == "someone-else").then_some(())
+        let requester = cluster::dry_run_requester(alice, APISERVER_NAMESPACE, TEMPLATE).await?;
+        (requester == cluster::FORGED_REQUESTER).then_some(())
     })
     .await;
     unmutated.ok_or("the apiserver still calls oz's mutating webhook 30s after its removal")?;
