@@ -4,7 +4,7 @@
 //! `oz-api`, the admission webhook server in `oz-webhooks`.
 //!
 //! - [`controllers`]: a template reconciler and a request reconciler, each generic over the
-//!   Exec and Pod kinds ([`kinds`]), reading like Oz's sequence: fetch, verify the template,
+//!   Exec and Pod kinds ([`oz_api::AccessKind`]), reading like Oz's sequence: fetch, verify the template,
 //!   decide the duration, check expiry, build, report readiness.
 //! - [`builders`]: the heavy lifting of a grant: the Role, RoleBinding (and Pod) a request owns.
 #![forbid(unsafe_code)]
@@ -12,11 +12,9 @@
 pub mod apply;
 pub mod builders;
 pub mod cli;
-pub mod conditions;
 pub mod context;
 pub mod controllers;
 pub mod error;
-pub mod kinds;
 pub mod manager;
 pub mod manifests;
 pub mod metrics;

@@ -61,6 +61,21 @@ impl AccessConfig {
     pub fn grant_to(&self) -> GrantTo {
         self.grant_to.unwrap_or_default()
     }
+
+    /// Whether a user in `groups` may ask for access through this template: one of their
+    /// groups is in `allowedGroups`.
+    pub fn admits(&self, groups: &[String]) -> bool {
+        self.admitting_group(groups).is_some()
+    }
+
+    /// The first group of `allowedGroups` that a user in `groups` belongs to, which is why
+    /// they are admitted.
+    pub fn admitting_group(&self, groups: &[String]) -> Option<&str> {
+        self.allowed_groups
+            .iter()
+            .find(|allowed| groups.contains(allowed))
+            .map(String::as_str)
+    }
 }
 
 fn default_duration() -> String {
@@ -73,4 +88,30 @@ fn max_duration() -> String {
 
 fn default_access_command() -> String {
     DEFAULT_ACCESS_COMMAND.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowing(groups: &[&str]) -> AccessConfig {
+        AccessConfig {
+            allowed_groups: groups.iter().map(|g| g.to_string()).collect(),
+            default_duration: default_duration(),
+            max_duration: max_duration(),
+            access_command: default_access_command(),
+            grant_to: None,
+        }
+    }
+
+    #[test]
+    fn one_shared_group_admits_and_is_named() {
+        let me = ["devs".to_string(), "system:authenticated".to_string()];
+        let config = allowing(&["admins", "devs"]);
+        assert!(config.admits(&me));
+        assert_eq!(config.admitting_group(&me), Some("devs"));
+        assert!(!allowing(&["admins"]).admits(&me));
+        assert!(!allowing(&[]).admits(&me));
+        assert!(!config.admits(&[]));
+    }
 }

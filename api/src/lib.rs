@@ -1,5 +1,7 @@
-//! oz's API: the four `crds.wizardofoz.co/v1alpha1` kinds, wire-compatible with Oz, and the pure
-//! logic around them (durations, the duration decision, access-command rendering).
+//! oz's API: the four `crds.wizardofoz.co/v1alpha1` kinds, wire-compatible with Oz, the
+//! vocabulary every part of oz shares about them ([`AccessKind`], [`AccessRequest`],
+//! [`AccessTemplate`], [`AccessConfig::admits`], [`conditions`]), and the pure logic around them
+//! (durations, the duration decision, access-command rendering, pod mutation).
 //!
 //! Every Oz field keeps its JSON name and default, so Oz manifests apply unchanged. oz's
 //! additions are optional fields, schema validation that rejects at apply time what Oz only
@@ -8,10 +10,12 @@
 
 pub mod access_command;
 mod access_config;
-mod cache;
+pub mod conditions;
 mod crds;
 pub mod duration;
 mod exec;
+pub mod kinds;
+mod metadata;
 mod mutation;
 mod pod;
 pub mod pod_mutation;
@@ -21,11 +25,12 @@ mod status;
 mod target_ref;
 
 pub use access_config::{AccessConfig, GrantTo};
-pub use cache::{LAST_APPLIED_ANNOTATION, strip_unread_metadata};
 pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
 };
+pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
+pub use metadata::{LAST_APPLIED_ANNOTATION, strip_unread_metadata};
 pub use mutation::{
     JsonPatchOperation, MAX_JSON_POINTER_LENGTH, MAX_PATCH_OPERATIONS, PatchOp,
     PodTemplateSpecMutationConfig,

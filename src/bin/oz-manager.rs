@@ -6,9 +6,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use futures::FutureExt;
 use oz::{
     Settings,
-    controllers::{AccessKind, Scope},
+    controllers::Scope,
     manager::{self, ManagerConfig, leader::LeaderElection},
 };
+use oz_api::AccessKind;
 use oz_webhooks::{WebhookConfig, WebhookEndpoint};
 
 #[derive(Parser)]

@@ -7,7 +7,9 @@ use std::{collections::BTreeMap, future::Future};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use crate::{Context, Error, kinds::AccessRequest};
+use oz_api::AccessRequest;
+
+use crate::{Context, Error};
 
 pub mod exec;
 pub mod pod;

@@ -10,7 +10,7 @@ use kube::{
 use oz_api::{ExecAccessRequest, PodAccessRequest, RequestPhase, RequestStatus, Requester};
 
 use super::{error::CliError, output::object_json, session::Session};
-use crate::kinds::AccessRequest;
+use oz_api::kinds::AccessRequest;
 
 /// Exec access (into a live pod of a workload) or pod access (a private copy of its pod).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]

@@ -5,7 +5,7 @@ use kube::{Api, ResourceExt, api::ListParams};
 use oz_api::{ExecAccessTemplate, PodAccessTemplate};
 
 use super::{error::CliError, output::object_json, requests::RequestKind, session::Session};
-use crate::kinds::AccessTemplate;
+use oz_api::kinds::AccessTemplate;
 
 /// What ozctl shows of a template of either kind.
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ use super::{
     session::Session,
     timefmt,
 };
-use crate::kinds::AccessRequest;
+use oz_api::kinds::AccessRequest;
 
 /// Whether oz has decided a request in this phase: Ready, Denied, Expired, or Failed (oz
 /// retries a Failed request, but only a fix helps it, not waiting).

@@ -21,14 +21,13 @@ use std::{
 
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, runtime::reflector::Store};
-use oz_api::RequestPhase;
+use oz_api::{AccessRequest, RequestPhase};
 use tokio::task::AbortHandle;
 
 use super::request;
 use crate::{
     Context,
     builders::{AccessBuilder, GrantIdentity, grant_identity},
-    kinds::AccessRequest,
     metrics::KindLabels,
     time,
 };

@@ -19,12 +19,11 @@ use kube::{
         watcher,
     },
 };
-use oz_api::{ControllerKind, RequestPhase};
+use oz_api::{AccessKind, AccessRequest, AccessTemplate, ControllerKind, RequestPhase};
 
 use crate::{
     Context, Error,
     builders::{AccessBuilder, ExecAccessBuilder, MANAGED_BY, PodAccessBuilder},
-    kinds::{AccessRequest, AccessTemplate},
     metrics::{ErrorLabels, KindLabels},
     target::rollout_resource,
 };
@@ -54,13 +53,6 @@ impl Scope {
             Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
         }
     }
-}
-
-/// Which kinds of access to run controllers for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccessKind {
-    Exec,
-    Pod,
 }
 
 /// The controllers for `kinds` in `scope`, as futures that run until `shutdown` resolves.

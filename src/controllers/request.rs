@@ -24,8 +24,11 @@ use kube::{
     },
 };
 use oz_api::{
-    RequestPhase, RequestStatus, access_command::render_access_command, condition_reason as reason,
-    condition_type as kind, duration::decide_access_duration,
+    AccessRequest, AccessTemplate, RequestPhase, RequestStatus,
+    access_command::render_access_command,
+    condition_reason as reason, condition_type as kind,
+    conditions::{self, Observation},
+    duration::decide_access_duration,
 };
 use serde_json::json;
 
@@ -34,8 +37,6 @@ use crate::{
     Context, FIELD_MANAGER, Result,
     apply::apply_status,
     builders::{AccessBuilder, BuildError, GrantIdentity, grant_identity, rbac::subjects_for},
-    conditions::{self, Observation},
-    kinds::{AccessRequest, AccessTemplate},
     metrics::{ControllerLabels, KindLabels},
     time,
 };

@@ -13,17 +13,16 @@ use kube::{
     },
 };
 use oz_api::{
-    TemplateStatus,
+    AccessTemplate, TemplateStatus,
     access_command::validate_access_command,
     condition_reason as reason, condition_type as kind,
+    conditions::{self, Observation},
     duration::{TEMPLATE_DURATIONS_VALID_MESSAGE, validate_template_durations},
 };
 
 use crate::{
     Context, Result,
     apply::apply_status,
-    conditions::{self, Observation},
-    kinds::AccessTemplate,
     metrics::ControllerLabels,
     target::{self, Lookup},
 };

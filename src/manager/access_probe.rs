@@ -11,8 +11,10 @@ use k8s_openapi::api::authorization::v1::{
 use kube::{Api, Client, api::PostParams};
 use prometheus_client::metrics::{family::Family, gauge::Gauge};
 
+use oz_api::AccessKind;
+
 use super::Health;
-use crate::{controllers::AccessKind, metrics::Metrics};
+use crate::metrics::Metrics;
 
 /// How often access is checked.
 const INTERVAL: Duration = Duration::from_secs(5);
@@ -64,10 +66,7 @@ fn set(family: &Family<crate::metrics::NamespaceLabels, Gauge>, namespace: &str,
 async fn check(client: &Client, namespace: &str, kinds: &[AccessKind]) -> Option<String> {
     let mut resources = vec![];
     for kind in kinds {
-        match kind {
-            AccessKind::Exec => resources.extend(["execaccessrequests", "execaccesstemplates"]),
-            AccessKind::Pod => resources.extend(["podaccessrequests", "podaccesstemplates"]),
-        }
+        resources.extend([kind.request_plural(), kind.template_plural()]);
     }
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = vec![];

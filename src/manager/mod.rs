@@ -6,11 +6,12 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use futures::{FutureExt, future::Shared};
 use kube::Client;
+use oz_api::AccessKind;
 use tokio::sync::watch;
 
 use crate::{
     Context, Settings,
-    controllers::{self, AccessKind, Scope},
+    controllers::{self, Scope},
     metrics::Metrics,
 };
 

@@ -1,5 +1,6 @@
-//! The one way oz sets a status condition: Oz's semantics (apimachinery's SetStatusCondition),
-//! so `lastTransitionTime` moves only when the status flips.
+//! The one way oz sets and reads status conditions: setting keeps Oz's semantics
+//! (apimachinery's SetStatusCondition), so `lastTransitionTime` moves only when the status
+//! flips; reading answers "ready?", "does this hold?" and "what is failing?".
 
 use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{Condition, Time},
@@ -74,6 +75,11 @@ pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
         .any(|c| c.type_ == type_ && c.status == "True")
 }
 
+/// The conditions that do not hold, in their order: what a user is told is wrong.
+pub fn failing(conditions: &[Condition]) -> impl Iterator<Item = &Condition> {
+    conditions.iter().filter(|c| c.status != "True")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +146,7 @@ mod tests {
         assert!(is_true(&conditions, "A"));
         assert!(!is_true(&conditions, "B"));
         assert!(!is_true(&conditions, "C"));
+        let failing: Vec<_> = failing(&conditions).map(|c| c.type_.as_str()).collect();
+        assert_eq!(failing, ["B"]);
     }
 }

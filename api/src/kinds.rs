@@ -1,0 +1,268 @@
+//! The vocabulary of oz's two access kinds, declared once and used by the controllers, the
+//! webhooks and the CLI alike: [`AccessKind`] names a kind, [`AccessTemplate`] and
+//! [`AccessRequest`] are what every template and request offers, whatever its kind.
+
+use std::{fmt, str::FromStr};
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::{Resource, core::GroupVersionKind};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::{
+    AccessConfig, CrossVersionObjectReference, ExecAccessRequest, ExecAccessTemplate,
+    PodAccessRequest, PodAccessTemplate, RequestStatus, Requester, TemplateStatus,
+};
+
+/// Exec access (into a live pod of a workload) or pod access (a private copy of its pod): each
+/// is a template kind and a request kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AccessKind {
+    /// ExecAccessTemplate and ExecAccessRequest.
+    Exec,
+    /// PodAccessTemplate and PodAccessRequest.
+    Pod,
+}
+
+impl AccessKind {
+    /// Both kinds, exec first.
+    pub const ALL: [AccessKind; 2] = [AccessKind::Exec, AccessKind::Pod];
+
+    /// `exec` or `pod`: how flags and commands spell it (`--controllers exec`, `ozctl get pod`).
+    pub fn word(self) -> &'static str {
+        match self {
+            AccessKind::Exec => "exec",
+            AccessKind::Pod => "pod",
+        }
+    }
+
+    /// `ExecAccessRequest` or `PodAccessRequest`.
+    pub fn request_kind(self) -> &'static str {
+        match self {
+            AccessKind::Exec => "ExecAccessRequest",
+            AccessKind::Pod => "PodAccessRequest",
+        }
+    }
+
+    /// `ExecAccessTemplate` or `PodAccessTemplate`.
+    pub fn template_kind(self) -> &'static str {
+        match self {
+            AccessKind::Exec => "ExecAccessTemplate",
+            AccessKind::Pod => "PodAccessTemplate",
+        }
+    }
+
+    /// `execaccessrequests` or `podaccessrequests`: the resource, as RBAC rules name it.
+    pub fn request_plural(self) -> &'static str {
+        match self {
+            AccessKind::Exec => "execaccessrequests",
+            AccessKind::Pod => "podaccessrequests",
+        }
+    }
+
+    /// `execaccesstemplates` or `podaccesstemplates`.
+    pub fn template_plural(self) -> &'static str {
+        match self {
+            AccessKind::Exec => "execaccesstemplates",
+            AccessKind::Pod => "podaccesstemplates",
+        }
+    }
+
+    /// The kind of an object whose group/version/kind names one of oz's request kinds.
+    pub fn of_request(gvk: &GroupVersionKind) -> Option<Self> {
+        if gvk.group != crate::GROUP {
+            return None;
+        }
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.request_kind() == gvk.kind)
+    }
+}
+
+impl fmt::Display for AccessKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// A word that is neither `exec` nor `pod`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown access kind {0:?}: want exec or pod")]
+pub struct UnknownAccessKind(pub String);
+
+impl FromStr for AccessKind {
+    type Err = UnknownAccessKind;
+
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.word() == word)
+            .ok_or_else(|| UnknownAccessKind(word.to_string()))
+    }
+}
+
+/// The bounds every oz kind meets, so the reconcilers can watch, read and apply it.
+pub trait OzResource:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + DeserializeOwned
+    + Serialize
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> OzResource for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// ExecAccessTemplate or PodAccessTemplate.
+pub trait AccessTemplate: OzResource {
+    /// Which of the two kinds this is.
+    const KIND: AccessKind;
+    /// Who may ask, for how long, and the access command.
+    fn access_config(&self) -> &AccessConfig;
+    /// The workload controller, if any (a PodAccessTemplate may give a podSpec instead).
+    fn target_ref(&self) -> Option<&CrossVersionObjectReference>;
+    /// The status, if written yet.
+    fn template_status(&self) -> Option<&TemplateStatus>;
+}
+
+/// ExecAccessRequest or PodAccessRequest.
+pub trait AccessRequest: OzResource {
+    /// Which of the two kinds this is.
+    const KIND: AccessKind;
+    /// The template kind this request names.
+    type Template: AccessTemplate;
+    /// `spec.templateName`.
+    fn template_name(&self) -> &str;
+    /// `spec.duration`.
+    fn duration(&self) -> Option<&str>;
+    /// `spec.requester`, as recorded by the admission webhook.
+    fn requester(&self) -> Option<&Requester>;
+    /// The status, if written yet.
+    fn request_status(&self) -> Option<&RequestStatus>;
+}
+
+impl AccessTemplate for ExecAccessTemplate {
+    const KIND: AccessKind = AccessKind::Exec;
+    fn access_config(&self) -> &AccessConfig {
+        &self.spec.access_config
+    }
+    fn target_ref(&self) -> Option<&CrossVersionObjectReference> {
+        Some(&self.spec.controller_target_ref)
+    }
+    fn template_status(&self) -> Option<&TemplateStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl AccessTemplate for PodAccessTemplate {
+    const KIND: AccessKind = AccessKind::Pod;
+    fn access_config(&self) -> &AccessConfig {
+        &self.spec.access_config
+    }
+    fn target_ref(&self) -> Option<&CrossVersionObjectReference> {
+        self.spec.controller_target_ref.as_ref()
+    }
+    fn template_status(&self) -> Option<&TemplateStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl AccessRequest for ExecAccessRequest {
+    const KIND: AccessKind = AccessKind::Exec;
+    type Template = ExecAccessTemplate;
+    fn template_name(&self) -> &str {
+        &self.spec.template_name
+    }
+    fn duration(&self) -> Option<&str> {
+        self.spec.duration.as_deref()
+    }
+    fn requester(&self) -> Option<&Requester> {
+        self.spec.requester.as_ref()
+    }
+    fn request_status(&self) -> Option<&RequestStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl AccessRequest for PodAccessRequest {
+    const KIND: AccessKind = AccessKind::Pod;
+    type Template = PodAccessTemplate;
+    fn template_name(&self) -> &str {
+        &self.spec.template_name
+    }
+    fn duration(&self) -> Option<&str> {
+        self.spec.duration.as_deref()
+    }
+    fn requester(&self) -> Option<&Requester> {
+        self.spec.requester.as_ref()
+    }
+    fn request_status(&self) -> Option<&RequestStatus> {
+        self.status.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_has_its_names_and_reads_back_from_its_word() {
+        for kind in AccessKind::ALL {
+            assert_eq!(kind.word().parse::<AccessKind>(), Ok(kind));
+            assert!(kind.request_kind().ends_with("AccessRequest"));
+            assert!(kind.template_kind().ends_with("AccessTemplate"));
+            assert_eq!(
+                kind.request_plural(),
+                kind.request_kind().to_lowercase() + "s"
+            );
+            assert_eq!(
+                kind.template_plural(),
+                kind.template_kind().to_lowercase() + "s"
+            );
+        }
+        assert_eq!(AccessKind::Pod.request_kind(), "PodAccessRequest");
+        assert_eq!(
+            "debug".parse::<AccessKind>().unwrap_err().to_string(),
+            "unknown access kind \"debug\": want exec or pod"
+        );
+    }
+
+    #[test]
+    fn only_our_group_and_request_kinds_are_recognised() {
+        let gvk = |group: &str, kind: &str| GroupVersionKind::gvk(group, crate::VERSION, kind);
+        assert_eq!(
+            AccessKind::of_request(&gvk(crate::GROUP, "ExecAccessRequest")),
+            Some(AccessKind::Exec)
+        );
+        assert_eq!(
+            AccessKind::of_request(&gvk(crate::GROUP, "PodAccessRequest")),
+            Some(AccessKind::Pod)
+        );
+        assert_eq!(
+            AccessKind::of_request(&gvk(crate::GROUP, "PodAccessTemplate")),
+            None
+        );
+        assert_eq!(
+            AccessKind::of_request(&gvk("example.com", "ExecAccessRequest")),
+            None
+        );
+    }
+
+    #[test]
+    fn the_traits_know_their_kind() {
+        assert_eq!(<ExecAccessRequest as AccessRequest>::KIND, AccessKind::Exec);
+        assert_eq!(<PodAccessTemplate as AccessTemplate>::KIND, AccessKind::Pod);
+    }
+}
