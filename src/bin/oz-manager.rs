@@ -40,19 +40,19 @@ enum Command {
 #[derive(Args)]
 struct ManifestsArgs {
     /// The operator's namespace.
-    #[arg(long, default_value = oz::manifests::DEFAULT_NAMESPACE)]
+    #[arg(long, default_value = oz::install::DEFAULT_NAMESPACE)]
     namespace: String,
     /// The namespaces oz works in (each gets a Role); empty means all (a ClusterRole).
     #[arg(long, value_delimiter = ',')]
     watch_namespaces: Vec<String>,
     /// The parts to run and grant permissions for.
-    #[arg(long, value_delimiter = ',', default_values = ["exec", "pod", "webhooks"])]
-    controllers: Vec<oz::manifests::Controller>,
+    #[arg(long, value_delimiter = ',', default_values = ["exec", "pod", "webhooks"], value_parser = <oz::install::Component as std::str::FromStr>::from_str)]
+    controllers: Vec<oz::install::Component>,
     /// The oz-manager image.
-    #[arg(long, default_value = oz::manifests::DEFAULT_IMAGE)]
+    #[arg(long, default_value = oz::install::DEFAULT_IMAGE)]
     image: String,
     /// Base name of everything installed, so several installs can share a cluster.
-    #[arg(long, default_value = oz::manifests::DEFAULT_NAME)]
+    #[arg(long, default_value = oz::install::DEFAULT_NAME)]
     name: String,
     /// Replicas of the Deployment; more than one run as leader and hot standbys.
     #[arg(long, default_value_t = 1)]
@@ -216,7 +216,7 @@ fn main() -> ExitCode {
             Err(e) => fail(&format!("could not render the CRDs: {e}")),
         },
         Some(Command::Manifests(args)) => {
-            let options = oz::manifests::InstallOptions {
+            let options = oz::install::InstallOptions {
                 namespace: args.namespace,
                 watch_namespaces: args
                     .watch_namespaces
@@ -229,7 +229,7 @@ fn main() -> ExitCode {
                 replicas: args.replicas,
                 crds: !args.no_crds,
             };
-            match oz::manifests::install_yaml(&options) {
+            match oz::install::install_yaml(&options) {
                 Ok(yaml) => {
                     print!("{yaml}");
                     ExitCode::SUCCESS

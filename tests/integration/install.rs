@@ -1,4 +1,4 @@
-//! The generated install (`oz::manifests`) against the real control plane: it applies cleanly by
+//! The generated install (`oz::install`) against the real control plane: it applies cleanly by
 //! server-side apply, and an oz-manager running as the install's ServiceAccount, with nothing
 //! but the install's RBAC, grants exec. That is the proof the least-privilege RBAC is enough.
 //!
@@ -18,7 +18,7 @@ use kube::{
     api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
-use oz::manifests::{Controller, InstallOptions, install_yaml};
+use oz::install::{Component, InstallOptions, install_yaml};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
@@ -45,7 +45,7 @@ async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
     let options = InstallOptions {
         namespace: operator_ns.clone(),
         watch_namespaces: vec![ns.clone()],
-        controllers: vec![Controller::Exec, Controller::Pod],
+        controllers: vec![Component::Exec, Component::Pod],
         crds: false,
         ..InstallOptions::default()
     };

@@ -14,7 +14,7 @@ use kube::{
     Api, Client,
     api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
-use oz::manifests::{Controller, InstallOptions, install_yaml};
+use oz::install::{Component, InstallOptions, install_yaml};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::json;
@@ -448,7 +448,7 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
     let options = InstallOptions {
         namespace: operator_ns.clone(),
         watch_namespaces: vec![ns.clone()],
-        controllers: vec![Controller::Exec],
+        controllers: vec![Component::Exec],
         name: operator_ns.clone(),
         crds: false,
         ..InstallOptions::default()

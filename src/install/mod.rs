@@ -1,0 +1,135 @@
+//! A complete install of oz as Kubernetes objects, and as the multi-document YAML that
+//! `oz-manager manifests` prints and `config/default/install.yaml` commits.
+//!
+//! Everything here is pure: [`install_objects`] builds the objects from [`InstallOptions`],
+//! [`install_yaml`] renders them. The RBAC is least privilege and every rule carries its reason,
+//! rendered as a comment above the Role or ClusterRole that holds it (`docs/rbac.md` explains
+//! the design). In short:
+//!
+//! - **Watched namespaces** get a Role and RoleBinding each when `watch_namespaces` is set, so a
+//!   cluster admin grants exactly those; with no `watch_namespaces` the same rules are one
+//!   ClusterRole bound cluster-wide.
+//! - **The operator's namespace** gets a Role for oz's own state: its leader-election Lease and
+//!   the webhook certificate Secrets, by name wherever RBAC allows names.
+//! - **Cluster-scoped** needs (only oz's own webhook configurations, by name) are a small
+//!   ClusterRole, present only with the webhooks.
+//! - **No escalation.** oz creates Roles granting exec into one pod. RBAC lets a subject create
+//!   or bind a Role only with permissions it holds itself, unless it has the `escalate` or
+//!   `bind` verb. oz has neither: it holds exactly what templates can grant (taken from the
+//!   builders' [`EXEC_PERMISSIONS`] and [`POD_PERMISSIONS`]), so it can never mint more.
+//!
+//! Where each part lives: [`options`] (what to install, and the parts of oz-manager), [`rbac`]
+//! (the rules and the Roles holding them), [`workload`] (Services, Deployment, webhook
+//! configurations) and [`yaml`] (the rendering).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{DynamicObject, ObjectMeta};
+
+pub mod options;
+pub mod rbac;
+pub mod workload;
+pub mod yaml;
+
+pub use options::{
+    Component, DEFAULT_IMAGE, DEFAULT_NAME, DEFAULT_NAMESPACE, HEALTH_PORT, InstallOptions,
+    METRICS_PORT, RUN_AS, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
+};
+pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
+pub use workload::{manager_args, watched_namespaces_selector, webhook_registration};
+pub use yaml::install_yaml;
+
+use yaml::ErasedObject;
+
+/// What can go wrong building an install.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The options describe no valid install.
+    #[error("invalid install options: {0}")]
+    Invalid(String),
+    /// An object could not be turned into YAML.
+    #[error("could not render the install as YAML: {0}")]
+    Yaml(#[from] serde_saphyr::ser::Error),
+    /// An object could not be turned into JSON (it never can fail for these types).
+    #[error("could not serialise a {kind}: {source}")]
+    Json {
+        kind: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// One object of the install and the comment rendered above it: what it is for and, for RBAC,
+/// why each rule exists.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    /// Comment lines, without the `# `.
+    pub comment: Vec<String>,
+    /// The object, with `apiVersion` and `kind`.
+    pub object: DynamicObject,
+}
+
+impl Manifest {
+    /// `object` under `comment`.
+    fn new(comment: Vec<String>, object: &dyn ErasedObject) -> Result<Self, ManifestError> {
+        Ok(Manifest {
+            comment,
+            object: object.to_dynamic()?,
+        })
+    }
+}
+
+/// Every object of the install, in the order to apply them: the Namespace, the CRDs (if
+/// wanted), the ServiceAccount, RBAC, Services, the Deployment, and the webhook configurations
+/// (if the webhooks run).
+pub fn install_objects(options: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
+    options.validate()?;
+    let o = options;
+    let mut out = vec![Manifest::new(
+        vec!["The operator's namespace.".into()],
+        &Namespace {
+            metadata: meta(o, &o.namespace, None),
+            ..Default::default()
+        },
+    )?];
+    if o.crds {
+        for crd in oz_api::all_crds() {
+            out.push(Manifest::new(vec![], &crd)?);
+        }
+    }
+    out.push(Manifest::new(
+        vec!["The identity oz-manager runs as; the RBAC below is all it may do.".into()],
+        &ServiceAccount {
+            metadata: meta(o, &o.manager_name(), Some(&o.namespace)),
+            ..Default::default()
+        },
+    )?);
+    out.extend(rbac::manifests(o)?);
+    out.extend(workload::manifests(o)?);
+    Ok(out)
+}
+
+/// The labels of every object oz installs.
+fn labels(options: &InstallOptions) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "oz".to_string()),
+        (
+            "app.kubernetes.io/instance".to_string(),
+            options.name.clone(),
+        ),
+    ])
+}
+
+/// An object's metadata: its name, its namespace (none when cluster-scoped) and the install's labels.
+fn meta(options: &InstallOptions, name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: namespace.map(Into::into),
+        labels: Some(labels(options)),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,314 @@
+//! What to install ([`InstallOptions`]), the parts of oz-manager ([`Component`], named by
+//! `--controllers` both when installing and when running), and the names derived from them.
+
+use std::{fmt, str::FromStr};
+
+use oz_api::AccessKind;
+use oz_webhooks::{Registration, WebhookEndpoint};
+
+use super::{ManifestError, workload::webhook_registration};
+
+/// The image of the default install: a placeholder until oz publishes images. Build your own
+/// with the `Dockerfile` and pass `--image`.
+pub const DEFAULT_IMAGE: &str = "ghcr.io/oz-rs/oz:latest";
+/// The operator's namespace in the default install.
+pub const DEFAULT_NAMESPACE: &str = "oz-system";
+/// The base name of the default install (see [`InstallOptions::name`]).
+pub const DEFAULT_NAME: &str = "oz";
+
+/// Where oz-manager serves Prometheus metrics in the Deployment.
+pub const METRICS_PORT: i32 = 8080;
+/// Where oz-manager serves `/healthz` and `/readyz` in the Deployment.
+pub const HEALTH_PORT: i32 = 8081;
+/// The webhook server's container port.
+pub const WEBHOOK_PORT: i32 = 9443;
+/// The webhook Service's port, which the webhook configurations name.
+pub const WEBHOOK_SERVICE_PORT: u16 = 443;
+/// The non-root user and group the container runs as (distroless `nonroot`).
+pub const RUN_AS: i64 = 65532;
+
+/// One part of oz-manager, as named by `--controllers`: of `oz-manager` (what to run) and of
+/// `oz-manager manifests` (what to install and grant permissions for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Component {
+    /// ExecAccessTemplate and ExecAccessRequest.
+    Exec,
+    /// PodAccessTemplate and PodAccessRequest.
+    Pod,
+    /// The admission webhooks (requester stamping, request validation, exec/attach audit).
+    Webhooks,
+}
+
+impl Component {
+    /// Every part, in flag order.
+    pub const ALL: [Component; 3] = [Component::Exec, Component::Pod, Component::Webhooks];
+
+    /// The name `--controllers` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::Exec => "exec",
+            Component::Pod => "pod",
+            Component::Webhooks => "webhooks",
+        }
+    }
+
+    /// The access kind whose controllers this part is, if it is one (not the webhooks).
+    pub fn access_kind(self) -> Option<AccessKind> {
+        match self {
+            Component::Exec => Some(AccessKind::Exec),
+            Component::Pod => Some(AccessKind::Pod),
+            Component::Webhooks => None,
+        }
+    }
+}
+
+impl From<AccessKind> for Component {
+    fn from(kind: AccessKind) -> Self {
+        match kind {
+            AccessKind::Exec => Component::Exec,
+            AccessKind::Pod => Component::Pod,
+        }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What `oz-manager --controllers` parses with: clap lists the possible values in its help and
+/// errors. Written by hand rather than derived, so the variants' doc comments stay out of
+/// `--help`.
+impl clap::ValueEnum for Component {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
+}
+
+/// What `oz-manager manifests --controllers` parses with (its error names the choices itself).
+impl FromStr for Component {
+    type Err = ManifestError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Component::ALL
+            .into_iter()
+            .find(|c| c.as_str() == text)
+            .ok_or_else(|| {
+                ManifestError::Invalid(format!(
+                    "unknown controller {text:?}: want exec, pod or webhooks"
+                ))
+            })
+    }
+}
+
+/// What to install. [`InstallOptions::default`] is the default install: namespace `oz-system`,
+/// every namespace watched, every controller, the placeholder [`DEFAULT_IMAGE`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstallOptions {
+    /// The operator's namespace: its Deployment, Services, Lease and certificate Secrets.
+    pub namespace: String,
+    /// The namespaces oz works in, each getting a Role; empty means all, with a ClusterRole.
+    /// Watched namespaces must already exist.
+    pub watch_namespaces: Vec<String>,
+    /// The parts of oz-manager to run (and to grant permissions for).
+    pub controllers: Vec<Component>,
+    /// The oz-manager image.
+    pub image: String,
+    /// Base name of everything oz installs: `<name>-manager` (ServiceAccount, Deployment,
+    /// Roles and ClusterRoles), `<name>-webhook` (Service), `<name>-requests` and
+    /// `<name>-audit` (webhook configurations). Installs with different names can share a
+    /// cluster. Default `oz`.
+    pub name: String,
+    /// Replicas of the Deployment; more than one run as leader and hot standbys.
+    pub replicas: i32,
+    /// Whether the four CRDs are included. `config/default` leaves them out, because it
+    /// includes `config/crd`.
+    pub crds: bool,
+}
+
+impl Default for InstallOptions {
+    fn default() -> Self {
+        Self {
+            namespace: DEFAULT_NAMESPACE.into(),
+            watch_namespaces: Vec::new(),
+            controllers: Component::ALL.to_vec(),
+            image: DEFAULT_IMAGE.into(),
+            name: DEFAULT_NAME.into(),
+            replicas: 1,
+            crds: true,
+        }
+    }
+}
+
+impl InstallOptions {
+    /// The options `config/default/install.yaml` is generated with: the defaults, without the
+    /// CRDs (the kustomization takes those from `config/crd`).
+    pub fn committed() -> Self {
+        Self {
+            crds: false,
+            ..Self::default()
+        }
+    }
+
+    /// The `oz-manager manifests` command line that prints this install.
+    pub fn command_line(&self) -> String {
+        let defaults = Self::default();
+        let mut line = String::from("oz-manager manifests");
+        if self.namespace != defaults.namespace {
+            line.push_str(&format!(" --namespace {}", self.namespace));
+        }
+        let watched = self.watched();
+        if !watched.is_empty() {
+            line.push_str(&format!(" --watch-namespaces {}", watched.join(",")));
+        }
+        if self.parts() != defaults.parts() {
+            line.push_str(&format!(" --controllers {}", join(&self.parts())));
+        }
+        if self.image != defaults.image {
+            line.push_str(&format!(" --image {}", self.image));
+        }
+        if self.name != defaults.name {
+            line.push_str(&format!(" --name {}", self.name));
+        }
+        if self.replicas != defaults.replicas {
+            line.push_str(&format!(" --replicas {}", self.replicas));
+        }
+        if !self.crds {
+            line.push_str(" --no-crds");
+        }
+        line
+    }
+
+    /// What oz registers with the apiserver when the webhooks run in this install: the
+    /// configurations named after [`InstallOptions::name`], reached through the webhook
+    /// Service, and (when scoped) limited to the watched namespaces. oz-manager, run with the
+    /// Deployment's flags, registers exactly this (both derive it with [`webhook_registration`]).
+    pub fn webhook_registration(&self) -> Registration {
+        webhook_registration(
+            WebhookEndpoint::Service {
+                namespace: self.namespace.clone(),
+                name: self.webhook_service_name(),
+                port: WEBHOOK_SERVICE_PORT,
+            },
+            &self.name,
+            &self.watched(),
+        )
+    }
+
+    /// The watched namespaces without blanks and repeats, in the order given.
+    pub(crate) fn watched(&self) -> Vec<String> {
+        let mut watched: Vec<String> = Vec::new();
+        for namespace in &self.watch_namespaces {
+            if !namespace.is_empty() && !watched.contains(namespace) {
+                watched.push(namespace.clone());
+            }
+        }
+        watched
+    }
+
+    /// The selected parts without repeats, in flag order.
+    pub(super) fn parts(&self) -> Vec<Component> {
+        Component::ALL
+            .into_iter()
+            .filter(|c| self.controllers.contains(c))
+            .collect()
+    }
+
+    /// Whether `component` is one of the selected parts.
+    pub(crate) fn runs(&self, component: Component) -> bool {
+        self.controllers.contains(&component)
+    }
+
+    /// The access kinds whose controllers run, in flag order.
+    pub(crate) fn access_kinds(&self) -> Vec<AccessKind> {
+        self.parts()
+            .into_iter()
+            .filter_map(Component::access_kind)
+            .collect()
+    }
+
+    pub(super) fn manager_name(&self) -> String {
+        format!("{}-manager", self.name)
+    }
+
+    pub(super) fn webhook_service_name(&self) -> String {
+        format!("{}-webhook", self.name)
+    }
+
+    pub(crate) fn lease_name(&self) -> String {
+        self.manager_name()
+    }
+
+    pub(crate) fn secret_names(&self) -> [String; 2] {
+        [
+            format!("{}-webhook-ca", self.name),
+            format!("{}-webhook-tls", self.name),
+        ]
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ManifestError> {
+        check_dns_label("namespace", &self.namespace)?;
+        for namespace in self.watched() {
+            check_dns_label("watched namespace", &namespace)?;
+        }
+        // `<name>-webhook-tls` is the longest name derived from it, and must stay a label.
+        check_dns_label("name", &self.name)?;
+        if self.name.len() > 63 - "-webhook-tls".len() {
+            return Err(ManifestError::Invalid(format!(
+                "name {:?} is too long: at most {} characters",
+                self.name,
+                63 - "-webhook-tls".len()
+            )));
+        }
+        if self.parts().is_empty() {
+            return Err(ManifestError::Invalid(
+                "no controllers: choose some of exec, pod and webhooks".into(),
+            ));
+        }
+        if self.image.trim().is_empty() || self.image.chars().any(char::is_whitespace) {
+            return Err(ManifestError::Invalid(format!(
+                "image {:?} is not an image reference",
+                self.image
+            )));
+        }
+        if self.replicas < 1 {
+            return Err(ManifestError::Invalid(format!(
+                "replicas must be at least 1, not {}",
+                self.replicas
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The parts as `--controllers` writes them.
+pub(super) fn join(parts: &[Component]) -> String {
+    parts
+        .iter()
+        .map(|c| c.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Refuses `value` unless it is a DNS label, as Namespace and object names must be.
+fn check_dns_label(what: &str, value: &str) -> Result<(), ManifestError> {
+    let valid = !value.is_empty()
+        && value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if valid {
+        Ok(())
+    } else {
+        Err(ManifestError::Invalid(format!(
+            "{what} {value:?} is not a valid name: lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit"
+        )))
+    }
+}

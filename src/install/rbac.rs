@@ -1,0 +1,513 @@
+//! The install's least-privilege RBAC: the rules oz needs in the namespaces it works in, in its
+//! own namespace and cluster-wide, each with its reason, and the Roles and ClusterRoles (with
+//! their bindings) that hold them. `docs/rbac.md` explains the design.
+
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use oz_api::AccessKind;
+
+use super::{
+    Component, InstallOptions, Manifest, ManifestError, meta,
+    yaml::{COMMENT_WIDTH, wrap},
+};
+use crate::builders::{pod::POD_PERMISSIONS, rbac::EXEC_PERMISSIONS};
+
+const CRD_GROUP: &str = oz_api::GROUP;
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// A PolicyRule and why oz needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    /// The rule as it goes into the Role or ClusterRole.
+    pub rule: PolicyRule,
+    /// Why, one reason per part of oz that needs it: who, and for what.
+    pub why: Vec<String>,
+}
+
+/// The RBAC objects of the install, in order: what oz does where it works (a ClusterRole, or a
+/// Role per watched namespace), its own state in its namespace, and (with the webhooks) its
+/// webhook configurations; each bound to oz's ServiceAccount.
+pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
+    let mut out = Vec::new();
+    let watched = o.watched();
+    let rules = watched_namespace_rules(o);
+    if watched.is_empty() {
+        let mut comment = vec![
+            "What oz does in the namespaces it works in: all of them (no --watch-namespaces)."
+                .into(),
+        ];
+        comment.extend(no_escalation_note());
+        comment.extend(rule_comments(&rules));
+        out.extend(bound_role(
+            o,
+            &o.manager_name(),
+            None,
+            comment,
+            &rules,
+            "Grants it in every namespace.".into(),
+        )?);
+    } else {
+        for namespace in &watched {
+            let mut comment = vec![format!(
+                "What oz does in watched namespace {namespace}; a Role per watched namespace, so oz gets nothing elsewhere."
+            )];
+            comment.extend(no_escalation_note());
+            comment.extend(rule_comments(&rules));
+            out.extend(bound_role(
+                o,
+                &o.manager_name(),
+                Some(namespace),
+                comment,
+                &rules,
+                format!("Grants it in {namespace}."),
+            )?);
+        }
+    }
+
+    let state = operator_namespace_rules(o);
+    let mut comment = vec![format!(
+        "oz's own state in its namespace {}: the leader-election Lease{}.",
+        o.namespace,
+        if o.runs(Component::Webhooks) {
+            " and the webhook certificate Secrets"
+        } else {
+            ""
+        }
+    )];
+    comment.extend(rule_comments(&state));
+    out.extend(bound_role(
+        o,
+        &format!("{}-state", o.manager_name()),
+        Some(&o.namespace),
+        comment,
+        &state,
+        format!("Grants it in {}.", o.namespace),
+    )?);
+
+    let cluster = cluster_rules(o);
+    if !cluster.is_empty() {
+        let mut comment = vec![
+            "The only cluster-scoped objects oz touches: its own webhook configurations.".into(),
+        ];
+        comment.extend(rule_comments(&cluster));
+        out.extend(bound_role(
+            o,
+            &format!("{}-webhooks", o.manager_name()),
+            None,
+            comment,
+            &cluster,
+            "Grants it (the rules name their objects).".into(),
+        )?);
+    }
+    Ok(out)
+}
+
+/// A Role named `name` in `namespace` (a ClusterRole with no namespace) holding `rules`, and
+/// the binding of the same name that grants it to oz's ServiceAccount there.
+fn bound_role(
+    o: &InstallOptions,
+    name: &str,
+    namespace: Option<&str>,
+    comment: Vec<String>,
+    rules: &[Rule],
+    binding_comment: String,
+) -> Result<[Manifest; 2], ManifestError> {
+    let policy = Some(rules.iter().map(|r| r.rule.clone()).collect());
+    let subjects = Some(vec![service_account(o)]);
+    Ok(match namespace {
+        Some(namespace) => [
+            Manifest::new(
+                comment,
+                &Role {
+                    metadata: meta(o, name, Some(namespace)),
+                    rules: policy,
+                },
+            )?,
+            Manifest::new(
+                vec![binding_comment],
+                &RoleBinding {
+                    metadata: meta(o, name, Some(namespace)),
+                    role_ref: role_ref("Role", name),
+                    subjects,
+                },
+            )?,
+        ],
+        None => [
+            Manifest::new(
+                comment,
+                &ClusterRole {
+                    metadata: meta(o, name, None),
+                    rules: policy,
+                    aggregation_rule: None,
+                },
+            )?,
+            Manifest::new(
+                vec![binding_comment],
+                &ClusterRoleBinding {
+                    metadata: meta(o, name, None),
+                    role_ref: role_ref("ClusterRole", name),
+                    subjects,
+                },
+            )?,
+        ],
+    })
+}
+
+/// What oz needs in each namespace it works in (a Role there, or a ClusterRole bound
+/// cluster-wide when it watches them all).
+pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
+    let mut rules = RuleSet::default();
+    let exec = options.runs(Component::Exec);
+    let pod = options.runs(Component::Pod);
+    let kinds = options.access_kinds();
+    let templates: Vec<&str> = kinds.iter().map(|k| k.template_plural()).collect();
+    let requests: Vec<&str> = kinds.iter().map(|k| k.request_plural()).collect();
+    let sub = |resources: &[&str], subresource: &str| -> Vec<String> {
+        resources
+            .iter()
+            .map(|r| format!("{r}/{subresource}"))
+            .collect()
+    };
+
+    if exec || pod {
+        rules.add(
+            CRD_GROUP,
+            &templates,
+            &["get", "list", "watch"],
+            "controllers: the template controller watches templates to keep their status current; \
+             the request controller reads the template a request names, and watches templates to wake their requests",
+        );
+        rules.add(
+            CRD_GROUP,
+            &sub(&templates, "status"),
+            &["patch"],
+            "controllers: a template's status (conditions, ready) is written by server-side apply",
+        );
+        rules.add(
+            CRD_GROUP,
+            &sub(&templates, "finalizers"),
+            &["update"],
+            "controllers: lets a request's owner reference to its template carry blockOwnerDeletion where the \
+             OwnerReferencesPermissionEnforcement admission plugin is on; CRDs serve no finalizers subresource, so it allows nothing else",
+        );
+        rules.add(
+            CRD_GROUP,
+            &requests,
+            &["get", "list", "watch", "patch", "delete"],
+            "controllers: the request controller watches requests; patch makes the template the request's controller owner \
+             (server-side apply of ownerReferences), so deleting a template deletes its requests; \
+             delete removes an expired request once --history-retention has passed",
+        );
+        rules.add(
+            CRD_GROUP,
+            &sub(&requests, "status"),
+            &["patch"],
+            "controllers: a request's status (phase, conditions, expiresAt, podName) is written by server-side apply",
+        );
+        rules.add(
+            CRD_GROUP,
+            &sub(&requests, "finalizers"),
+            &["update"],
+            "controllers: the same for the owner references of the Roles, RoleBindings and Pods a request owns",
+        );
+        rules.add(
+            "apps",
+            &["deployments", "statefulsets", "daemonsets"],
+            &["get", "list", "watch"],
+            "controllers: a template's controllerTargetRef: read for its pod selector and pod template, \
+             watched so a template becomes ready as soon as its target appears",
+        );
+        rules.add(
+            "argoproj.io",
+            &["rollouts"],
+            &["get", "list", "watch"],
+            "controllers: Argo Rollouts as controllerTargetRef; allows nothing where Argo Rollouts is not installed",
+        );
+        rules.add(
+            RBAC_GROUP,
+            &["roles", "rolebindings"],
+            &["get", "list", "watch", "create", "patch", "delete"],
+            "controllers: each grant is a Role and a RoleBinding, applied by server-side apply (patch, and create when new), \
+             watched by label (app.kubernetes.io/managed-by=oz) to undo edits, read back to find the granted pod, \
+             and deleted when access ends or is denied; no escalate, no bind (see the pods/... rules)",
+        );
+        rules.add(
+            "events.k8s.io",
+            &["events"],
+            &["create", "patch"],
+            "controllers: Events about templates and requests (TemplateReady, Created, Ready, Denied, Expired, Failed); \
+             kube-runtime's Recorder writes events.k8s.io/v1 Events (create, then patch as a series when repeated), \
+             never core v1 events, which is all Oz's RBAC grants",
+        );
+    }
+    if exec {
+        rules.add(
+            "",
+            &["pods"],
+            &["get", "list"],
+            "exec controller: reads the requested pod, and lists the target's pods to pick a running one",
+        );
+    }
+    if pod {
+        rules.add(
+            "",
+            &["pods"],
+            &["get", "list", "watch", "create", "delete"],
+            "pod controller: creates the access pod, watches the pods it owns (by label), deletes the access pod when access ends",
+        );
+    }
+    // What templates can grant, from the builders themselves: holding it is what lets oz create
+    // and bind the grant's Role without `escalate` or `bind`.
+    let mut grantable: Vec<(&str, &[&str])> = Vec::new();
+    if exec {
+        grantable.extend(EXEC_PERMISSIONS.iter().map(|p| (p.resource, p.verbs)));
+    }
+    if pod {
+        grantable.extend(POD_PERMISSIONS.iter().map(|p| (p.resource, p.verbs)));
+    }
+    for (resource, verbs) in grantable {
+        rules.add(
+            "",
+            &[resource],
+            verbs,
+            &format!(
+                "grantable: the Roles oz creates grant {resource} {} on one pod; RBAC lets oz create and bind \
+                 such a Role only while it holds that itself, since oz has neither escalate nor bind{}",
+                verbs.join(", "),
+                if resource == "pods" { "" } else { "; oz never uses it itself" }
+            ),
+        );
+    }
+
+    if options.runs(Component::Webhooks) {
+        rules.add(
+            CRD_GROUP,
+            &AccessKind::ALL.map(AccessKind::template_plural),
+            &["get", "list", "watch"],
+            "webhooks: the request webhooks check that the template a new request names exists and admits the requester (from a watch cache; a GET when it is not there yet)",
+        );
+        rules.add(
+            CRD_GROUP,
+            &AccessKind::ALL.map(AccessKind::request_plural),
+            &["list", "watch"],
+            "webhooks: the audit webhook tells whether an exec or attach is covered by an active grant, from a watch cache of requests (a LIST when it finds none)",
+        );
+        rules.add(
+            "",
+            &["pods"],
+            &["get"],
+            "webhooks: the audit webhook reads the pod an exec or attach goes into, for its record",
+        );
+        rules.add(
+            "events.k8s.io",
+            &["events"],
+            &["create", "patch"],
+            "webhooks: the audit webhook records each exec, attach, port-forward and debug as an Event on the pod",
+        );
+    }
+    rules.into_rules()
+}
+
+/// What oz needs in its own namespace: the leader-election Lease and, with the webhooks, the
+/// two certificate Secrets.
+pub fn operator_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
+    let mut rules = RuleSet::default();
+    let lease = options.lease_name();
+    rules.add_named(
+        "coordination.k8s.io",
+        &["leases"],
+        &[lease.as_str()],
+        &["get", "patch"],
+        "leader election (--leader-elect, kube-lease-manager): reads the Lease, takes and renews it by patch",
+    );
+    rules.add(
+        "coordination.k8s.io",
+        &["leases"],
+        &["create"],
+        "leader election: creates the Lease the first time; RBAC cannot limit create by name, so this is any Lease, \
+         in this namespace only",
+    );
+    if options.runs(Component::Webhooks) {
+        let [ca, tls] = options.secret_names();
+        rules.add_named(
+            "",
+            &["secrets"],
+            &[ca.as_str(), tls.as_str()],
+            &["get", "list", "watch", "update", "delete"],
+            "webhooks: the webhook CA and serving certificate: read, and watched by name (a metadata.name field \
+             selector, which RBAC checks against resourceNames), renewed by update, replaced (delete, create) if unusable",
+        );
+        rules.add(
+            "",
+            &["secrets"],
+            &["create"],
+            "webhooks: creates the two Secrets the first time; RBAC cannot limit create by name, so this is any Secret, \
+             in this namespace only (oz can read none but its own)",
+        );
+    }
+    rules.into_rules()
+}
+
+/// The cluster-scoped rules: with the webhooks, oz's own webhook configurations, by name.
+pub fn cluster_rules(options: &InstallOptions) -> Vec<Rule> {
+    let mut rules = RuleSet::default();
+    if options.runs(Component::Webhooks) {
+        let registration = options.webhook_registration();
+        rules.add_named(
+            "admissionregistration.k8s.io",
+            &["mutatingwebhookconfigurations"],
+            &[registration.requests_name().as_str()],
+            &["get", "list", "watch", "patch"],
+            "webhooks: keeps the caBundle of its own configuration current by server-side apply, watching it by name",
+        );
+        let validating = registration.validating_names();
+        let validating: Vec<&str> = validating.iter().map(String::as_str).collect();
+        rules.add_named(
+            "admissionregistration.k8s.io",
+            &["validatingwebhookconfigurations"],
+            &validating,
+            &["get", "list", "watch", "patch"],
+            "webhooks: the same for its validating configurations",
+        );
+        rules.add(
+            "admissionregistration.k8s.io",
+            &[
+                "mutatingwebhookconfigurations",
+                "validatingwebhookconfigurations",
+            ],
+            &["create"],
+            "webhooks: re-creates its configurations if they are deleted (server-side apply of a missing object needs create); \
+             RBAC cannot limit create by name, and it allows no more than patch on oz's own configurations already does",
+        );
+    }
+    rules.into_rules()
+}
+
+/// Rules keyed by (group, resources, resourceNames), their verbs merged and their reasons kept.
+#[derive(Default)]
+struct RuleSet {
+    rules: Vec<(PolicyRule, Vec<String>)>,
+}
+
+/// The order verbs are written in.
+const VERB_ORDER: [&str; 7] = [
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+
+impl RuleSet {
+    fn add(&mut self, group: &str, resources: &[impl AsRef<str>], verbs: &[&str], why: &str) {
+        self.add_named(group, resources, &[] as &[&str], verbs, why);
+    }
+
+    fn add_named(
+        &mut self,
+        group: &str,
+        resources: &[impl AsRef<str>],
+        names: &[impl AsRef<str>],
+        verbs: &[&str],
+        why: &str,
+    ) {
+        if resources.is_empty() {
+            return;
+        }
+        fn strings(items: &[impl AsRef<str>]) -> Vec<String> {
+            items.iter().map(|s| s.as_ref().to_string()).collect()
+        }
+        let rule = PolicyRule {
+            api_groups: Some(vec![group.into()]),
+            resources: Some(strings(resources)),
+            resource_names: (!names.is_empty()).then(|| strings(names)),
+            verbs: Vec::new(),
+            non_resource_urls: None,
+        };
+        let index = match self.rules.iter().position(|(r, _)| {
+            (&r.api_groups, &r.resources, &r.resource_names)
+                == (&rule.api_groups, &rule.resources, &rule.resource_names)
+        }) {
+            Some(index) => index,
+            None => {
+                self.rules.push((rule, Vec::new()));
+                self.rules.len() - 1
+            }
+        };
+        let (rule, reasons) = &mut self.rules[index];
+        for verb in verbs {
+            assert!(VERB_ORDER.contains(verb), "unexpected verb {verb}");
+            if !rule.verbs.iter().any(|v| v == verb) {
+                rule.verbs.push(verb.to_string());
+            }
+        }
+        rule.verbs
+            .sort_by_key(|v| VERB_ORDER.iter().position(|o| o == v));
+        if !reasons.iter().any(|r| r == why) {
+            reasons.push(why.to_string());
+        }
+    }
+
+    fn into_rules(self) -> Vec<Rule> {
+        self.rules
+            .into_iter()
+            .map(|(rule, reasons)| Rule { rule, why: reasons })
+            .collect()
+    }
+}
+
+/// Why oz cannot grant more than exec into a pod, above the rules that make it so.
+fn no_escalation_note() -> Vec<String> {
+    vec![
+        String::new(),
+        "oz creates a Role and RoleBinding per grant. RBAC lets a subject create a Role only with \
+         permissions it holds itself (or with the escalate verb), and bind one only if it holds its \
+         permissions (or the bind verb). oz has neither verb: it holds exactly what templates can grant \
+         (the grantable rules), so it can never mint a Role beyond them."
+            .into(),
+    ]
+}
+
+/// The comment lines documenting `rules`, one per rule, in order.
+fn rule_comments(rules: &[Rule]) -> Vec<String> {
+    let mut lines = vec![
+        String::new(),
+        "Rules, in order, and why each exists:".to_string(),
+    ];
+    for (index, rule) in rules.iter().enumerate() {
+        let group = match rule.rule.api_groups.as_deref() {
+            Some([group]) if group.is_empty() => "core".to_string(),
+            Some(groups) => groups.join(","),
+            None => String::new(),
+        };
+        let names = match &rule.rule.resource_names {
+            Some(names) => format!(" named {}", names.join(",")),
+            None => String::new(),
+        };
+        lines.push(format!(
+            "{index:>2}. {group} {}{names} [{}]",
+            rule.rule.resources.as_deref().unwrap_or_default().join(","),
+            rule.rule.verbs.join(",")
+        ));
+        for why in &rule.why {
+            lines.extend(wrap(why, COMMENT_WIDTH, "    - ", "      "));
+        }
+    }
+    lines
+}
+
+/// A reference to the Role or ClusterRole `name`.
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: RBAC_GROUP.into(),
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+/// oz's ServiceAccount, as a binding's subject.
+fn service_account(options: &InstallOptions) -> Subject {
+    Subject {
+        api_group: None,
+        kind: "ServiceAccount".into(),
+        name: options.manager_name(),
+        namespace: Some(options.namespace.clone()),
+    }
+}

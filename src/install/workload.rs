@@ -1,0 +1,333 @@
+//! What runs oz-manager: its Services, its Deployment (with the flags it runs with) and the
+//! webhook configurations it registers, and the one derivation of that registration shared with
+//! oz-manager itself.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, DeploymentSpec},
+        core::v1::{
+            Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+            ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+            ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort,
+            ServiceSpec,
+        },
+    },
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{LabelSelector, LabelSelectorRequirement},
+        util::intstr::IntOrString,
+    },
+};
+use kube::api::ObjectMeta;
+use oz_webhooks::{Registration, WebhookEndpoint};
+
+use super::{
+    Component, DEFAULT_NAME, HEALTH_PORT, InstallOptions, METRICS_PORT, Manifest, ManifestError,
+    RUN_AS, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT, labels, meta, options::join,
+};
+
+const CONTAINER: &str = "manager";
+/// The label every Namespace carries with its own name, which the webhooks' namespaceSelector
+/// matches when the install is scoped.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The workload objects of the install, in order: the Services, the Deployment and (with the
+/// webhooks) the webhook configurations, without a caBundle.
+pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
+    let mut out = Vec::new();
+    let mut push = |comment: Vec<String>, object: &dyn super::yaml::ErasedObject| {
+        out.push(Manifest::new(comment, object)?);
+        Ok::<_, ManifestError>(())
+    };
+    push(
+        vec![format!(
+            "Prometheus metrics of oz-manager (plain HTTP, /metrics on port {METRICS_PORT})."
+        )],
+        &service(o, &format!("{}-metrics", o.name), METRICS_PORT, "metrics"),
+    )?;
+    if o.runs(Component::Webhooks) {
+        push(
+            vec![format!(
+                "The apiserver reaches the admission webhooks through this Service (443 -> {WEBHOOK_PORT})."
+            )],
+            &service(
+                o,
+                &o.webhook_service_name(),
+                i32::from(WEBHOOK_SERVICE_PORT),
+                "webhook",
+            ),
+        )?;
+    }
+    push(
+        vec![format!(
+            "oz-manager: the controllers{} in one process; with --leader-elect only the leader reconciles.",
+            if o.runs(Component::Webhooks) {
+                " and the webhook server"
+            } else {
+                ""
+            }
+        )],
+        &deployment(o),
+    )?;
+
+    if o.runs(Component::Webhooks) {
+        let registration = o.webhook_registration();
+        let note =
+            "No caBundle: oz-manager makes its own CA, keeps it in a Secret and injects it here.";
+        let mut mutating = registration.mutating_configuration("");
+        add_labels(o, &mut mutating.metadata);
+        for webhook in mutating.webhooks.iter_mut().flatten() {
+            webhook.client_config.ca_bundle = None;
+        }
+        push(
+            vec![
+                "Stamps spec.requester on new requests with the user who creates them; until oz-manager runs, requests are refused (failurePolicy Fail).".into(),
+                note.into(),
+            ],
+            &mutating,
+        )?;
+        for mut validating in registration.validating_configurations("") {
+            add_labels(o, &mut validating.metadata);
+            for webhook in validating.webhooks.iter_mut().flatten() {
+                webhook.client_config.ca_bundle = None;
+            }
+            let what = if validating.metadata.name == Some(registration.audit_name()) {
+                "Audits exec, attach, port-forward and debug into pods (failurePolicy Ignore: an oz outage never blocks kubectl exec)."
+            } else {
+                "Validates requests: the template exists and the requester may use it; until oz-manager runs, requests are refused (failurePolicy Fail)."
+            };
+            push(vec![what.into(), note.into()], &validating)?;
+        }
+    }
+    Ok(out)
+}
+
+/// The namespaceSelector of a scoped install's webhooks: exactly the watched namespaces, by the
+/// name label the apiserver sets on every Namespace.
+pub fn watched_namespaces_selector(namespaces: &[String]) -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: NAMESPACE_NAME_LABEL.into(),
+            operator: "In".into(),
+            values: Some(namespaces.to_vec()),
+        }]),
+        match_labels: None,
+    }
+}
+
+/// What oz registers with the apiserver: the configurations named `name` (`<name>-requests`,
+/// `<name>-audit`), reached through `endpoint`, and, when `watched` is not empty, limited to
+/// those namespaces. The install ([`InstallOptions::webhook_registration`]) and oz-manager (from
+/// its flags) both derive their registration here, so what oz-manager applies agrees with what
+/// was installed.
+pub fn webhook_registration(
+    endpoint: WebhookEndpoint,
+    name: &str,
+    watched: &[String],
+) -> Registration {
+    let mut registration = Registration::new(endpoint);
+    registration.name = name.to_string();
+    if !watched.is_empty() {
+        let selector = watched_namespaces_selector(watched);
+        registration.request_namespace_selector = Some(selector.clone());
+        registration.audit_namespace_selector = Some(selector);
+    }
+    registration
+}
+
+/// The labels the Deployment's pods carry and the Services select.
+fn selector_labels(options: &InstallOptions) -> BTreeMap<String, String> {
+    let mut labels = labels(options);
+    labels.insert("app.kubernetes.io/component".into(), "manager".into());
+    labels
+}
+
+/// Adds the install's labels to an object built elsewhere (the webhook configurations).
+fn add_labels(options: &InstallOptions, metadata: &mut ObjectMeta) {
+    metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(labels(options));
+}
+
+/// A ClusterIP Service `name` in front of oz-manager's container port named `target`.
+fn service(options: &InstallOptions, name: &str, port: i32, target: &str) -> Service {
+    Service {
+        metadata: meta(options, name, Some(&options.namespace)),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            selector: Some(selector_labels(options)),
+            ports: Some(vec![ServicePort {
+                name: Some(target.into()),
+                port,
+                target_port: Some(IntOrString::String(target.into())),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// oz-manager's command-line flags in the Deployment. `manager::config`'s tests parse them with
+/// oz-manager's own parser and check that the run they describe is this install's, so a flag
+/// renamed or a default changed there fails a unit test rather than an install.
+pub fn manager_args(options: &InstallOptions) -> Vec<String> {
+    let mut args = vec![format!("--namespace={}", options.namespace)];
+    let watched = options.watched();
+    if !watched.is_empty() {
+        args.push(format!("--watch-namespaces={}", watched.join(",")));
+    }
+    args.push(format!("--controllers={}", join(&options.parts())));
+    args.push("--leader-elect".into());
+    if options.lease_name() != "oz-manager" {
+        args.push(format!(
+            "--leader-elect-lease-name={}",
+            options.lease_name()
+        ));
+    }
+    args.push(format!("--metrics-bind-address=:{METRICS_PORT}"));
+    args.push(format!("--health-probe-bind-address=:{HEALTH_PORT}"));
+    if options.runs(Component::Webhooks) {
+        args.push(format!("--webhook-port={WEBHOOK_PORT}"));
+        args.push(format!(
+            "--webhook-service={}/{}",
+            options.namespace,
+            options.webhook_service_name()
+        ));
+        if options.name != DEFAULT_NAME {
+            let [ca, tls] = options.secret_names();
+            args.push(format!("--webhook-ca-secret={ca}"));
+            args.push(format!("--webhook-cert-secret={tls}"));
+            args.push(format!("--webhook-configuration-name={}", options.name));
+        }
+    }
+    args.push("--log-format=json".into());
+    args
+}
+
+/// oz-manager's Deployment: one hardened container running [`manager_args`].
+fn deployment(options: &InstallOptions) -> Deployment {
+    let field_env = |name: &str, path: &str| EnvVar {
+        name: name.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                api_version: None,
+            }),
+            ..Default::default()
+        }),
+    };
+    let probe = |path: &str, initial_delay: i32, period: i32| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(HEALTH_PORT),
+            scheme: Some("HTTP".into()),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(period),
+        ..Default::default()
+    };
+    let port = |name: &str, port: i32| ContainerPort {
+        name: Some(name.into()),
+        container_port: port,
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    };
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.into())),
+            ("memory".to_string(), Quantity(memory.into())),
+        ])
+    };
+    let mut ports = vec![port("metrics", METRICS_PORT), port("health", HEALTH_PORT)];
+    if options.runs(Component::Webhooks) {
+        ports.push(port("webhook", WEBHOOK_PORT));
+    }
+    let container = Container {
+        name: CONTAINER.into(),
+        image: Some(options.image.clone()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        args: Some(manager_args(options)),
+        env: Some(vec![
+            field_env("POD_NAME", "metadata.name"),
+            field_env("POD_NAMESPACE", "metadata.namespace"),
+        ]),
+        ports: Some(ports),
+        liveness_probe: Some(probe("/healthz", 15, 20)),
+        readiness_probe: Some(probe("/readyz", 5, 10)),
+        resources: Some(ResourceRequirements {
+            requests: Some(quantities("10m", "64Mi")),
+            limits: Some(quantities("500m", "256Mi")),
+            ..Default::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            privileged: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            run_as_user: Some(RUN_AS),
+            run_as_group: Some(RUN_AS),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: None,
+            }),
+            seccomp_profile: Some(runtime_default()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Deployment {
+        metadata: meta(options, &options.manager_name(), Some(&options.namespace)),
+        spec: Some(DeploymentSpec {
+            replicas: Some(options.replicas),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(options)),
+                match_expressions: None,
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(selector_labels(options)),
+                    annotations: Some(BTreeMap::from([(
+                        "kubectl.kubernetes.io/default-container".to_string(),
+                        CONTAINER.to_string(),
+                    )])),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(options.manager_name()),
+                    containers: vec![container],
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(RUN_AS),
+                        run_as_group: Some(RUN_AS),
+                        seccomp_profile: Some(runtime_default()),
+                        ..Default::default()
+                    }),
+                    node_selector: Some(BTreeMap::from([(
+                        "kubernetes.io/os".to_string(),
+                        "linux".to_string(),
+                    )])),
+                    // Room to finish in-flight reconciles and release the Lease on SIGTERM.
+                    termination_grace_period_seconds: Some(30),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The container runtime's default seccomp profile.
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".into(),
+        localhost_profile: None,
+    }
+}
