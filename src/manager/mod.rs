@@ -16,10 +16,10 @@ use crate::{
 };
 
 pub mod access_probe;
-pub mod health;
+pub mod endpoints;
 pub mod leader;
 
-pub use health::Health;
+pub use endpoints::Health;
 
 /// Everything oz-manager was asked to run.
 #[derive(Clone, Debug)]
@@ -50,10 +50,10 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
     if let Some(addr) = config.health_addr {
-        health::serve_health(addr, health.clone(), shutdown.clone()).await?;
+        endpoints::serve_health(addr, health.clone(), shutdown.clone()).await?;
     }
     if let Some(addr) = config.metrics_addr {
-        health::serve_metrics(addr, metrics.clone(), shutdown.clone()).await?;
+        endpoints::serve_metrics(addr, metrics.clone(), shutdown.clone()).await?;
     }
     let namespaces: Vec<String> = config
         .scopes
