@@ -2,45 +2,27 @@
 //! on every replica, the metrics and health endpoints, the namespace access probe, and a
 //! graceful shutdown.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, future::Shared};
 use kube::Client;
-use oz_api::AccessKind;
 use tokio::sync::watch;
 
 use crate::{
-    Context, Settings,
+    Context,
     controllers::{self, Scope},
     metrics::Metrics,
 };
 
 pub mod access_probe;
+pub mod command;
+pub mod config;
 pub mod endpoints;
 pub mod leader;
 
+pub use command::Command;
+pub use config::{LogFormat, ManagerConfig, RunArgs};
 pub use endpoints::Health;
-
-/// Everything oz-manager was asked to run.
-#[derive(Clone, Debug)]
-pub struct ManagerConfig {
-    /// The operator's own namespace (its Lease and certificate Secrets).
-    pub namespace: String,
-    /// Where the controllers look.
-    pub scopes: Vec<Scope>,
-    /// Which access kinds get controllers (empty: no controllers, e.g. webhooks only).
-    pub kinds: Vec<AccessKind>,
-    /// Leader election, if enabled.
-    pub leader_election: Option<leader::LeaderElection>,
-    /// Where to serve Prometheus metrics, if anywhere.
-    pub metrics_addr: Option<SocketAddr>,
-    /// Where to serve /healthz and /readyz, if anywhere.
-    pub health_addr: Option<SocketAddr>,
-    /// Settings the reconcilers follow.
-    pub settings: Settings,
-    /// The webhook server, if it runs (its `leader` is filled in here).
-    pub webhooks: Option<oz_webhooks::WebhookConfig>,
-}
 
 /// A future every task can wait on for shutdown; it resolves once for all of them.
 pub type Shutdown = Shared<futures::future::BoxFuture<'static, ()>>;

@@ -1,0 +1,163 @@
+//! The oz-manager command line: run (the default), or print the CRDs or an install.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use futures::FutureExt;
+
+use super::{LogFormat, RunArgs};
+use crate::install::{self, Component, InstallOptions};
+
+/// oz-manager's command line: a subcommand, or the flags of a run.
+#[derive(Parser, Debug)]
+#[command(
+    name = "oz-manager",
+    version,
+    about = "oz: just-in-time access for Kubernetes"
+)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Command {
+    #[command(subcommand)]
+    command: Option<Print>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Print {
+    /// Print the CustomResourceDefinitions of the four oz kinds as YAML.
+    Crds,
+    /// Print a complete install (Namespace, CRDs, ServiceAccount, least-privilege RBAC,
+    /// Services, Deployment, webhook configurations) as YAML, scoped to exactly the given
+    /// namespaces and parts.
+    Manifests(ManifestsArgs),
+}
+
+// No `env =` here: these describe an install, and must not pick up the OZ_* run settings.
+#[derive(clap::Args, Debug)]
+struct ManifestsArgs {
+    /// The operator's namespace.
+    #[arg(long, default_value = install::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// The namespaces oz works in (each gets a Role); empty means all (a ClusterRole).
+    #[arg(long, value_delimiter = ',')]
+    watch_namespaces: Vec<String>,
+    /// The parts to run and grant permissions for.
+    // Parsed by `FromStr`, not clap's `ValueEnum` (which `oz-manager --controllers` uses), to
+    // keep this command's help and error text as they have always been.
+    #[arg(long, value_delimiter = ',', default_values = ["exec", "pod", "webhooks"], value_parser = <Component as std::str::FromStr>::from_str)]
+    controllers: Vec<Component>,
+    /// The oz-manager image.
+    #[arg(long, default_value = install::DEFAULT_IMAGE)]
+    image: String,
+    /// Base name of everything installed, so several installs can share a cluster.
+    #[arg(long, default_value = install::DEFAULT_NAME)]
+    name: String,
+    /// Replicas of the Deployment; more than one run as leader and hot standbys.
+    #[arg(long, default_value_t = 1)]
+    replicas: i32,
+    /// Leave the CRDs out (config/default takes them from config/crd).
+    #[arg(long)]
+    no_crds: bool,
+}
+
+impl ManifestsArgs {
+    fn install_options(self) -> InstallOptions {
+        InstallOptions {
+            namespace: self.namespace,
+            watch_namespaces: self
+                .watch_namespaces
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect(),
+            controllers: self.controllers,
+            image: self.image,
+            name: self.name,
+            replicas: self.replicas,
+            crds: !self.no_crds,
+        }
+    }
+}
+
+impl Command {
+    /// Parses the process's arguments (clap exits on a usage error) and does what they say:
+    /// prints, or runs until SIGTERM or Ctrl-C.
+    pub fn parse_and_run() -> ExitCode {
+        Self::parse().run()
+    }
+
+    /// The run flags, when no subcommand was given.
+    pub fn run_args(&self) -> Option<&RunArgs> {
+        self.command.is_none().then_some(&self.run)
+    }
+
+    fn run(self) -> ExitCode {
+        let printed = match self.command {
+            Some(Print::Crds) => {
+                oz_api::crds_yaml().map_err(|e| format!("could not render the CRDs: {e}"))
+            }
+            Some(Print::Manifests(args)) => {
+                install::install_yaml(&args.install_options()).map_err(|e| e.to_string())
+            }
+            None => {
+                let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
+                return match runtime.block_on(run(self.run)) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => fail(&e),
+                };
+            }
+        };
+        match printed {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        }
+    }
+}
+
+/// The target of this module's log lines: the binary's name, as when they were written in it,
+/// so log filters and readers see the same lines as before.
+const LOG_TARGET: &str = "oz_manager";
+
+fn fail(message: &str) -> ExitCode {
+    tracing::error!(target: LOG_TARGET, "{message}");
+    eprintln!("oz-manager: {message}");
+    ExitCode::FAILURE
+}
+
+async fn run(args: RunArgs) -> Result<(), String> {
+    init_logging(args.log_format, &args.log_level)?;
+    let config = args.manager_config()?;
+    let client = kube::Client::try_default().await.map_err(|e| {
+        format!("cannot reach a cluster (check KUBECONFIG or the in-cluster service account): {e}")
+    })?;
+    let shutdown = shutdown_signal().boxed().shared();
+    super::run(client, config, shutdown).await?;
+    tracing::info!(target: LOG_TARGET, "stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM can be handled");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!(target: LOG_TARGET, "shutting down: finishing in-flight reconciles");
+}
+
+fn init_logging(format: LogFormat, filter: &str) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| format!("--log-level {filter:?}: {e}"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    Ok(())
+}

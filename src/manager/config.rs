@@ -1,0 +1,270 @@
+//! oz-manager's run flags ([`RunArgs`]) and what they mean ([`ManagerConfig`]). The flag struct
+//! lives here rather than in the binary so that a unit test can parse the very flags the install
+//! generator writes into the Deployment ([`crate::install::manager_args`]).
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::ValueEnum;
+use oz_api::AccessKind;
+use oz_webhooks::{WebhookConfig, WebhookEndpoint};
+
+use super::leader::LeaderElection;
+use crate::{
+    Settings,
+    controllers::Scope,
+    install::{self, Component},
+};
+
+/// Everything oz-manager was asked to run.
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    /// The operator's own namespace (its Lease and certificate Secrets).
+    pub namespace: String,
+    /// Where the controllers look.
+    pub scopes: Vec<Scope>,
+    /// Which access kinds get controllers (empty: no controllers, e.g. webhooks only).
+    pub kinds: Vec<AccessKind>,
+    /// Leader election, if enabled.
+    pub leader_election: Option<LeaderElection>,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where to serve /healthz and /readyz, if anywhere.
+    pub health_addr: Option<SocketAddr>,
+    /// Settings the reconcilers follow.
+    pub settings: Settings,
+    /// The webhook server, if it runs (its `leader` is filled in here).
+    pub webhooks: Option<oz_webhooks::WebhookConfig>,
+}
+
+/// oz-manager's run flags. Every flag also reads an environment variable (shown in --help).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// The operator's own namespace: its Lease and certificate Secrets live there.
+    #[arg(long, env = "OZ_NAMESPACE", default_value = install::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+
+    /// Namespaces to watch, comma-separated; empty means every namespace.
+    #[arg(long, env = "OZ_WATCH_NAMESPACES", value_delimiter = ',')]
+    pub watch_namespaces: Vec<String>,
+
+    /// What to run: exec and pod controllers, and the admission webhooks.
+    #[arg(long, env = "OZ_CONTROLLERS", value_delimiter = ',', default_values = ["exec", "pod", "webhooks"])]
+    pub controllers: Vec<Component>,
+
+    /// Elect a leader through a Lease: only the leader reconciles and writes certificates;
+    /// followers serve webhooks.
+    #[arg(long, env = "OZ_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Seconds a leader's Lease lasts without renewal; a follower takes over after that.
+    #[arg(long, env = "OZ_LEADER_ELECT_LEASE_DURATION", default_value_t = 15)]
+    pub leader_elect_lease_duration: u64,
+
+    /// The Lease's name.
+    #[arg(long, env = "OZ_LEADER_ELECT_LEASE_NAME", default_value = "oz-manager")]
+    pub leader_elect_lease_name: String,
+
+    /// Where to serve Prometheus metrics (`/metrics`), e.g. `:8080`; `0` turns it off.
+    #[arg(long, env = "OZ_METRICS_BIND_ADDRESS", default_value = "0")]
+    pub metrics_bind_address: String,
+
+    /// Where to serve `/healthz` and `/readyz`, e.g. `:8081`; `0` turns it off.
+    #[arg(long, env = "OZ_HEALTH_PROBE_BIND_ADDRESS", default_value = "0")]
+    pub health_probe_bind_address: String,
+
+    /// Log format.
+    #[arg(long, env = "OZ_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter, in tracing's EnvFilter syntax (e.g. `info`, `oz=debug`).
+    #[arg(long, env = "OZ_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    /// The webhook server's port.
+    #[arg(long, env = "OZ_WEBHOOK_PORT", default_value_t = 9443)]
+    pub webhook_port: u16,
+
+    /// In a cluster: the Service in front of the webhook server, as NAMESPACE/NAME.
+    #[arg(long, env = "OZ_WEBHOOK_SERVICE", conflicts_with = "webhook_url_base")]
+    pub webhook_service: Option<String>,
+
+    /// Locally: the URL the apiserver calls, e.g. `https://127.0.0.1:9443`.
+    #[arg(long, env = "OZ_WEBHOOK_URL_BASE")]
+    pub webhook_url_base: Option<String>,
+
+    /// The Secret holding the webhook CA.
+    #[arg(long, env = "OZ_WEBHOOK_CA_SECRET", default_value = "oz-webhook-ca")]
+    pub webhook_ca_secret: String,
+
+    /// The Secret holding the webhook serving certificate.
+    #[arg(long, env = "OZ_WEBHOOK_CERT_SECRET", default_value = "oz-webhook-tls")]
+    pub webhook_cert_secret: String,
+
+    /// Base name of the webhook configurations oz registers (`<name>-requests`, `<name>-audit`).
+    #[arg(long, env = "OZ_WEBHOOK_CONFIGURATION_NAME", default_value = install::DEFAULT_NAME)]
+    pub webhook_configuration_name: String,
+
+    /// Also append exec/attach/port-forward/debug audit records to this file, as JSON lines.
+    #[arg(long, env = "OZ_AUDIT_LOG_PATH")]
+    pub audit_log_path: Option<PathBuf>,
+
+    /// Deny exec/attach/port-forward/debug without an active grant in these namespaces (off by
+    /// default: the audit webhook only records).
+    #[arg(long, env = "OZ_AUDIT_ENFORCE_NAMESPACES", value_delimiter = ',')]
+    pub audit_enforce_namespaces: Vec<String>,
+
+    /// Groups whose members may delete anyone's requests, expired ones included; everyone else
+    /// may only revoke their own active requests.
+    #[arg(long, env = "OZ_REQUEST_ADMIN_GROUPS", value_delimiter = ',', default_values = ["system:masters"])]
+    pub request_admin_groups: Vec<String>,
+
+    /// How long an expired request is kept (access revoked) for access reviews before it is
+    /// deleted: a Go duration such as 168h, or days such as 7d. 0 deletes at expiry, as Oz does.
+    #[arg(long, env = "OZ_HISTORY_RETENTION", default_value = "7d", value_parser = parse_retention)]
+    pub history_retention: Duration,
+
+    /// How many requests of each kind are reconciled at once (at least 1). Revocation at expiry
+    /// does not wait on this: every grant has a timer of its own.
+    #[arg(long, env = "OZ_MAX_CONCURRENT_RECONCILES", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
+}
+
+/// How oz-manager writes its logs. (No doc comments on the variants: clap would show them in
+/// `--help`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    // One JSON object a line, for a log pipeline.
+    Json,
+    // tracing's human-readable lines.
+    Text,
+}
+
+impl RunArgs {
+    /// What the flags ask to run, or why they describe no run (the message names the flag).
+    pub fn manager_config(&self) -> Result<ManagerConfig, String> {
+        let watched = nonblank(&self.watch_namespaces);
+        let scopes = if watched.is_empty() {
+            vec![Scope::Cluster]
+        } else {
+            watched
+                .iter()
+                .map(|n| Scope::Namespace(n.clone()))
+                .collect()
+        };
+        let kinds = self
+            .controllers
+            .iter()
+            .filter_map(|c| c.access_kind())
+            .collect();
+        let webhooks = if self.controllers.contains(&Component::Webhooks) {
+            Some(self.webhook_config(&watched)?)
+        } else {
+            None
+        };
+        Ok(ManagerConfig {
+            namespace: self.namespace.clone(),
+            scopes,
+            kinds,
+            leader_election: self.leader_elect.then(|| LeaderElection {
+                lease_name: self.leader_elect_lease_name.clone(),
+                identity: identity(),
+                lease_duration: self.leader_elect_lease_duration.max(2),
+                renew_grace: (self.leader_elect_lease_duration / 3).max(1),
+            }),
+            metrics_addr: parse_bind("metrics-bind-address", &self.metrics_bind_address)?,
+            health_addr: parse_bind("health-probe-bind-address", &self.health_probe_bind_address)?,
+            settings: Settings {
+                history_retention: self.history_retention,
+                max_concurrent_reconciles: self.max_concurrent_reconciles,
+            },
+            webhooks,
+        })
+    }
+
+    fn webhook_config(&self, watched: &[String]) -> Result<WebhookConfig, String> {
+        let endpoint = match (&self.webhook_service, &self.webhook_url_base) {
+            (Some(service), None) => {
+                WebhookEndpoint::service(service, install::WEBHOOK_SERVICE_PORT)
+                    .map_err(|e| format!("--webhook-service: {e}"))?
+            }
+            (None, Some(base)) => {
+                WebhookEndpoint::url(base).map_err(|e| format!("--webhook-url-base: {e}"))?
+            }
+            _ => {
+                return Err("the webhooks need --webhook-service NAMESPACE/NAME in a cluster, or --webhook-url-base \
+                            https://127.0.0.1:PORT locally (or leave webhooks out of --controllers)"
+                    .into());
+            }
+        };
+        // A scoped operator admits and audits only its own namespaces, and may read only those:
+        // the same registration the install derives.
+        let registration =
+            install::webhook_registration(endpoint, &self.webhook_configuration_name, watched);
+        let mut config = WebhookConfig::new(&self.namespace, registration.endpoint.clone());
+        config.registration = registration;
+        config.listen = SocketAddr::from(([0, 0, 0, 0], self.webhook_port));
+        config.secrets.ca = self.webhook_ca_secret.clone();
+        config.secrets.serving = self.webhook_cert_secret.clone();
+        config.audit_log_path = self.audit_log_path.clone();
+        config.request_admin_groups = nonblank(&self.request_admin_groups);
+        config.enforce.namespaces = nonblank(&self.audit_enforce_namespaces)
+            .into_iter()
+            .collect();
+        config.watch_namespaces = watched.to_vec();
+        Ok(config)
+    }
+}
+
+/// A comma-separated flag's values without the blanks (`--watch-namespaces=` means none).
+fn nonblank(values: &[String]) -> Vec<String> {
+    values.iter().filter(|v| !v.is_empty()).cloned().collect()
+}
+
+/// This replica's name in leader election: its pod's name in a cluster, else host and process.
+fn identity() -> String {
+    std::env::var("POD_NAME").unwrap_or_else(|_| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    })
+}
+
+/// `--history-retention`: whole days (`7d`) or a Go duration (`168h`), never negative.
+fn parse_retention(text: &str) -> Result<Duration, String> {
+    if let Some(days) = text.strip_suffix('d') {
+        let seconds = days
+            .parse::<u64>()
+            .ok()
+            .and_then(|days| days.checked_mul(24 * 3600))
+            .ok_or_else(|| {
+                format!(
+                    "{text:?}: want a whole number of days such as 7d (at most {}d), or a Go duration such as 168h",
+                    u64::MAX / (24 * 3600)
+                )
+            })?;
+        return Ok(Duration::from_secs(seconds));
+    }
+    let duration = oz_api::duration::parse_go_duration(text).map_err(|e| e.to_string())?;
+    duration
+        .to_std()
+        .map_err(|_| format!("{text:?}: history retention cannot be negative"))
+}
+
+/// `:8080`, `0.0.0.0:8080` or `0` (off).
+fn parse_bind(flag: &str, text: &str) -> Result<Option<SocketAddr>, String> {
+    match text {
+        "" | "0" => Ok(None),
+        _ => {
+            let full = if text.starts_with(':') {
+                format!("0.0.0.0{text}")
+            } else {
+                text.to_string()
+            };
+            full.parse()
+                .map(Some)
+                .map_err(|e| format!("--{flag} {text:?}: {e}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

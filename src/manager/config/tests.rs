@@ -1,0 +1,137 @@
+//! The run flags: their parsers, and that the Deployment's flags run the install they belong to.
+
+use std::net::SocketAddr;
+
+use clap::Parser;
+
+use super::*;
+use crate::{
+    install::{HEALTH_PORT, InstallOptions, METRICS_PORT, WEBHOOK_PORT, manager_args},
+    manager::Command,
+};
+
+/// `args` parsed by oz-manager's own command line, as a run.
+fn parse(args: &[String]) -> Result<RunArgs, clap::Error> {
+    let command =
+        Command::try_parse_from(std::iter::once("oz-manager".into()).chain(args.to_vec()))?;
+    Ok(command.run_args().expect("a run, not a subcommand").clone())
+}
+
+#[test]
+fn retention_takes_days_or_go_durations_and_refuses_overflow() {
+    assert_eq!(parse_retention("7d"), Ok(Duration::from_secs(7 * 86400)));
+    assert_eq!(parse_retention("90m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_retention("0"), Ok(Duration::ZERO));
+    // Found by the hostile-input review: this overflowed (a panic in debug builds, a
+    // wrapped, much shorter retention in release builds).
+    let error = parse_retention("999999999999999999d").unwrap_err();
+    assert!(error.contains("at most 213503982334601d"), "{error}");
+    assert!(parse_retention("-1h").is_err());
+    assert!(parse_retention("1w").is_err());
+}
+
+#[test]
+fn bind_addresses_take_a_port_an_address_or_off() {
+    assert_eq!(parse_bind("metrics-bind-address", "0"), Ok(None));
+    assert_eq!(parse_bind("metrics-bind-address", ""), Ok(None));
+    assert_eq!(
+        parse_bind("metrics-bind-address", ":8080"),
+        Ok(Some(SocketAddr::from(([0, 0, 0, 0], 8080))))
+    );
+    assert_eq!(
+        parse_bind("metrics-bind-address", "127.0.0.1:9"),
+        Ok(Some(SocketAddr::from(([127, 0, 0, 1], 9))))
+    );
+    let error = parse_bind("metrics-bind-address", "bad").unwrap_err();
+    assert!(
+        error.starts_with("--metrics-bind-address \"bad\": "),
+        "{error}"
+    );
+}
+
+#[test]
+fn controllers_are_one_list_for_running_and_installing_with_their_own_errors() {
+    let run = parse(&["--controllers=exec,webhooks".into()]).unwrap();
+    assert_eq!(run.controllers, [Component::Exec, Component::Webhooks]);
+    assert_eq!(
+        run.manager_config().unwrap_err(),
+        "the webhooks need --webhook-service NAMESPACE/NAME in a cluster, or --webhook-url-base https://127.0.0.1:PORT locally (or leave webhooks out of --controllers)"
+    );
+    let run_error = parse(&["--controllers=exec,nope".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        run_error.contains("[possible values: exec, pod, webhooks]"),
+        "{run_error}"
+    );
+    let install_error =
+        Command::try_parse_from(["oz-manager", "manifests", "--controllers=exec,nope"])
+            .unwrap_err()
+            .to_string();
+    assert!(
+        install_error.contains("unknown controller \"nope\": want exec, pod or webhooks"),
+        "{install_error}"
+    );
+}
+
+/// The flags the install writes into the Deployment are the flags oz-manager parses, and they
+/// run exactly that install: its namespaces, parts, Lease, ports, Secrets and webhook
+/// registration. A flag renamed or a default changed on one side fails here, not in a cluster.
+#[test]
+fn the_deployments_flags_run_the_install_they_belong_to() {
+    let scoped = InstallOptions {
+        namespace: "oz-ops".into(),
+        watch_namespaces: vec!["a".into(), "b".into()],
+        ..InstallOptions::default()
+    };
+    for options in [
+        InstallOptions::default(),
+        scoped.clone(),
+        InstallOptions {
+            name: "team-a".into(),
+            ..scoped.clone()
+        },
+        InstallOptions {
+            controllers: vec![Component::Exec],
+            ..scoped.clone()
+        },
+        InstallOptions {
+            controllers: vec![Component::Webhooks, Component::Pod],
+            ..InstallOptions::default()
+        },
+    ] {
+        let flags = manager_args(&options);
+        let args = parse(&flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        assert_eq!(args.log_format, LogFormat::Json);
+        let config = args.manager_config().unwrap();
+        let watched = options.watched();
+        assert_eq!(config.namespace, options.namespace, "{flags:?}");
+        assert_eq!(config.kinds, options.access_kinds(), "{flags:?}");
+        let scopes: Vec<Scope> = if watched.is_empty() {
+            vec![Scope::Cluster]
+        } else {
+            watched.iter().cloned().map(Scope::Namespace).collect()
+        };
+        assert_eq!(config.scopes, scopes, "{flags:?}");
+        let election = config
+            .leader_election
+            .expect("the Deployment elects a leader");
+        assert_eq!(election.lease_name, options.lease_name(), "{flags:?}");
+        let port = |port: i32| Some(SocketAddr::from(([0, 0, 0, 0], port as u16)));
+        assert_eq!(config.metrics_addr, port(METRICS_PORT));
+        assert_eq!(config.health_addr, port(HEALTH_PORT));
+        assert_eq!(
+            config.webhooks.is_some(),
+            options.runs(Component::Webhooks),
+            "{flags:?}"
+        );
+        if let Some(webhooks) = config.webhooks {
+            assert_eq!(webhooks.registration, options.webhook_registration());
+            assert_eq!(webhooks.namespace, options.namespace);
+            assert_eq!(webhooks.listen, port(WEBHOOK_PORT).unwrap());
+            let [ca, tls] = options.secret_names();
+            assert_eq!((webhooks.secrets.ca, webhooks.secrets.serving), (ca, tls));
+            assert_eq!(webhooks.watch_namespaces, watched);
+        }
+    }
+}
