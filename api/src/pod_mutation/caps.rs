@@ -307,8 +307,6 @@ mod tests {
     use crate::pod_mutation::{fixtures::*, mutate_pod_template};
     use serde_json::{Value, json};
 
-    // ----- resource caps ------------------------------------------------------------------------
-
     fn spec(value: Value) -> PodSpec {
         serde_json::from_value(value).expect("test spec is a PodSpec")
     }
@@ -384,6 +382,27 @@ mod tests {
         apply_resource_caps(spec, cpu.as_ref(), memory.as_ref(), None).unwrap_err()
     }
 
+    /// The error of a spec with one memory violation of a cap of 1Gi.
+    fn one_memory_violation(
+        list: ContainerList,
+        index: usize,
+        name: &str,
+        problem: CapProblem,
+    ) -> ResourceCapError {
+        ResourceCapError::OverCap {
+            violations: vec![CapViolation {
+                container: ContainerRef {
+                    list,
+                    index,
+                    name: name.into(),
+                },
+                resource: CappedResource::Memory,
+                problem,
+                cap: "1Gi".into(),
+            }],
+        }
+    }
+
     #[test]
     fn caps_not_set_allow_anything_and_change_nothing() {
         let unlimited = spec(json!({"containers": [{"name": "app"}]}));
@@ -439,20 +458,14 @@ mod tests {
         let error = request_error(&mut spec, None, Some("1Gi"));
         assert_eq!(
             error,
-            ResourceCapError::OverCap {
-                violations: vec![CapViolation {
-                    container: ContainerRef {
-                        list: ContainerList::Containers,
-                        index: 0,
-                        name: "app".into()
-                    },
-                    resource: CappedResource::Memory,
-                    problem: CapProblem::RequestAboveCap {
-                        value: "2Gi".into()
-                    },
-                    cap: "1Gi".into(),
-                }]
-            }
+            one_memory_violation(
+                ContainerList::Containers,
+                0,
+                "app",
+                CapProblem::RequestAboveCap {
+                    value: "2Gi".into()
+                }
+            )
         );
         assert!(
             error
@@ -554,20 +567,14 @@ mod tests {
         let error = request_error(&mut spec, None, Some("1Gi"));
         assert_eq!(
             error,
-            ResourceCapError::OverCap {
-                violations: vec![CapViolation {
-                    container: ContainerRef {
-                        list: ContainerList::InitContainers,
-                        index: 1,
-                        name: "mesh".into()
-                    },
-                    resource: CappedResource::Memory,
-                    problem: CapProblem::LimitAboveCap {
-                        value: "2Gi".into()
-                    },
-                    cap: "1Gi".into(),
-                }]
-            }
+            one_memory_violation(
+                ContainerList::InitContainers,
+                1,
+                "mesh",
+                CapProblem::LimitAboveCap {
+                    value: "2Gi".into()
+                }
+            )
         );
         assert!(
             error

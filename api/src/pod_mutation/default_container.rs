@@ -92,8 +92,6 @@ mod tests {
     use crate::pod_mutation::fixtures::*;
     use serde_json::json;
 
-    // ----- default container --------------------------------------------------------------------
-
     #[test]
     fn default_container_is_the_first_without_name_or_annotation() {
         let pod = mutate(&busy_template(), &config(json!({"command": ["sleep"]})));

@@ -199,8 +199,6 @@ mod tests {
     use crate::pod_mutation::{fixtures::*, mutate_pod_template};
     use serde_json::json;
 
-    // ----- patchSpecOperations ------------------------------------------------------------------
-
     fn patched(operations: Value) -> Value {
         mutate(
             &busy_template(),

@@ -317,8 +317,6 @@ mod tests {
     use crate::pod_mutation::{MutationError, fixtures::*, mutate_pod_template};
     use serde_json::{Value, json};
 
-    // ----- privilege ----------------------------------------------------------------------------
-
     /// A workload pod that already has some privilege: a hostPath volume, a service account
     /// without a mounted token, a sidecar dropping every capability and barred from escalating.
     fn guarded_template() -> PodTemplateSpec {

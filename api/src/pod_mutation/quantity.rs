@@ -217,8 +217,6 @@ fn digits_value(digits: &[u8]) -> u128 {
 mod tests {
     use super::*;
 
-    // ----- quantities ---------------------------------------------------------------------------
-
     const GI: i128 = 1 << 30;
     const UNIT: i128 = 1_000_000_000;
 
