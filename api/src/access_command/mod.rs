@@ -28,6 +28,10 @@
 //! variables, parentheses, number and boolean constants, and every function but `index`.
 //! Field paths are checked while parsing, so [`validate_access_command`] refuses everything
 //! [`render_access_command`] would, and rendering a valid template cannot fail.
+//!
+//! Where each part lives: `parse.rs` splits the template into text and actions and checks each
+//! action's grammar, `lex.rs` reads the tokens inside an action, and `value.rs` resolves field
+//! paths against the pod metadata and prints them as Go does.
 
 mod lex;
 mod parse;
