@@ -7,13 +7,15 @@
 //! and fields), and adds the shared derives and `#[kube(...)]` attributes.
 
 /// Declares a spec struct and, through kube's `CustomResource`, its namespaced kind in oz's group,
-/// version and category, with the given status type and printer columns.
+/// version and category, with the given status type and printer columns. `last` holds
+/// attributes that go after the struct's own.
 macro_rules! oz_kind_spec {
     (
-        kind = $kind:tt,
-        shortname = $shortname:tt,
         status = $status:tt,
         columns = { $($column:tt)* },
+        last = { $(#[$last:meta])* },
+        kind = $kind:tt,
+        shortname = $shortname:tt,
         $(#[$attribute:meta])*
         $visibility:vis struct $spec:ident $fields:tt
     ) => {
@@ -38,21 +40,16 @@ macro_rules! oz_kind_spec {
         )]
         #[serde(rename_all = "camelCase")]
         $(#[$attribute])*
+        $(#[$last])*
         $visibility struct $spec $fields
     };
 }
 
-/// Declares an access template's spec struct and its kind.
+/// Declares an access template's spec struct and its kind, given as
+/// `kind = "…", shortname = "…",` then the struct with its doc comment and attributes.
 macro_rules! access_template_spec {
-    (
-        kind = $kind:tt,
-        shortname = $shortname:tt,
-        $(#[$attribute:meta])*
-        $visibility:vis struct $spec:ident $fields:tt
-    ) => {
+    ($($kind_and_spec:tt)*) => {
         oz_kind_spec! {
-            kind = $kind,
-            shortname = $shortname,
             status = "TemplateStatus",
             columns = {
                 printcolumn(
@@ -79,24 +76,17 @@ macro_rules! access_template_spec {
                     json_path = ".metadata.creationTimestamp"
                 )
             },
-            $(#[$attribute])*
-            $visibility struct $spec $fields
+            last = {},
+            $($kind_and_spec)*
         }
     };
 }
 
-/// Declares an access request's spec struct and its kind. The spec is immutable: its last
-/// validation rule refuses any change after creation.
+/// Declares an access request's spec struct and its kind, as `access_template_spec` does. The
+/// spec is immutable: its last validation rule refuses any change after creation.
 macro_rules! access_request_spec {
-    (
-        kind = $kind:tt,
-        shortname = $shortname:tt,
-        $(#[$attribute:meta])*
-        $visibility:vis struct $spec:ident $fields:tt
-    ) => {
+    ($($kind_and_spec:tt)*) => {
         oz_kind_spec! {
-            kind = $kind,
-            shortname = $shortname,
             status = "RequestStatus",
             columns = {
                 printcolumn(name = "Template", type_ = "string", json_path = ".spec.templateName"),
@@ -115,10 +105,11 @@ macro_rules! access_request_spec {
                     json_path = ".metadata.creationTimestamp"
                 )
             },
-            $(#[$attribute])*
-            #[x_kube(validation = Rule::new("self == oldSelf")
-                .message("spec is immutable: a request cannot be changed after it is created; delete it and create a new one"))]
-            $visibility struct $spec $fields
+            last = {
+                #[x_kube(validation = Rule::new("self == oldSelf")
+                    .message("spec is immutable: a request cannot be changed after it is created; delete it and create a new one"))]
+            },
+            $($kind_and_spec)*
         }
     };
 }

@@ -279,9 +279,11 @@ mod tests {
 
     #[test]
     fn leading_names_and_numbers_stop_where_go_s_lexer_would() {
-        assert_eq!(leading_identifier("Name.rest"), "Name");
-        assert_eq!(leading_identifier("_x1 y"), "_x1");
-        assert_eq!(leading_number("-1.5e3 }}"), "-1.5e3");
-        assert_eq!(leading_number("0x1F}}"), "0x1F");
+        for (text, identifier) in [("Name.rest", "Name"), ("_x1 y", "_x1")] {
+            assert_eq!(leading_identifier(text), identifier, "{text:?}");
+        }
+        for (text, number) in [("-1.5e3 }}", "-1.5e3"), ("0x1F}}", "0x1F")] {
+            assert_eq!(leading_number(text), number, "{text:?}");
+        }
     }
 }
