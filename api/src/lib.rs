@@ -12,6 +12,8 @@ pub mod access_command;
 mod access_config;
 pub mod conditions;
 mod crds;
+#[macro_use]
+mod crd_shape;
 pub mod duration;
 mod exec;
 pub mod kinds;

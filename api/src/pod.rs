@@ -1,12 +1,7 @@
 //! PodAccessTemplate and PodAccessRequest: a private, mutated copy of a workload's pod (or a pod
 //! from a given spec) to debug in.
-// clippy reads the repeated `type_ = "string"` of kube-derive's printcolumn entries as duplicated
-// attributes; each belongs to a different column.
-#![allow(clippy::duplicated_attributes)]
 
 use k8s_openapi::{api::core::v1::PodSpec, apimachinery::pkg::api::resource::Quantity};
-use kube::{CustomResource, KubeSchema};
-use serde::{Deserialize, Serialize};
 
 use crate::{
     AccessConfig, CrossVersionObjectReference, PodTemplateSpecMutationConfig, RequestStatus,
@@ -14,115 +9,61 @@ use crate::{
     rules::{OBJECT_NAME_HINT, OZ_POD_REQUEST_DURATION_PATTERN, object_name_rule},
 };
 
-/// How access pods are built, who may request them and for how long.
-#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "crds.wizardofoz.co",
-    version = "v1alpha1",
+access_template_spec! {
     kind = "PodAccessTemplate",
-    namespaced,
-    status = "TemplateStatus",
     shortname = "podtpl",
-    category = "oz",
-    printcolumn(
-        name = "Ready",
-        type_ = "boolean",
-        json_path = ".status.ready",
-        description = "Is template ready?"
-    ),
-    printcolumn(
-        name = "Kind",
-        type_ = "string",
-        json_path = ".spec.controllerTargetRef.kind",
-        description = "Target controller kind"
-    ),
-    printcolumn(
-        name = "Target",
-        type_ = "string",
-        json_path = ".spec.controllerTargetRef.name",
-        description = "Target controller name"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.controllerTargetRef) != has(self.podSpec)")
-    .message("spec needs exactly one of controllerTargetRef (copy a workload's pod) and podSpec (build the pod from this spec)"))]
-pub struct PodAccessTemplateSpec {
-    /// Who may request access, for how long, and the access command they are shown.
-    pub access_config: AccessConfig,
+    /// How access pods are built, who may request them and for how long.
+    #[x_kube(validation = Rule::new("has(self.controllerTargetRef) != has(self.podSpec)")
+        .message("spec needs exactly one of controllerTargetRef (copy a workload's pod) and podSpec (build the pod from this spec)"))]
+    pub struct PodAccessTemplateSpec {
+        /// Who may request access, for how long, and the access command they are shown.
+        pub access_config: AccessConfig,
 
-    /// The Deployment, DaemonSet, StatefulSet or Rollout whose pod template is copied.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub controller_target_ref: Option<CrossVersionObjectReference>,
+        /// The Deployment, DaemonSet, StatefulSet or Rollout whose pod template is copied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub controller_target_ref: Option<CrossVersionObjectReference>,
 
-    /// Changes made to the copied pod template before the access pod is created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub controller_target_mutation_config: Option<PodTemplateSpecMutationConfig>,
+        /// Changes made to the copied pod template before the access pod is created.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub controller_target_mutation_config: Option<PodTemplateSpecMutationConfig>,
 
-    /// The access pod's spec, instead of copying a workload's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_spec: Option<PodSpec>,
+        /// The access pod's spec, instead of copying a workload's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub pod_spec: Option<PodSpec>,
 
-    /// The most CPU the access pod's containers may request or be limited to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cpu: Option<Quantity>,
+        /// The most CPU the access pod's containers may request or be limited to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_cpu: Option<Quantity>,
 
-    /// The most memory the access pod's containers may request or be limited to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_memory: Option<Quantity>,
+        /// The most memory the access pod's containers may request or be limited to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_memory: Option<Quantity>,
 
-    /// The most ephemeral storage the access pod's containers may request or be limited to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_storage: Option<Quantity>,
+        /// The most ephemeral storage the access pod's containers may request or be limited to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_storage: Option<Quantity>,
+    }
 }
 
-/// A request for a time-boxed private access pod built from a PodAccessTemplate.
-#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "crds.wizardofoz.co",
-    version = "v1alpha1",
+access_request_spec! {
     kind = "PodAccessRequest",
-    namespaced,
-    status = "RequestStatus",
     shortname = "podreq",
-    category = "oz",
-    printcolumn(name = "Template", type_ = "string", json_path = ".spec.templateName"),
-    printcolumn(name = "Pod", type_ = "string", json_path = ".status.podName"),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Ready", type_ = "boolean", json_path = ".status.ready"),
-    printcolumn(
-        name = "Expires",
-        type_ = "string",
-        json_path = ".status.expiresAt",
-        description = "When the access ends"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("self == oldSelf")
-    .message("spec is immutable: a request cannot be changed after it is created; delete it and create a new one"))]
-pub struct PodAccessRequestSpec {
-    /// The PodAccessTemplate, in this namespace, to request access through.
-    #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new(object_name_rule()).message(format!("spec.templateName must be {OBJECT_NAME_HINT}").as_str()))]
-    pub template_name: String,
+    /// A request for a time-boxed private access pod built from a PodAccessTemplate.
+    pub struct PodAccessRequestSpec {
+        /// The PodAccessTemplate, in this namespace, to request access through.
+        #[schemars(length(min = 1, max = 253))]
+        #[x_kube(validation = Rule::new(object_name_rule()).message(format!("spec.templateName must be {OBJECT_NAME_HINT}").as_str()))]
+        pub template_name: String,
 
-    /// How long access should last, counted from creation: whole seconds, minutes or hours
-    /// (`90m`, `2h`), as Oz accepts. Unset means the template's default; longer than its
-    /// maximum is clamped to it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = OZ_POD_REQUEST_DURATION_PATTERN))]
-    pub duration: Option<String>,
+        /// How long access should last, counted from creation: whole seconds, minutes or hours
+        /// (`90m`, `2h`), as Oz accepts. Unset means the template's default; longer than its
+        /// maximum is clamped to it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(regex(pattern = OZ_POD_REQUEST_DURATION_PATTERN))]
+        pub duration: Option<String>,
 
-    /// Who created the request, recorded by oz's admission webhook; not set by users.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requester: Option<Requester>,
+        /// Who created the request, recorded by oz's admission webhook; not set by users.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub requester: Option<Requester>,
+    }
 }
