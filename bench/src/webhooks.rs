@@ -34,8 +34,8 @@ use oz_webhooks::{
         self, AccessLookup, AdmissionState, AuditLog, CachedLookup, EnforceSettings, KubeLookup,
         LookupError, RequestKind, RequestSummary, audit::find_grant,
     },
+    certs::secrets::CA_CRT,
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
-    store::CA_CRT,
 };
 use serde::Serialize;
 use serde_json::json;
