@@ -22,12 +22,15 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::{
     Api, Client,
-    runtime::events::{Recorder, Reporter},
+    runtime::events::{Event, EventType, Recorder, Reporter},
 };
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::audit::{AuditRecord, EVENT_REPORTER, PodAction, audit_event};
+use super::audit::{AuditRecord, PodAction};
+
+/// The Events' reporting controller.
+pub const EVENT_REPORTER: &str = "oz-webhooks";
 
 /// How many Events may wait to be published; more are dropped.
 pub const QUEUE_CAPACITY: usize = 1000;
@@ -202,6 +205,41 @@ async fn publish_event(client: Client, action: PodAction, record: AuditRecord) {
     }
 }
 
+/// The note of the Event, in Oz's words:
+/// `CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)`.
+pub fn event_note(record: &AuditRecord) -> String {
+    format!(
+        "{}/{} operation on Pod {} (container: {}) by {} (interactive: {})",
+        record.operation,
+        record.subresource,
+        record.pod,
+        record.container.as_deref().unwrap_or_default(),
+        record.user,
+        record.tty
+    )
+}
+
+/// The Event for a record; its `related` object is the granting request, if any.
+pub fn audit_event(action: PodAction, record: &AuditRecord) -> Event {
+    Event {
+        type_: if record.allowed {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: action.reason().into(),
+        note: Some(event_note(record)),
+        action: action.event_action().into(),
+        secondary: record.grant.as_ref().map(|grant| ObjectReference {
+            api_version: Some(format!("{}/{}", oz_api::GROUP, oz_api::VERSION)),
+            kind: Some(grant.kind.clone()),
+            name: Some(grant.name.clone()),
+            namespace: Some(record.namespace.clone()),
+            ..Default::default()
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -209,7 +247,6 @@ mod tests {
     use tokio::sync::{Notify, Semaphore};
 
     use super::*;
-    use crate::admission::audit::AuditRecord;
 
     fn record(pod: &str) -> AuditRecord {
         serde_json::from_value(serde_json::json!({

@@ -11,7 +11,7 @@ use axum::{
     http::{Request, StatusCode},
 };
 use futures::future::BoxFuture;
-use oz_api::{AccessConfig, RequestPhase, Requester};
+use oz_api::{AccessConfig, AccessKind, RequestPhase, Requester};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -23,13 +23,13 @@ const NS: &str = "team-a";
 /// Templates and requests in memory; `broken` makes every read fail.
 #[derive(Default)]
 struct FakeLookup {
-    templates: BTreeMap<(RequestKind, String), AccessConfig>,
+    templates: BTreeMap<(AccessKind, String), AccessConfig>,
     requests: Vec<RequestSummary>,
     broken: bool,
 }
 
 impl FakeLookup {
-    fn with_template(mut self, kind: RequestKind, name: &str, config: AccessConfig) -> Self {
+    fn with_template(mut self, kind: AccessKind, name: &str, config: AccessConfig) -> Self {
         self.templates.insert((kind, name.into()), config);
         self
     }
@@ -43,7 +43,7 @@ impl FakeLookup {
 impl AccessLookup for FakeLookup {
     fn template(
         &self,
-        kind: RequestKind,
+        kind: AccessKind,
         namespace: &str,
         name: &str,
     ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
@@ -89,8 +89,8 @@ fn access_config(groups: &[&str], grant_to: Option<&str>) -> AccessConfig {
 
 fn standard_lookup() -> FakeLookup {
     FakeLookup::default()
-        .with_template(RequestKind::Exec, "web", access_config(&["devs"], None))
-        .with_template(RequestKind::Pod, "debug", access_config(&["devs"], None))
+        .with_template(AccessKind::Exec, "web", access_config(&["devs"], None))
+        .with_template(AccessKind::Pod, "debug", access_config(&["devs"], None))
 }
 
 struct Harness {
@@ -495,7 +495,7 @@ async fn a_template_with_broken_durations_cannot_grant() {
     let mut broken = access_config(&["devs"], None);
     broken.default_duration = "3h".into();
     let h = harness(
-        FakeLookup::default().with_template(RequestKind::Exec, "web", broken),
+        FakeLookup::default().with_template(AccessKind::Exec, "web", broken),
         EnforceSettings::default(),
     )
     .await;
@@ -778,7 +778,7 @@ fn exec_review(who: Value, pod: &str, subresource: &str, options: Value) -> Valu
 }
 
 fn grant_request(
-    kind: RequestKind,
+    kind: AccessKind,
     name: &str,
     template: &str,
     who: &str,
@@ -812,7 +812,7 @@ fn alice_exec() -> Value {
 async fn an_exec_is_recorded_with_its_grant_and_allowed() {
     let lookup = standard_lookup()
         .with_request(grant_request(
-            RequestKind::Exec,
+            AccessKind::Exec,
             "pending",
             "web",
             "alice",
@@ -820,7 +820,7 @@ async fn an_exec_is_recorded_with_its_grant_and_allowed() {
             "web-0",
         ))
         .with_request(grant_request(
-            RequestKind::Exec,
+            AccessKind::Exec,
             "other-pod",
             "web",
             "alice",
@@ -828,7 +828,7 @@ async fn an_exec_is_recorded_with_its_grant_and_allowed() {
             "web-1",
         ))
         .with_request(grant_request(
-            RequestKind::Exec,
+            AccessKind::Exec,
             "alices",
             "web",
             "alice",
@@ -883,7 +883,7 @@ async fn an_exec_is_recorded_with_its_grant_and_allowed() {
 async fn an_exec_without_a_grant_is_recorded_with_a_null_grant_and_allowed() {
     // Someone else's Ready request for the same pod grants nothing under grantTo Requester.
     let lookup = standard_lookup().with_request(grant_request(
-        RequestKind::Exec,
+        AccessKind::Exec,
         "carols",
         "web",
         "carol",
@@ -904,12 +904,12 @@ async fn an_exec_without_a_grant_is_recorded_with_a_null_grant_and_allowed() {
 async fn a_group_grant_lets_other_members_in() {
     let lookup = FakeLookup::default()
         .with_template(
-            RequestKind::Pod,
+            AccessKind::Pod,
             "shared",
             access_config(&["devs"], Some("AllowedGroups")),
         )
         .with_request(grant_request(
-            RequestKind::Pod,
+            AccessKind::Pod,
             "carols",
             "shared",
             "carol",
@@ -1050,7 +1050,7 @@ async fn enforcement_denies_access_without_a_grant_in_its_namespaces_only() {
 #[tokio::test]
 async fn enforcement_allows_a_granted_user_and_fails_closed_on_lookup_errors() {
     let lookup = standard_lookup().with_request(grant_request(
-        RequestKind::Exec,
+        AccessKind::Exec,
         "alices",
         "web",
         "alice",
@@ -1075,10 +1075,10 @@ fn the_event_reads_like_ozs() {
     let action = audit::PodAction::of(&request).unwrap();
     let mut record = audit::describe(&request, action);
     assert_eq!(
-        audit::event_note(&record),
+        events::event_note(&record),
         "CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)"
     );
-    let event = audit::audit_event(action, &record);
+    let event = events::audit_event(action, &record);
     assert_eq!(
         (event.reason.as_str(), event.action.as_str()),
         ("PodExec", "RecordedExec")
@@ -1090,7 +1090,7 @@ fn the_event_reads_like_ozs() {
         name: "alices".into(),
         template: "web".into(),
     });
-    let related = audit::audit_event(action, &record).secondary.unwrap();
+    let related = events::audit_event(action, &record).secondary.unwrap();
     assert_eq!(related.kind.as_deref(), Some("ExecAccessRequest"));
     assert_eq!(related.name.as_deref(), Some("alices"));
     assert_eq!(related.namespace.as_deref(), Some(NS));
