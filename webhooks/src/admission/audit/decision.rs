@@ -130,3 +130,145 @@ pub fn denial(enforce: &EnforceSettings, record: &AuditRecord) -> Option<String>
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use oz_api::{AccessKind, Requester};
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(kind: AccessKind, name: &str, user: &str, phase: RequestPhase) -> RequestSummary {
+        RequestSummary {
+            kind,
+            name: name.into(),
+            template: "web".into(),
+            requester: Some(Requester {
+                username: user.into(),
+                uid: None,
+                groups: Vec::new(),
+            }),
+            phase: Some(phase),
+            pod_name: Some("web-0".into()),
+        }
+    }
+
+    fn groups(names: &[&str]) -> Vec<String> {
+        names.iter().map(|g| g.to_string()).collect()
+    }
+
+    #[test]
+    fn only_ready_requests_for_the_pod_are_candidates_in_kind_then_name_order() {
+        let mut elsewhere = request(
+            AccessKind::Exec,
+            "a-other-pod",
+            "alice",
+            RequestPhase::Ready,
+        );
+        elsewhere.pod_name = Some("web-1".into());
+        let found = candidates(
+            vec![
+                request(AccessKind::Pod, "b", "bob", RequestPhase::Ready),
+                request(AccessKind::Exec, "z", "carol", RequestPhase::Ready),
+                request(
+                    AccessKind::Exec,
+                    "a-pending",
+                    "alice",
+                    RequestPhase::Pending,
+                ),
+                elsewhere,
+                request(AccessKind::Exec, "c", "dave", RequestPhase::Ready),
+            ],
+            "web-0",
+        );
+        let names: Vec<_> = found.iter().map(|r| (r.kind, r.name.as_str())).collect();
+        assert_eq!(
+            names,
+            [
+                (AccessKind::Exec, "c"),
+                (AccessKind::Exec, "z"),
+                (AccessKind::Pod, "b")
+            ]
+        );
+    }
+
+    #[test]
+    fn ones_own_request_is_the_grant() {
+        let found = [
+            request(AccessKind::Exec, "carols", "carol", RequestPhase::Ready),
+            request(AccessKind::Pod, "alices", "alice", RequestPhase::Ready),
+        ];
+        assert_eq!(
+            own_grant(&found, "alice").map(|r| r.name.as_str()),
+            Some("alices")
+        );
+        assert_eq!(own_grant(&found, "mallory"), None);
+    }
+
+    #[test]
+    fn only_a_template_granting_to_its_groups_lets_other_members_in() {
+        let config = |grant_to: &str| -> AccessConfig {
+            serde_json::from_value(json!({
+                "allowedGroups": ["devs"], "defaultDuration": "1h", "maxDuration": "2h",
+                "grantTo": grant_to,
+            }))
+            .unwrap()
+        };
+        let shared = config("AllowedGroups");
+        assert!(grants_to_groups(&shared, &groups(&["qa", "devs"])));
+        assert!(!grants_to_groups(&shared, &groups(&["qa"])));
+        assert!(!grants_to_groups(&config("Requester"), &groups(&["devs"])));
+    }
+
+    fn record(
+        grant: Option<Grant>,
+        grant_error: Option<&str>,
+        user_groups: &[&str],
+    ) -> AuditRecord {
+        serde_json::from_value(json!({
+            "time": "2026-11-21T00:00:00Z", "event": "PodExec", "requestUid": "r", "user": "alice",
+            "groups": user_groups, "namespace": "team-a", "pod": "web-0", "operation": "CONNECT",
+            "subresource": "exec", "container": null, "command": [], "tty": false,
+            "stdin": false, "grant": grant, "grantError": grant_error, "dryRun": false,
+            "allowed": true,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn enforcement_denies_only_ungranted_unexempt_access_in_its_namespaces() {
+        let enforce = EnforceSettings {
+            namespaces: BTreeSet::from(["team-a".to_string()]),
+            ..Default::default()
+        };
+        let granted = Grant {
+            kind: "ExecAccessRequest".into(),
+            name: "alices".into(),
+            template: "web".into(),
+        };
+        assert_eq!(
+            denial(&enforce, &record(Some(granted), None, &["devs"])),
+            None
+        );
+        assert_eq!(
+            denial(&enforce, &record(None, None, &["devs"])).as_deref(),
+            Some(
+                "alice has no active access request for pod team-a/web-0: create an \
+                 ExecAccessRequest or PodAccessRequest and wait until it is Ready"
+            )
+        );
+        assert_eq!(
+            denial(&enforce, &record(None, Some("timed out"), &["devs"])).as_deref(),
+            Some("oz could not check alice's access requests: timed out"),
+            "fails closed"
+        );
+        assert_eq!(
+            denial(&enforce, &record(None, None, &["system:masters"])),
+            None
+        );
+        assert_eq!(
+            denial(&EnforceSettings::default(), &record(None, None, &[])),
+            None
+        );
+    }
+}
