@@ -192,6 +192,30 @@ fn request_review(
     })
 }
 
+/// A CREATE of a `kind` object.
+fn create_review(kind: &str, user_info: Value, object: Value) -> Value {
+    request_review(kind, "CREATE", user_info, object, Value::Null)
+}
+
+/// An UPDATE of an ExecAccessRequest from `old` to `new`.
+fn update_review(user_info: Value, new: Value, old: Value) -> Value {
+    request_review("ExecAccessRequest", "UPDATE", user_info, new, old)
+}
+
+/// A DELETE of an ExecAccessRequest that was `old`.
+fn delete_review(user_info: Value, old: Value) -> Value {
+    request_review("ExecAccessRequest", "DELETE", user_info, Value::Null, old)
+}
+
+/// alice, in devs, creating an ExecAccessRequest through template web, requester unstamped.
+fn alice_creates_web() -> Value {
+    create_review(
+        "ExecAccessRequest",
+        user("alice", &["devs"]),
+        exec_request(json!({"templateName": "web"})),
+    )
+}
+
 fn exec_request(spec: Value) -> Value {
     json!({
         "apiVersion": "crds.wizardofoz.co/v1alpha1",
@@ -208,12 +232,10 @@ fn stamped(spec: Value, who: &str, groups: &[&str]) -> Value {
 }
 
 async fn create_as(h: &Harness, who: &str, groups: &[&str], spec: Value) -> Value {
-    let review = request_review(
+    let review = create_review(
         "ExecAccessRequest",
-        "CREATE",
         user(who, groups),
         exec_request(stamped(spec, who, groups)),
-        Value::Null,
     );
     h.review(VALIDATE_REQUESTS_PATH, review).await
 }
@@ -249,13 +271,7 @@ async fn malformed_bodies_get_400_with_a_reason() {
         assert_eq!(status, StatusCode::BAD_REQUEST);
         assert!(message(&body["response"]).contains("no request"), "{body}");
 
-        let mut old_version = request_review(
-            "ExecAccessRequest",
-            "CREATE",
-            user("alice", &["devs"]),
-            exec_request(json!({"templateName": "web"})),
-            Value::Null,
-        );
+        let mut old_version = alice_creates_web();
         old_version["apiVersion"] = json!("admission.k8s.io/v1beta1");
         let (status, body) = h.post(path, old_version.to_string()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -265,13 +281,7 @@ async fn malformed_bodies_get_400_with_a_reason() {
         );
 
         // A request whose operation is not one Kubernetes has.
-        let mut bad_operation = request_review(
-            "ExecAccessRequest",
-            "CREATE",
-            user("alice", &["devs"]),
-            exec_request(json!({"templateName": "web"})),
-            Value::Null,
-        );
+        let mut bad_operation = alice_creates_web();
         bad_operation["request"]["operation"] = json!("EXPLODE");
         let (status, _) = h.post(path, bad_operation.to_string()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -295,13 +305,7 @@ async fn malformed_bodies_get_400_with_a_reason() {
 #[tokio::test]
 async fn oversized_bodies_get_400_with_a_reason() {
     let h = harness(standard_lookup(), EnforceSettings::default()).await;
-    let mut review = request_review(
-        "ExecAccessRequest",
-        "CREATE",
-        user("alice", &["devs"]),
-        exec_request(json!({"templateName": "web"})),
-        Value::Null,
-    );
+    let mut review = alice_creates_web();
     review["request"]["object"]["metadata"]["annotations"] =
         json!({"padding": "x".repeat(MAX_BODY_BYTES)});
     let (status, body) = h.post(VALIDATE_REQUESTS_PATH, review.to_string()).await;
@@ -315,12 +319,10 @@ async fn oversized_bodies_get_400_with_a_reason() {
 async fn request_webhooks_refuse_kinds_that_are_not_requests() {
     let h = harness(standard_lookup(), EnforceSettings::default()).await;
     for kind in ["ConfigMap", "ExecAccessTemplate"] {
-        let mut review = request_review(
+        let mut review = create_review(
             kind,
-            "CREATE",
             user("alice", &["devs"]),
             json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}}),
-            Value::Null,
         );
         if kind == "ConfigMap" {
             review["request"]["kind"]["group"] = json!("");

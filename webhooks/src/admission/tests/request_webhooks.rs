@@ -24,12 +24,10 @@ async fn create_stamps_the_requester_over_a_forged_one() {
         "templateName": "web",
         "requester": {"username": "admin", "groups": ["system:masters"]},
     }));
-    let review = request_review(
+    let review = create_review(
         "ExecAccessRequest",
-        "CREATE",
         user("alice", &["devs"]),
         forged.clone(),
-        Value::Null,
     );
     let response = h.review(MUTATE_REQUESTS_PATH, review).await;
     let object = patched(&forged, &response);
@@ -44,12 +42,10 @@ async fn create_stamps_the_requester_over_a_forged_one() {
 async fn create_stamps_the_requester_of_both_kinds_even_without_a_spec() {
     let h = harness(standard_lookup(), EnforceSettings::default()).await;
     let bare = json!({"apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "PodAccessRequest", "metadata": {"name": "req"}});
-    let review = request_review(
+    let review = create_review(
         "PodAccessRequest",
-        "CREATE",
         json!({"username": "bob", "groups": ["qa"]}),
         bare.clone(),
-        Value::Null,
     );
     let object = patched(&bare, &h.review(MUTATE_REQUESTS_PATH, review).await);
     assert_eq!(
@@ -63,23 +59,15 @@ async fn create_stamps_the_requester_of_both_kinds_even_without_a_spec() {
 async fn mutation_leaves_updates_alone_and_refuses_anonymous_creates() {
     let h = harness(standard_lookup(), EnforceSettings::default()).await;
     let object = exec_request(stamped(json!({"templateName": "web"}), "alice", &["devs"]));
-    let update = request_review(
-        "ExecAccessRequest",
-        "UPDATE",
-        user("bob", &["qa"]),
-        object.clone(),
-        object.clone(),
-    );
+    let update = update_review(user("bob", &["qa"]), object.clone(), object.clone());
     let response = h.review(MUTATE_REQUESTS_PATH, update).await;
     assert_eq!(response["allowed"], true);
     assert!(response.get("patch").is_none(), "{response}");
 
-    let anonymous = request_review(
+    let anonymous = create_review(
         "ExecAccessRequest",
-        "CREATE",
         json!({"groups": ["system:unauthenticated"]}),
         object,
-        Value::Null,
     );
     let response = h.review(MUTATE_REQUESTS_PATH, anonymous).await;
     assert_eq!(response["allowed"], false);
@@ -191,12 +179,10 @@ async fn a_requester_that_is_not_the_creator_is_refused() {
         stamped(json!({"templateName": "web"}), "carol", &["devs"]),
         json!({"templateName": "web"}),
     ] {
-        let review = request_review(
+        let review = create_review(
             "ExecAccessRequest",
-            "CREATE",
             user("alice", &["devs"]),
             exec_request(spec),
-            Value::Null,
         );
         let response = h.review(VALIDATE_REQUESTS_PATH, review).await;
         assert_eq!(response["allowed"], false);
@@ -232,23 +218,19 @@ async fn pod_access_requests_are_checked_against_pod_access_templates() {
             "spec": stamped(json!({"templateName": "debug", "duration": "2h"}), who, groups),
         })
     };
-    let alice = request_review(
+    let alice = create_review(
         "PodAccessRequest",
-        "CREATE",
         user("alice", &["devs"]),
         object("alice", &["devs"]),
-        Value::Null,
     );
     assert_eq!(
         h.review(VALIDATE_REQUESTS_PATH, alice).await["allowed"],
         true
     );
-    let bob = request_review(
+    let bob = create_review(
         "PodAccessRequest",
-        "CREATE",
         user("bob", &["qa"]),
         object("bob", &["qa"]),
-        Value::Null,
     );
     let response = h.review(VALIDATE_REQUESTS_PATH, bob).await;
     assert_eq!(response["allowed"], false);
@@ -268,15 +250,7 @@ async fn the_spec_of_a_request_cannot_change() {
         "alice",
         &["devs"],
     ));
-    let update = |new: Value| {
-        request_review(
-            "ExecAccessRequest",
-            "UPDATE",
-            user("alice", &["devs"]),
-            new,
-            old.clone(),
-        )
-    };
+    let update = |new: Value| update_review(user("alice", &["devs"]), new, old.clone());
 
     let mut longer = old.clone();
     longer["spec"]["duration"] = json!("9h");
@@ -315,13 +289,7 @@ async fn metadata_and_status_updates_are_allowed() {
     owned["metadata"]["ownerReferences"] =
         json!([{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "1"}]);
     owned["status"] = json!({"phase": "Ready"});
-    let review = request_review(
-        "ExecAccessRequest",
-        "UPDATE",
-        user("system:serviceaccount:oz:oz", &[]),
-        owned,
-        old.clone(),
-    );
+    let review = update_review(user("system:serviceaccount:oz:oz", &[]), owned, old.clone());
     assert_eq!(
         h.review(VALIDATE_REQUESTS_PATH, review).await["allowed"],
         true
@@ -330,26 +298,14 @@ async fn metadata_and_status_updates_are_allowed() {
     // The status subresource, should it ever be routed here.
     let mut changed = old.clone();
     changed["spec"]["duration"] = json!("9h");
-    let mut status = request_review(
-        "ExecAccessRequest",
-        "UPDATE",
-        user("alice", &["devs"]),
-        changed,
-        old.clone(),
-    );
+    let mut status = update_review(user("alice", &["devs"]), changed, old.clone());
     status["request"]["subResource"] = json!("status");
     assert_eq!(
         h.review(VALIDATE_REQUESTS_PATH, status).await["allowed"],
         true
     );
 
-    let delete = request_review(
-        "ExecAccessRequest",
-        "DELETE",
-        user("alice", &["devs"]),
-        Value::Null,
-        old,
-    );
+    let delete = delete_review(user("alice", &["devs"]), old);
     assert_eq!(
         h.review(VALIDATE_REQUESTS_PATH, delete).await["allowed"],
         true
@@ -362,9 +318,7 @@ async fn only_the_requester_or_trusted_groups_may_delete_a_request() {
     let active = exec_request(stamped(json!({"templateName": "web"}), "alice", &["devs"]));
     let mut expired = active.clone();
     expired["status"] = json!({"phase": "Expired"});
-    let delete = |who: Value, old: &Value| {
-        request_review("ExecAccessRequest", "DELETE", who, Value::Null, old.clone())
-    };
+    let delete = |who: Value, old: &Value| delete_review(who, old.clone());
 
     // The requester revokes her own access.
     let response = h
