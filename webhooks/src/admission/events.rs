@@ -1,5 +1,6 @@
-//! [`AuditEvents`]: the audit Events on pods, published in the background from a bounded
-//! queue, so a burst of execs can neither delay admission nor pile up work in memory.
+//! The audit Events on pods: what one says ([`audit_event`], in Oz's words), and
+//! [`AuditEvents`], which publishes them in the background from a bounded queue, so a burst of
+//! execs can neither delay admission nor pile up work in memory.
 //!
 //! The audit record (log line, file and the apiserver's audit annotations) is the record of
 //! truth and is always written; the Event is a convenience for `kubectl describe pod`. Events

@@ -10,7 +10,7 @@
 //! | [`VALIDATE_REQUESTS_PATH`] | [`REQUESTS_WEBHOOK`](crate::registration::REQUESTS_WEBHOOK), [`REQUEST_DELETES_WEBHOOK`](crate::registration::REQUEST_DELETES_WEBHOOK) | [`requests::validate`] |
 //! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](crate::registration::AUDIT_WEBHOOK) | [`audit::audit`] |
 //!
-//! - [`requests`]: stamp the requester on create, then validate creates and updates.
+//! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).

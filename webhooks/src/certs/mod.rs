@@ -2,7 +2,7 @@
 //! ones back to decide whether they can still be used.
 //!
 //! Everything in this file is pure: the current time is a parameter, and nothing talks to
-//! Kubernetes. [`secrets`] keeps the results in Secrets, and [`rotation`] keeps the served
+//! Kubernetes. [`secrets`] keeps the results in Secrets, and `rotation` keeps the served
 //! certificate and every `caBundle` in step with them.
 
 pub(crate) mod rotation;

@@ -7,9 +7,10 @@
 //! apiserver's own audit log shows the grant too. The operation is always allowed unless
 //! [`EnforceSettings`] names the namespace and no grant is found.
 //!
-//! - [`record`]: the record, made from the AdmissionReview.
-//! - [`decision`]: the grant that covers an access, and enforcement.
-//! - [`log`]: where records are written.
+//! - `record.rs`: the record ([`AuditRecord`]), made from the AdmissionReview.
+//! - `decision.rs`: the grant that covers an access ([`find_grant`]), and enforcement
+//!   ([`EnforceSettings`], [`denial`]).
+//! - `log.rs`: where records are written ([`AuditLog`]).
 //! - The Event: [`AuditEvents`](super::AuditEvents), in [`super::events`].
 
 mod decision;
