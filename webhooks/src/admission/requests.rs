@@ -317,3 +317,46 @@ fn unknown_kind(request: &AdmissionRequest<DynamicObject>) -> String {
         request.kind.group
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(data: Value) -> DynamicObject {
+        serde_json::from_value(data).unwrap()
+    }
+
+    #[test]
+    fn a_request_is_decoded_into_its_kinds_own_type() {
+        let exec: ExecAccessRequest = parse_request(&object(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
+            "metadata": {"name": "req", "namespace": "team-a"},
+            "spec": {"templateName": "web", "targetPod": "web-0", "duration": "30m"},
+            "status": {"phase": "Ready"},
+        })))
+        .unwrap();
+        assert_eq!(exec.template_name(), "web");
+        assert_eq!(exec.duration(), Some("30m"));
+        assert_eq!(exec.spec.target_pod.as_deref(), Some("web-0"));
+        assert_eq!(exec.metadata.name.as_deref(), Some("req"));
+        assert!(
+            exec.status.is_none(),
+            "the status is not the requester's to write"
+        );
+    }
+
+    #[test]
+    fn a_malformed_spec_is_named_as_the_field_at_fault() {
+        let parse = |data: Value| parse_request::<PodAccessRequest>(&object(data)).unwrap_err();
+        let meta = json!({"name": "req"});
+        assert_eq!(parse(json!({"metadata": meta})), "spec: required");
+        assert_eq!(
+            parse(json!({"metadata": meta, "spec": {"duration": "1h"}})),
+            "spec: missing field `templateName`"
+        );
+        assert_eq!(
+            parse(json!({"metadata": meta, "spec": {"templateName": "web", "duration": 3600}})),
+            "spec: invalid type: integer `3600`, expected a string"
+        );
+    }
+}
