@@ -151,6 +151,8 @@ pub trait AccessRequest: OzResource {
     fn requester(&self) -> Option<&Requester>;
     /// The status, if written yet.
     fn request_status(&self) -> Option<&RequestStatus>;
+    /// The status, to change in place (as a cache trims what it does not read).
+    fn request_status_mut(&mut self) -> Option<&mut RequestStatus>;
 }
 
 impl AccessTemplate for ExecAccessTemplate {
@@ -194,6 +196,9 @@ impl AccessRequest for ExecAccessRequest {
     fn request_status(&self) -> Option<&RequestStatus> {
         self.status.as_ref()
     }
+    fn request_status_mut(&mut self) -> Option<&mut RequestStatus> {
+        self.status.as_mut()
+    }
 }
 
 impl AccessRequest for PodAccessRequest {
@@ -210,6 +215,9 @@ impl AccessRequest for PodAccessRequest {
     }
     fn request_status(&self) -> Option<&RequestStatus> {
         self.status.as_ref()
+    }
+    fn request_status_mut(&mut self) -> Option<&mut RequestStatus> {
+        self.status.as_mut()
     }
 }
 

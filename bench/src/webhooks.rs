@@ -28,14 +28,14 @@ use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams},
 };
-use oz_api::{AccessConfig, ExecAccessRequest, PodAccessRequest, RequestPhase};
+use oz_api::{AccessConfig, AccessKind, ExecAccessRequest, PodAccessRequest, RequestPhase};
 use oz_webhooks::{
     admission::{
         self, AccessLookup, AdmissionState, AuditLog, CachedLookup, EnforceSettings, KubeLookup,
-        LookupError, RequestKind, RequestSummary, audit::find_grant,
+        LookupError, RequestSummary, audit::find_grant,
     },
+    certs::secrets::CA_CRT,
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
-    store::CA_CRT,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -444,7 +444,7 @@ struct StaticLookup {
 impl AccessLookup for StaticLookup {
     fn template(
         &self,
-        _kind: RequestKind,
+        _kind: AccessKind,
         _namespace: &str,
         _name: &str,
     ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
@@ -456,7 +456,7 @@ impl AccessLookup for StaticLookup {
         _namespace: &str,
     ) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
         let summary = RequestSummary {
-            kind: RequestKind::Exec,
+            kind: AccessKind::Exec,
             name: "alice-grant".into(),
             template: TEMPLATE.into(),
             requester: Some(cluster::alice()),

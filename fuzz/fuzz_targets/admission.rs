@@ -18,10 +18,10 @@ use axum::{Router, body::Body};
 use futures::future::BoxFuture;
 use http::Request;
 use libfuzzer_sys::fuzz_target;
-use oz_api::AccessConfig;
+use oz_api::{AccessConfig, AccessKind};
 use oz_webhooks::admission::{
-    AccessLookup, AdmissionState, AuditLog, EnforceSettings, LookupError, RequestKind,
-    RequestSummary, requests::DeletePolicy, router,
+    AccessLookup, AdmissionState, AuditLog, EnforceSettings, LookupError, RequestSummary,
+    requests::DeletePolicy, router,
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -32,7 +32,7 @@ struct Lookup;
 impl AccessLookup for Lookup {
     fn template(
         &self,
-        _kind: RequestKind,
+        _kind: AccessKind,
         namespace: &str,
         name: &str,
     ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
@@ -50,7 +50,7 @@ impl AccessLookup for Lookup {
         Box::pin(async move {
             Ok(if mine {
                 vec![RequestSummary {
-                    kind: RequestKind::Exec,
+                    kind: AccessKind::Exec,
                     name: "granted".into(),
                     template: "web".into(),
                     requester: Some(oz_api::Requester {

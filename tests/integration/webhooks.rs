@@ -21,8 +21,11 @@ use kube::{
 use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, Requester};
 use oz_testenv::pods::{create_ready_pod, test_pod_spec};
 use oz_webhooks::{
-    WebhookConfig, WebhookEndpoint, WebhookServer, certs,
-    store::{CA_CRT, TLS_CRT, TLS_SECRET_TYPE},
+    WebhookConfig, WebhookEndpoint, WebhookServer,
+    certs::{
+        self,
+        secrets::{CA_CRT, TLS_CRT, TLS_SECRET_TYPE},
+    },
 };
 use serde_json::{Value, json};
 

@@ -3,14 +3,14 @@
 //! oz-manager calls [`WebhookServer::start`] with a [`WebhookConfig`]; everything else here is
 //! what that is made of:
 //!
-//! - [`certs`]: the CA and serving certificate, generated with rcgen and checked when read back.
-//! - [`store`]: both kept in Secrets in the operator's namespace; only the leader writes them.
+//! - [`certs`]: the CA and serving certificate, generated with rcgen and checked when read back;
+//!   [`certs::secrets`] keeps both in Secrets in the operator's namespace (only the leader
+//!   writes them), and a background reconciler (`certs::rotation`) watches the two Secrets and
+//!   oz's own webhook configurations, and keeps the served certificate and every `caBundle` in
+//!   step with them, with no restart.
 //! - [`registration`]: the webhook configurations oz registers, applied server-side.
 //! - [`admission`]: the handlers (requester stamping, request validation, exec/attach audit).
 //! - [`tls`]: an axum server over rustls whose certificate can be replaced while it runs.
-//!
-//! A background reconciler watches the two Secrets and oz's own webhook configurations, and
-//! keeps the served certificate and every `caBundle` in step with them, with no restart.
 //!
 //! ```no_run
 //! # async fn run(client: kube::Client, leader: tokio::sync::watch::Receiver<bool>)
@@ -33,10 +33,8 @@
 pub mod admission;
 pub mod certs;
 mod error;
-mod reconciler;
 pub mod registration;
 mod server;
-pub mod store;
 pub mod tls;
 
 pub use error::{Error, Result};

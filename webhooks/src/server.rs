@@ -13,10 +13,12 @@ use tracing::info;
 use crate::{
     Error, Result,
     admission::{self, AdmissionState, AuditEvents, AuditLog, CachedLookup, EnforceSettings},
-    certs::CertSettings,
-    reconciler::{CertReconciler, initial_certificates},
+    certs::{
+        CertSettings,
+        rotation::{CertReconciler, initial_certificates},
+        secrets::{CertStore, SecretNames},
+    },
     registration::{Registration, WebhookEndpoint},
-    store::{CertStore, SecretNames},
     tls::{SwappableCert, TlsServer},
 };
 

@@ -36,13 +36,13 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessConfig, ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, PodAccessTemplate,
-    RequestStatus,
+    AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
+    PodAccessRequest, PodAccessTemplate,
 };
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::{AccessLookup, KubeLookup, LookupError, RequestKind, RequestSummary};
+use super::{AccessLookup, KubeLookup, LookupError, RequestSummary};
 
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
@@ -168,16 +168,10 @@ impl Stores {
         self.pod_templates.wait_until_ready().await
     }
 
-    fn template(&self, kind: RequestKind, namespace: &str, name: &str) -> Option<AccessConfig> {
+    fn template(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<AccessConfig> {
         match kind {
-            RequestKind::Exec => self
-                .exec_templates
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|t| t.spec.access_config.clone()),
-            RequestKind::Pod => self
-                .pod_templates
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|t| t.spec.access_config.clone()),
+            AccessKind::Exec => access_config(&self.exec_templates, namespace, name),
+            AccessKind::Pod => access_config(&self.pod_templates, namespace, name),
         }
     }
 
@@ -185,14 +179,25 @@ impl Stores {
         let mut requests = Vec::new();
         self.exec_requests_by_namespace
             .each(&self.exec_requests, namespace, |r| {
-                requests.push(RequestSummary::of_exec(r))
+                requests.push(RequestSummary::of(r))
             });
         self.pod_requests_by_namespace
             .each(&self.pod_requests, namespace, |r| {
-                requests.push(RequestSummary::of_pod(r))
+                requests.push(RequestSummary::of(r))
             });
         requests
     }
+}
+
+/// The `spec.accessConfig` of template `name` in `store`, if it is there.
+fn access_config<T: AccessTemplate>(
+    store: &Store<T>,
+    namespace: &str,
+    name: &str,
+) -> Option<AccessConfig> {
+    store
+        .get(&ObjectRef::new(name).within(namespace))
+        .map(|t| t.access_config().clone())
 }
 
 impl CachedLookup {
@@ -262,7 +267,7 @@ impl CachedLookup {
 impl AccessLookup for CachedLookup {
     fn template(
         &self,
-        kind: RequestKind,
+        kind: AccessKind,
         namespace: &str,
         name: &str,
     ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
@@ -409,28 +414,11 @@ fn strip_metadata<K: ResourceExt>(object: &mut K) {
 }
 
 /// As [`strip_metadata`], and the status fields grant matching does not read.
-fn strip_request<K: ResourceExt + HasRequestStatus>(request: &mut K) {
+fn strip_request<K: AccessRequest>(request: &mut K) {
     strip_metadata(request);
-    if let Some(status) = request.status_mut() {
+    if let Some(status) = request.request_status_mut() {
         status.conditions = Vec::new();
         status.access_message = None;
-    }
-}
-
-/// The two request kinds' status, for [`strip_request`].
-trait HasRequestStatus {
-    fn status_mut(&mut self) -> Option<&mut RequestStatus>;
-}
-
-impl HasRequestStatus for ExecAccessRequest {
-    fn status_mut(&mut self) -> Option<&mut RequestStatus> {
-        self.status.as_mut()
-    }
-}
-
-impl HasRequestStatus for PodAccessRequest {
-    fn status_mut(&mut self) -> Option<&mut RequestStatus> {
-        self.status.as_mut()
     }
 }
 
@@ -455,7 +443,7 @@ mod tests {
     #[derive(Default)]
     struct Apiserver {
         requests: Mutex<Vec<RequestSummary>>,
-        templates: BTreeMap<(RequestKind, String), AccessConfig>,
+        templates: BTreeMap<(AccessKind, String), AccessConfig>,
         request_reads: AtomicUsize,
         template_reads: AtomicUsize,
     }
@@ -472,7 +460,7 @@ mod tests {
     impl AccessLookup for Apiserver {
         fn template(
             &self,
-            kind: RequestKind,
+            kind: AccessKind,
             namespace: &str,
             name: &str,
         ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
@@ -706,7 +694,7 @@ mod tests {
 
     fn summary(name: &str, user: &str, phase: RequestPhase) -> RequestSummary {
         RequestSummary {
-            kind: RequestKind::Exec,
+            kind: AccessKind::Exec,
             name: name.into(),
             template: "web".into(),
             requester: Some(oz_api::Requester {
@@ -724,7 +712,7 @@ mod tests {
         let apiserver = Apiserver {
             requests: Mutex::new(vec![summary("alices", "alice", RequestPhase::Ready)]),
             templates: BTreeMap::from([(
-                (RequestKind::Exec, "web".into()),
+                (AccessKind::Exec, "web".into()),
                 access_config(&["devs"]),
             )]),
             ..Default::default()
@@ -744,7 +732,7 @@ mod tests {
             requests,
             vec![summary("alices", "alice", RequestPhase::Ready)]
         );
-        let template = fixture.lookup.template(RequestKind::Exec, NS, "web").await;
+        let template = fixture.lookup.template(AccessKind::Exec, NS, "web").await;
         assert_eq!(template, Ok(Some(access_config(&["devs"]))));
         assert_eq!(fixture.apiserver.reads(), (1, 1));
 
@@ -772,23 +760,23 @@ mod tests {
         assert_eq!(
             names,
             [
-                (RequestKind::Exec, "alices"),
-                (RequestKind::Exec, "bobs"),
-                (RequestKind::Pod, "carols"),
+                (AccessKind::Exec, "alices"),
+                (AccessKind::Exec, "bobs"),
+                (AccessKind::Pod, "carols"),
             ]
         );
         assert_eq!(requests[0], summary("alices", "alice", RequestPhase::Ready));
         assert_eq!(requests[2].pod_name.as_deref(), Some("carols-pod"));
         assert_eq!(requests[2].template, "debug");
 
-        let exec = fixture.lookup.template(RequestKind::Exec, NS, "web").await;
+        let exec = fixture.lookup.template(AccessKind::Exec, NS, "web").await;
         assert_eq!(exec, Ok(Some(group_access_config(&["devs"]))));
         let other = fixture
             .lookup
-            .template(RequestKind::Exec, "team-b", "web")
+            .template(AccessKind::Exec, "team-b", "web")
             .await;
         assert_eq!(other, Ok(Some(access_config(&["ops"]))));
-        let pod = fixture.lookup.template(RequestKind::Pod, NS, "debug").await;
+        let pod = fixture.lookup.template(AccessKind::Pod, NS, "debug").await;
         assert_eq!(pod, Ok(Some(access_config(&["devs"]))));
         assert_eq!(fixture.apiserver.reads(), (0, 0));
     }
@@ -833,16 +821,13 @@ mod tests {
     #[tokio::test]
     async fn a_template_missing_from_memory_is_read_through_the_apiserver() {
         let apiserver = Apiserver {
-            templates: BTreeMap::from([(
-                (RequestKind::Exec, "new".into()),
-                access_config(&["qa"]),
-            )]),
+            templates: BTreeMap::from([((AccessKind::Exec, "new".into()), access_config(&["qa"]))]),
             ..Default::default()
         };
         let fixture = Fixture::new(apiserver).listed().await;
-        let created = fixture.lookup.template(RequestKind::Exec, NS, "new").await;
+        let created = fixture.lookup.template(AccessKind::Exec, NS, "new").await;
         assert_eq!(created, Ok(Some(access_config(&["qa"]))));
-        let missing = fixture.lookup.template(RequestKind::Pod, NS, "web").await;
+        let missing = fixture.lookup.template(AccessKind::Pod, NS, "web").await;
         assert_eq!(missing, Ok(None));
         assert_eq!(fixture.apiserver.reads(), (0, 2));
     }
@@ -905,7 +890,7 @@ mod tests {
                 .await
                 .unwrap()
                 .iter()
-                .all(|r| r.kind == RequestKind::Pod)
+                .all(|r| r.kind == AccessKind::Pod)
         );
     }
 

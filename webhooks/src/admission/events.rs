@@ -1,5 +1,6 @@
-//! [`AuditEvents`]: the audit Events on pods, published in the background from a bounded
-//! queue, so a burst of execs can neither delay admission nor pile up work in memory.
+//! The audit Events on pods: what one says ([`audit_event`], in Oz's words), and
+//! [`AuditEvents`], which publishes them in the background from a bounded queue, so a burst of
+//! execs can neither delay admission nor pile up work in memory.
 //!
 //! The audit record (log line, file and the apiserver's audit annotations) is the record of
 //! truth and is always written; the Event is a convenience for `kubectl describe pod`. Events
@@ -22,12 +23,15 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::{
     Api, Client,
-    runtime::events::{Recorder, Reporter},
+    runtime::events::{Event, EventType, Recorder, Reporter},
 };
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::audit::{AuditRecord, EVENT_REPORTER, PodAction, audit_event};
+use super::audit::{AuditRecord, PodAction};
+
+/// The Events' reporting controller.
+pub const EVENT_REPORTER: &str = "oz-webhooks";
 
 /// How many Events may wait to be published; more are dropped.
 pub const QUEUE_CAPACITY: usize = 1000;
@@ -202,6 +206,41 @@ async fn publish_event(client: Client, action: PodAction, record: AuditRecord) {
     }
 }
 
+/// The note of the Event, in Oz's words:
+/// `CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)`.
+pub fn event_note(record: &AuditRecord) -> String {
+    format!(
+        "{}/{} operation on Pod {} (container: {}) by {} (interactive: {})",
+        record.operation,
+        record.subresource,
+        record.pod,
+        record.container.as_deref().unwrap_or_default(),
+        record.user,
+        record.tty
+    )
+}
+
+/// The Event for a record; its `related` object is the granting request, if any.
+pub fn audit_event(action: PodAction, record: &AuditRecord) -> Event {
+    Event {
+        type_: if record.allowed {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: action.reason().into(),
+        note: Some(event_note(record)),
+        action: action.event_action().into(),
+        secondary: record.grant.as_ref().map(|grant| ObjectReference {
+            api_version: Some(format!("{}/{}", oz_api::GROUP, oz_api::VERSION)),
+            kind: Some(grant.kind.clone()),
+            name: Some(grant.name.clone()),
+            namespace: Some(record.namespace.clone()),
+            ..Default::default()
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -209,7 +248,6 @@ mod tests {
     use tokio::sync::{Notify, Semaphore};
 
     use super::*;
-    use crate::admission::audit::AuditRecord;
 
     fn record(pod: &str) -> AuditRecord {
         serde_json::from_value(serde_json::json!({

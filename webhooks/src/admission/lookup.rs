@@ -3,60 +3,19 @@
 //! them from memory with [`CachedLookup`](super::CachedLookup).
 
 use futures::future::BoxFuture;
-use kube::{
-    Api, Client,
-    api::ListParams,
-    core::{GroupVersionKind, ResourceExt},
-};
+use kube::{Api, Client, ResourceExt, api::ListParams};
 use oz_api::{
-    AccessConfig, ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, PodAccessTemplate,
-    RequestPhase, RequestStatus, Requester,
+    AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
+    PodAccessRequest, PodAccessTemplate, RequestPhase, Requester,
 };
 
-/// The two request kinds, each with its template kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RequestKind {
-    /// ExecAccessRequest, through an ExecAccessTemplate.
-    Exec,
-    /// PodAccessRequest, through a PodAccessTemplate.
-    Pod,
-}
-
-impl RequestKind {
-    /// The request kind of an admission request's `kind`, if it is one of ours.
-    pub fn of(gvk: &GroupVersionKind) -> Option<Self> {
-        if gvk.group != oz_api::GROUP {
-            return None;
-        }
-        match gvk.kind.as_str() {
-            "ExecAccessRequest" => Some(Self::Exec),
-            "PodAccessRequest" => Some(Self::Pod),
-            _ => None,
-        }
-    }
-
-    /// `ExecAccessRequest` or `PodAccessRequest`.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Self::Exec => "ExecAccessRequest",
-            Self::Pod => "PodAccessRequest",
-        }
-    }
-
-    /// `ExecAccessTemplate` or `PodAccessTemplate`.
-    pub fn template_kind(self) -> &'static str {
-        match self {
-            Self::Exec => "ExecAccessTemplate",
-            Self::Pod => "PodAccessTemplate",
-        }
-    }
-}
-
-/// A request, reduced to what grant matching needs.
+/// A request of either kind in the compact form [`AccessLookup::requests`] answers with: what
+/// grant matching reads, and no more, so the cache's answer for a namespace is one small copy
+/// per request rather than whole objects.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestSummary {
     /// Its kind.
-    pub kind: RequestKind,
+    pub kind: AccessKind,
     /// Its name.
     pub name: String,
     /// `spec.templateName`.
@@ -86,7 +45,7 @@ pub trait AccessLookup: Send + Sync + 'static {
     /// is no such template.
     fn template(
         &self,
-        kind: RequestKind,
+        kind: AccessKind,
         namespace: &str,
         name: &str,
     ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>>;
@@ -119,81 +78,69 @@ impl KubeLookup {
 impl AccessLookup for KubeLookup {
     fn template(
         &self,
-        kind: RequestKind,
+        kind: AccessKind,
         namespace: &str,
         name: &str,
     ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
         let (namespace, name) = (namespace.to_string(), name.to_string());
         Box::pin(async move {
-            Ok(match kind {
-                RequestKind::Exec => {
-                    Api::<ExecAccessTemplate>::namespaced(self.client.clone(), &namespace)
-                        .get_opt(&name)
-                        .await?
-                        .map(|t| t.spec.access_config)
+            match kind {
+                AccessKind::Exec => {
+                    self.access_config::<ExecAccessTemplate>(&namespace, &name)
+                        .await
                 }
-                RequestKind::Pod => {
-                    Api::<PodAccessTemplate>::namespaced(self.client.clone(), &namespace)
-                        .get_opt(&name)
-                        .await?
-                        .map(|t| t.spec.access_config)
+                AccessKind::Pod => {
+                    self.access_config::<PodAccessTemplate>(&namespace, &name)
+                        .await
                 }
-            })
+            }
         })
     }
 
     fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
         let namespace = namespace.to_string();
         Box::pin(async move {
-            let params = ListParams::default();
-            let exec = Api::<ExecAccessRequest>::namespaced(self.client.clone(), &namespace)
-                .list(&params)
-                .await?;
-            let pod = Api::<PodAccessRequest>::namespaced(self.client.clone(), &namespace)
-                .list(&params)
-                .await?;
-            let exec = exec.items.iter().map(RequestSummary::of_exec);
-            let pod = pod.items.iter().map(RequestSummary::of_pod);
-            Ok(exec.chain(pod).collect())
+            let mut requests = self.summaries::<ExecAccessRequest>(&namespace).await?;
+            requests.extend(self.summaries::<PodAccessRequest>(&namespace).await?);
+            Ok(requests)
         })
     }
 }
 
+impl KubeLookup {
+    /// The `spec.accessConfig` of template `name`, if it exists.
+    async fn access_config<T: AccessTemplate>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<AccessConfig>, LookupError> {
+        let template = Api::<T>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await?;
+        Ok(template.map(|t| t.access_config().clone()))
+    }
+
+    /// Every request of kind `R` in `namespace`, reduced.
+    async fn summaries<R: AccessRequest>(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<RequestSummary>, LookupError> {
+        let list = Api::<R>::namespaced(self.client.clone(), namespace)
+            .list(&ListParams::default())
+            .await?;
+        Ok(list.items.iter().map(RequestSummary::of).collect())
+    }
+}
+
 impl RequestSummary {
-    /// An ExecAccessRequest, reduced.
-    pub fn of_exec(request: &ExecAccessRequest) -> Self {
-        Self::of(
-            RequestKind::Exec,
-            request.name_any(),
-            &request.spec.template_name,
-            request.spec.requester.as_ref(),
-            request.status.as_ref(),
-        )
-    }
-
-    /// A PodAccessRequest, reduced.
-    pub fn of_pod(request: &PodAccessRequest) -> Self {
-        Self::of(
-            RequestKind::Pod,
-            request.name_any(),
-            &request.spec.template_name,
-            request.spec.requester.as_ref(),
-            request.status.as_ref(),
-        )
-    }
-
-    fn of(
-        kind: RequestKind,
-        name: String,
-        template: &str,
-        requester: Option<&Requester>,
-        status: Option<&RequestStatus>,
-    ) -> Self {
+    /// `request`, reduced.
+    pub fn of<R: AccessRequest>(request: &R) -> Self {
+        let status = request.request_status();
         Self {
-            kind,
-            name,
-            template: template.to_string(),
-            requester: requester.cloned(),
+            kind: R::KIND,
+            name: request.name_any(),
+            template: request.template_name().to_string(),
+            requester: request.requester().cloned(),
             phase: status.and_then(|s| s.phase),
             pod_name: status.and_then(|s| s.pod_name.clone()),
         }

@@ -1,7 +1,16 @@
 //! The admission handlers, as an axum [`Router`] that can be driven in-process
 //! (`tower::ServiceExt::oneshot`) or served over TLS by [`crate::WebhookServer`].
 //!
-//! - [`requests`]: stamp the requester on create, then validate creates and updates.
+//! Each webhook oz registers ([`crate::registration`] writes its configuration) and the
+//! handler that answers it:
+//!
+//! | Path | Webhook | Handler |
+//! |---|---|---|
+//! | [`MUTATE_REQUESTS_PATH`] | [`REQUESTER_WEBHOOK`](crate::registration::REQUESTER_WEBHOOK) | [`requests::mutate`] |
+//! | [`VALIDATE_REQUESTS_PATH`] | [`REQUESTS_WEBHOOK`](crate::registration::REQUESTS_WEBHOOK), [`REQUEST_DELETES_WEBHOOK`](crate::registration::REQUEST_DELETES_WEBHOOK) | [`requests::validate`] |
+//! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](crate::registration::AUDIT_WEBHOOK) | [`audit::audit`] |
+//!
+//! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
@@ -35,7 +44,7 @@ use tracing::warn;
 pub use audit::{AuditLog, AuditRecord, EnforceSettings, Grant};
 pub use cache::CachedLookup;
 pub use events::AuditEvents;
-pub use lookup::{AccessLookup, KubeLookup, LookupError, RequestKind, RequestSummary};
+pub use lookup::{AccessLookup, KubeLookup, LookupError, RequestSummary};
 
 use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
 

@@ -9,6 +9,11 @@
 //!
 //! The CRD schema also makes the spec immutable; this is the same rule again, defence in depth
 //! should the schema be replaced.
+//!
+//! A CREATE is checked on the request decoded into its kind's own type ([`parse_request`]).
+//! UPDATE and DELETE read the stored JSON instead: an update is refused if its spec changes in
+//! any way, fields this version of oz does not know included, and a delete must be judged even
+//! for an object that no longer decodes (written by another version of oz).
 
 use std::sync::Arc;
 
@@ -20,14 +25,13 @@ use kube::core::{
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation},
 };
 use oz_api::{
-    AccessConfig, Requester,
+    AccessConfig, AccessKind, AccessRequest, ExecAccessRequest, PodAccessRequest, Requester,
     duration::{DurationDecisionError, decide_access_duration},
 };
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::info;
 
-use super::{AccessLookup, AdmissionState, RequestKind, Review, deny, reply};
+use super::{AccessLookup, AdmissionState, Review, deny, reply};
 
 /// Oz's message for a changed `spec.targetPod`, kept as the CRD schema words it.
 pub const TARGET_POD_IMMUTABLE: &str =
@@ -48,7 +52,7 @@ pub async fn validate(
 
 /// The mutating decision: on CREATE of a request, a JSON patch that sets `spec.requester`.
 pub fn mutation(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    if RequestKind::of(&request.kind).is_none() {
+    if AccessKind::of_request(&request.kind).is_none() {
         return deny(request, unknown_kind(request));
     }
     if request.operation != Operation::Create {
@@ -75,14 +79,17 @@ pub async fn validation(
     deletes: &DeletePolicy,
     request: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let Some(kind) = RequestKind::of(&request.kind) else {
+    let Some(kind) = AccessKind::of_request(&request.kind) else {
         return deny(request, unknown_kind(request));
     };
     if request.sub_resource.is_some() {
         return AdmissionResponse::from(request);
     }
     let decision = match request.operation {
-        Operation::Create => validate_create(lookup, kind, request).await,
+        Operation::Create => match kind {
+            AccessKind::Exec => validate_create::<ExecAccessRequest>(lookup, request).await,
+            AccessKind::Pod => validate_create::<PodAccessRequest>(lookup, request).await,
+        },
         Operation::Update => check_update(
             kind,
             request.old_object.as_ref().map(|o| &o.data),
@@ -99,7 +106,7 @@ pub async fn validation(
         Ok(()) => AdmissionResponse::from(request),
         Err(message) => {
             info!(
-                kind = kind.kind(), namespace = request.namespace.as_deref().unwrap_or_default(),
+                kind = kind.request_kind(), namespace = request.namespace.as_deref().unwrap_or_default(),
                 name = %request.name, user = request.user_info.username.as_deref().unwrap_or_default(),
                 operation = ?request.operation, %message, "denied a request"
             );
@@ -108,56 +115,37 @@ pub async fn validation(
     }
 }
 
-async fn validate_create(
+async fn validate_create<R: AccessRequest>(
     lookup: &dyn AccessLookup,
-    kind: RequestKind,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<(), String> {
     let object = request
         .object
         .as_ref()
         .ok_or("the CREATE review carries no object")?;
-    let spec = RequestSpecView::of(&object.data)?;
+    let created = parse_request::<R>(object)?;
     let namespace = request.namespace.as_deref().unwrap_or_default();
+    let template_name = created.template_name();
     let template = lookup
-        .template(kind, namespace, &spec.template_name)
+        .template(R::KIND, namespace, template_name)
         .await
         .map_err(|e| {
             format!(
-                "spec.templateName: could not read {} {:?}: {e}",
-                kind.template_kind(),
-                spec.template_name
+                "spec.templateName: could not read {} {template_name:?}: {e}",
+                R::KIND.template_kind(),
             )
         })?;
-    check_create(
-        kind,
-        namespace,
-        &spec,
-        &request.user_info,
-        template.as_ref(),
-    )
+    check_create(namespace, &created, &request.user_info, template.as_ref())
 }
 
-/// The fields of a request's spec that admission checks; both kinds have them.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestSpecView {
-    /// `spec.templateName`.
-    pub template_name: String,
-    /// `spec.duration`.
-    #[serde(default)]
-    pub duration: Option<String>,
-    /// `spec.requester`.
-    #[serde(default)]
-    pub requester: Option<Requester>,
-}
-
-impl RequestSpecView {
-    /// Reads the `spec` of a request object's JSON.
-    pub fn of(object: &Value) -> Result<Self, String> {
-        let spec = object.get("spec").ok_or("spec: required")?;
-        serde_json::from_value(spec.clone()).map_err(|e| format!("spec: {e}"))
-    }
+/// The request object of an AdmissionReview, decoded into its kind's own type (as linkerd's
+/// policy-controller's `parse_spec` does), so the checks read typed fields rather than JSON by
+/// field name. Only the metadata and spec are taken: the status is not the requester's to
+/// write, and nothing here reads it. The error names the spec as the field at fault.
+pub fn parse_request<R: AccessRequest>(object: &DynamicObject) -> Result<R, String> {
+    let spec = object.data.get("spec").ok_or("spec: required")?;
+    let typed = json!({ "metadata": object.metadata, "spec": spec });
+    serde_json::from_value(typed).map_err(|e| format!("spec: {e}"))
 }
 
 const NO_USER: &str =
@@ -188,35 +176,30 @@ pub fn requester_patch(object: &Value, requester: &Requester) -> Patch {
     })])
 }
 
-/// Checks a new request of `kind` in `namespace` against its template (`None`: it does not
-/// exist). The error names the field at fault.
-pub fn check_create(
-    kind: RequestKind,
+/// Checks a new request in `namespace` against its template (`None`: it does not exist). The
+/// error names the field at fault.
+pub fn check_create<R: AccessRequest>(
     namespace: &str,
-    spec: &RequestSpecView,
+    created: &R,
     user: &UserInfo,
     template: Option<&AccessConfig>,
 ) -> Result<(), String> {
     let requester = requester_of(user).ok_or(NO_USER)?;
-    if spec.requester.as_ref() != Some(&requester) {
+    if created.requester() != Some(&requester) {
         return Err(format!(
             "spec.requester: must be the user creating the request ({}); oz's mutating webhook \
              sets it and it cannot be written by hand",
             requester.username
         ));
     }
-    let template_kind = kind.template_kind();
-    let template_name = &spec.template_name;
+    let template_kind = R::KIND.template_kind();
+    let template_name = created.template_name();
     let Some(template) = template else {
         return Err(format!(
             "spec.templateName: {template_kind} {template_name:?} does not exist in namespace {namespace:?}"
         ));
     };
-    if !template
-        .allowed_groups
-        .iter()
-        .any(|g| requester.groups.contains(g))
-    {
+    if !template.admits(&requester.groups) {
         return Err(format!(
             "spec.requester: {user} is not a member of any of the allowedGroups {allowed:?} of \
              {template_kind} {template_name:?}; {user}'s groups are {groups:?}",
@@ -226,7 +209,7 @@ pub fn check_create(
         ));
     }
     match decide_access_duration(
-        spec.duration.as_deref(),
+        created.duration(),
         &template.default_duration,
         &template.max_duration,
     ) {
@@ -240,7 +223,7 @@ pub fn check_create(
 
 /// Checks an update of a request: its spec, requester included, may not change.
 pub fn check_update(
-    kind: RequestKind,
+    kind: AccessKind,
     old: Option<&Value>,
     new: Option<&Value>,
 ) -> Result<(), String> {
@@ -250,7 +233,7 @@ pub fn check_update(
         return Ok(());
     }
     let field = |spec: Option<&Value>, name: &str| spec.and_then(|s| s.get(name)).cloned();
-    if kind == RequestKind::Exec && field(old_spec, "targetPod") != field(new_spec, "targetPod") {
+    if kind == AccessKind::Exec && field(old_spec, "targetPod") != field(new_spec, "targetPod") {
         return Err(TARGET_POD_IMMUTABLE.into());
     }
     if field(old_spec, "requester") != field(new_spec, "requester") {
@@ -333,4 +316,47 @@ fn unknown_kind(request: &AdmissionRequest<DynamicObject>) -> String {
         request.kind.kind,
         request.kind.group
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(data: Value) -> DynamicObject {
+        serde_json::from_value(data).unwrap()
+    }
+
+    #[test]
+    fn a_request_is_decoded_into_its_kinds_own_type() {
+        let exec: ExecAccessRequest = parse_request(&object(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
+            "metadata": {"name": "req", "namespace": "team-a"},
+            "spec": {"templateName": "web", "targetPod": "web-0", "duration": "30m"},
+            "status": {"phase": "Ready"},
+        })))
+        .unwrap();
+        assert_eq!(exec.template_name(), "web");
+        assert_eq!(exec.duration(), Some("30m"));
+        assert_eq!(exec.spec.target_pod.as_deref(), Some("web-0"));
+        assert_eq!(exec.metadata.name.as_deref(), Some("req"));
+        assert!(
+            exec.status.is_none(),
+            "the status is not the requester's to write"
+        );
+    }
+
+    #[test]
+    fn a_malformed_spec_is_named_as_the_field_at_fault() {
+        let parse = |data: Value| parse_request::<PodAccessRequest>(&object(data)).unwrap_err();
+        let meta = json!({"name": "req"});
+        assert_eq!(parse(json!({"metadata": meta})), "spec: required");
+        assert_eq!(
+            parse(json!({"metadata": meta, "spec": {"duration": "1h"}})),
+            "spec: missing field `templateName`"
+        );
+        assert_eq!(
+            parse(json!({"metadata": meta, "spec": {"templateName": "web", "duration": 3600}})),
+            "spec: invalid type: integer `3600`, expected a string"
+        );
+    }
 }

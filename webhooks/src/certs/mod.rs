@@ -1,8 +1,12 @@
 //! The webhook's own CA and serving certificate: generating them with rcgen, and reading stored
 //! ones back to decide whether they can still be used.
 //!
-//! Everything here is pure: the current time is a parameter, and nothing talks to Kubernetes.
-//! [`crate::store`] keeps the results in Secrets.
+//! Everything in this file is pure: the current time is a parameter, and nothing talks to
+//! Kubernetes. [`secrets`] keeps the results in Secrets, and `rotation` keeps the served
+//! certificate and every `caBundle` in step with them.
+
+pub(crate) mod rotation;
+pub mod secrets;
 
 use std::{fmt, net::IpAddr, time::Duration};
 

@@ -24,9 +24,11 @@ use tracing::{debug, info, warn};
 
 use crate::{
     Result,
-    certs::PemPair,
+    certs::{
+        PemPair,
+        secrets::{CertStore, Certificates},
+    },
     registration::Registration,
-    store::{CertStore, Certificates},
     tls::SwappableCert,
 };
 

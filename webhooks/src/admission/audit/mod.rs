@@ -1,0 +1,82 @@
+//! The exec/attach/port-forward/debug audit: one structured record per way into a pod, with
+//! the grant (the Ready request) that let the user in, or none.
+//!
+//! Each record goes to the log (target `oz::audit`) and, when configured, to a JSON-lines file;
+//! an Event is published on the pod (in the background, by [`AuditEvents`](super::AuditEvents),
+//! which may drop it under load), and the response carries `auditAnnotations` so the
+//! apiserver's own audit log shows the grant too. The operation is always allowed unless
+//! [`EnforceSettings`] names the namespace and no grant is found.
+//!
+//! - `record.rs`: the record ([`AuditRecord`]), made from the AdmissionReview.
+//! - `decision.rs`: the grant that covers an access ([`find_grant`]), and enforcement
+//!   ([`EnforceSettings`], [`denial`]).
+//! - `log.rs`: where records are written ([`AuditLog`]).
+//! - The Event: [`AuditEvents`](super::AuditEvents), in [`super::events`].
+
+mod decision;
+mod log;
+mod record;
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{Json, extract::State};
+use kube::core::{
+    DynamicObject,
+    admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+};
+
+pub use decision::{EnforceSettings, denial, find_grant};
+pub use log::AuditLog;
+pub use record::{AuditRecord, Grant, PodAction, audit_annotations, describe};
+
+use super::{AdmissionState, Review, deny, reply};
+
+/// How long the grant lookup may take; the audit webhook's own timeout is 5 s.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The audit handler.
+pub async fn audit(
+    State(state): State<Arc<AdmissionState>>,
+    Review(request): Review,
+) -> Json<AdmissionReview<DynamicObject>> {
+    reply(audit_decision(&state, &request).await)
+}
+
+/// Records the access `request` makes and answers it: allowed, unless enforcement applies and
+/// there is no grant. Requests that are not an audited action are allowed unrecorded.
+pub async fn audit_decision(
+    state: &AdmissionState,
+    request: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let Some(action) = PodAction::of(request) else {
+        return AdmissionResponse::from(request);
+    };
+    let mut record = describe(request, action);
+    let lookup = find_grant(
+        state.lookup.as_ref(),
+        &record.namespace,
+        &record.pod,
+        &record.user,
+        &record.groups,
+    );
+    match tokio::time::timeout(LOOKUP_TIMEOUT, lookup).await {
+        Ok(Ok(grant)) => record.grant = grant,
+        Ok(Err(e)) => record.grant_error = Some(e.0),
+        Err(_) => record.grant_error = Some(format!("timed out after {LOOKUP_TIMEOUT:?}")),
+    }
+    record.denied_because = denial(&state.enforce, &record);
+    record.allowed = record.denied_because.is_none();
+    state.audit_log.write(&record).await;
+    let mut response = match &record.denied_because {
+        None => AdmissionResponse::from(request),
+        Some(reason) => deny(request, reason.clone()),
+    };
+    response.audit_annotations = audit_annotations(&record).into_iter().collect();
+    if !record.dry_run
+        && let Some(events) = &state.events
+    {
+        // Queued, not awaited: the Event is not worth delaying the operation for.
+        events.publish(action, record);
+    }
+    response
+}

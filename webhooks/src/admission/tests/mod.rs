@@ -1,0 +1,336 @@
+//! Handler tests: AdmissionReviews in, through the router, without a socket or a cluster.
+//! This file holds the harness and what every handler shares (malformed bodies, unknown
+//! kinds); each handler's own tests are in the file named after it.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode},
+};
+use futures::future::BoxFuture;
+use oz_api::{AccessConfig, AccessKind, RequestPhase, Requester};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::*;
+use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
+
+mod audit_webhook;
+mod request_webhooks;
+
+const NS: &str = "team-a";
+
+/// Templates and requests in memory; `broken` makes every read fail.
+#[derive(Default)]
+struct FakeLookup {
+    templates: BTreeMap<(AccessKind, String), AccessConfig>,
+    requests: Vec<RequestSummary>,
+    broken: bool,
+}
+
+impl FakeLookup {
+    fn with_template(mut self, kind: AccessKind, name: &str, config: AccessConfig) -> Self {
+        self.templates.insert((kind, name.into()), config);
+        self
+    }
+
+    fn with_request(mut self, request: RequestSummary) -> Self {
+        self.requests.push(request);
+        self
+    }
+}
+
+impl AccessLookup for FakeLookup {
+    fn template(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
+        let found = (namespace == NS)
+            .then(|| self.templates.get(&(kind, name.to_string())).cloned())
+            .flatten();
+        let broken = self.broken;
+        Box::pin(async move {
+            if broken {
+                return Err(LookupError("the apiserver is away".into()));
+            }
+            Ok(found)
+        })
+    }
+
+    fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
+        let found = if namespace == NS {
+            self.requests.clone()
+        } else {
+            Vec::new()
+        };
+        let broken = self.broken;
+        Box::pin(async move {
+            if broken {
+                return Err(LookupError("the apiserver is away".into()));
+            }
+            Ok(found)
+        })
+    }
+}
+
+fn access_config(groups: &[&str], grant_to: Option<&str>) -> AccessConfig {
+    let mut config = json!({
+        "allowedGroups": groups,
+        "defaultDuration": "1h",
+        "maxDuration": "2h",
+    });
+    if let Some(grant_to) = grant_to {
+        config["grantTo"] = json!(grant_to);
+    }
+    serde_json::from_value(config).unwrap()
+}
+
+fn standard_lookup() -> FakeLookup {
+    FakeLookup::default()
+        .with_template(AccessKind::Exec, "web", access_config(&["devs"], None))
+        .with_template(AccessKind::Pod, "debug", access_config(&["devs"], None))
+}
+
+struct Harness {
+    router: Router,
+    audit_file: tempfile::NamedTempFile,
+}
+
+async fn harness(lookup: FakeLookup, enforce: EnforceSettings) -> Harness {
+    let audit_file = tempfile::NamedTempFile::new().unwrap();
+    let state = AdmissionState {
+        lookup: Arc::new(lookup),
+        audit_log: AuditLog::open(audit_file.path()).await.unwrap(),
+        events: None,
+        enforce,
+        deletes: crate::admission::requests::DeletePolicy::new(
+            ["system:masters".to_string()],
+            "oz-system",
+        ),
+    };
+    Harness {
+        router: router(Arc::new(state)),
+        audit_file,
+    }
+}
+
+impl Harness {
+    async fn post(&self, path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
+        let request = Request::post(path)
+            .header("content-type", "application/json")
+            .body(body.into())
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    /// Posts a review and returns its `response`, which must come with HTTP 200.
+    async fn review(&self, path: &str, review: Value) -> Value {
+        let (status, body) = self.post(path, review.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(body["kind"], "AdmissionReview");
+        assert_eq!(body["response"]["uid"], "review-uid", "the uid is echoed");
+        body["response"].clone()
+    }
+
+    fn audit_records(&self) -> Vec<AuditRecord> {
+        std::fs::read_to_string(self.audit_file.path())
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+fn user(name: &str, groups: &[&str]) -> Value {
+    let mut groups: Vec<&str> = groups.to_vec();
+    groups.push("system:authenticated");
+    json!({ "username": name, "uid": format!("{name}-uid"), "groups": groups })
+}
+
+fn requester(name: &str, groups: &[&str]) -> Value {
+    user(name, groups)
+}
+
+/// A v1 AdmissionReview of a request kind.
+fn request_review(
+    kind: &str,
+    operation: &str,
+    user_info: Value,
+    object: Value,
+    old_object: Value,
+) -> Value {
+    let resource = format!("{}s", kind.to_lowercase());
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "review-uid",
+            "kind": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "kind": kind},
+            "resource": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "resource": resource},
+            "name": "req",
+            "namespace": NS,
+            "operation": operation,
+            "userInfo": user_info,
+            "object": object,
+            "oldObject": old_object,
+            "dryRun": false,
+        }
+    })
+}
+
+/// A CREATE of a `kind` object.
+fn create_review(kind: &str, user_info: Value, object: Value) -> Value {
+    request_review(kind, "CREATE", user_info, object, Value::Null)
+}
+
+/// An UPDATE of an ExecAccessRequest from `old` to `new`.
+fn update_review(user_info: Value, new: Value, old: Value) -> Value {
+    request_review("ExecAccessRequest", "UPDATE", user_info, new, old)
+}
+
+/// A DELETE of an ExecAccessRequest that was `old`.
+fn delete_review(user_info: Value, old: Value) -> Value {
+    request_review("ExecAccessRequest", "DELETE", user_info, Value::Null, old)
+}
+
+/// alice, in devs, creating an ExecAccessRequest through template web, requester unstamped.
+fn alice_creates_web() -> Value {
+    create_review(
+        "ExecAccessRequest",
+        user("alice", &["devs"]),
+        exec_request(json!({"templateName": "web"})),
+    )
+}
+
+fn exec_request(spec: Value) -> Value {
+    json!({
+        "apiVersion": "crds.wizardofoz.co/v1alpha1",
+        "kind": "ExecAccessRequest",
+        "metadata": {"name": "req", "namespace": NS},
+        "spec": spec,
+    })
+}
+
+fn stamped(spec: Value, who: &str, groups: &[&str]) -> Value {
+    let mut spec = spec;
+    spec["requester"] = requester(who, groups);
+    spec
+}
+
+async fn create_as(h: &Harness, who: &str, groups: &[&str], spec: Value) -> Value {
+    let review = create_review(
+        "ExecAccessRequest",
+        user(who, groups),
+        exec_request(stamped(spec, who, groups)),
+    );
+    h.review(VALIDATE_REQUESTS_PATH, review).await
+}
+
+fn message(response: &Value) -> String {
+    response["status"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+// === Malformed bodies ===
+
+#[tokio::test]
+async fn malformed_bodies_get_400_with_a_reason() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    for path in [MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH, AUDIT_PATH] {
+        let (status, body) = h.post(path, "{not json").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+        let reason = message(&body["response"]);
+        assert!(reason.contains("not a valid AdmissionReview"), "{reason}");
+        assert_eq!(body["response"]["allowed"], false);
+
+        let (status, body) = h.post(path, "").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+        let (status, body) = h
+            .post(
+                path,
+                json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).to_string(),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(message(&body["response"]).contains("no request"), "{body}");
+
+        let mut old_version = alice_creates_web();
+        old_version["apiVersion"] = json!("admission.k8s.io/v1beta1");
+        let (status, body) = h.post(path, old_version.to_string()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            message(&body["response"]).contains("only admission.k8s.io/v1"),
+            "{body}"
+        );
+
+        // A request whose operation is not one Kubernetes has.
+        let mut bad_operation = alice_creates_web();
+        bad_operation["request"]["operation"] = json!("EXPLODE");
+        let (status, _) = h.post(path, bad_operation.to_string()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+    // And the server is still fine afterwards.
+    let (status, _) = h.post(super::HEALTHZ_PATH, Body::empty()).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    let response = h
+        .router
+        .clone()
+        .oneshot(
+            Request::get(super::HEALTHZ_PATH)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_400_with_a_reason() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let mut review = alice_creates_web();
+    review["request"]["object"]["metadata"]["annotations"] =
+        json!({"padding": "x".repeat(MAX_BODY_BYTES)});
+    let (status, body) = h.post(VALIDATE_REQUESTS_PATH, review.to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&body["response"]).contains("limit"), "{body}");
+}
+
+// === Unknown kinds ===
+
+#[tokio::test]
+async fn request_webhooks_refuse_kinds_that_are_not_requests() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    for kind in ["ConfigMap", "ExecAccessTemplate"] {
+        let mut review = create_review(
+            kind,
+            user("alice", &["devs"]),
+            json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}}),
+        );
+        if kind == "ConfigMap" {
+            review["request"]["kind"]["group"] = json!("");
+        }
+        for path in [MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH] {
+            let response = h.review(path, review.clone()).await;
+            assert_eq!(response["allowed"], false, "{kind} at {path}");
+            assert!(message(&response).contains("only admit"), "{response}");
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The request webhooks: the requester stamped on create, then creates, updates and deletes
+//! validated.
+
+use super::*;
+
+// === Mutating: the requester ===
+
+/// Applies the response's JSON patch to `object`.
+fn patched(object: &Value, response: &Value) -> Value {
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["patchType"], "JSONPatch");
+    // kube-core sends the patch bytes as a JSON array of numbers, which the apiserver accepts.
+    let bytes: Vec<u8> = serde_json::from_value(response["patch"].clone()).unwrap();
+    let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+    let mut object = object.clone();
+    json_patch::patch(&mut object, &patch).unwrap();
+    object
+}
+
+#[tokio::test]
+async fn create_stamps_the_requester_over_a_forged_one() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let forged = exec_request(json!({
+        "templateName": "web",
+        "requester": {"username": "admin", "groups": ["system:masters"]},
+    }));
+    let review = create_review(
+        "ExecAccessRequest",
+        user("alice", &["devs"]),
+        forged.clone(),
+    );
+    let response = h.review(MUTATE_REQUESTS_PATH, review).await;
+    let object = patched(&forged, &response);
+    assert_eq!(
+        object["spec"]["requester"],
+        json!({"username": "alice", "uid": "alice-uid", "groups": ["devs", "system:authenticated"]})
+    );
+    assert_eq!(object["spec"]["templateName"], "web", "the rest is kept");
+}
+
+#[tokio::test]
+async fn create_stamps_the_requester_of_both_kinds_even_without_a_spec() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let bare = json!({"apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "PodAccessRequest", "metadata": {"name": "req"}});
+    let review = create_review(
+        "PodAccessRequest",
+        json!({"username": "bob", "groups": ["qa"]}),
+        bare.clone(),
+    );
+    let object = patched(&bare, &h.review(MUTATE_REQUESTS_PATH, review).await);
+    assert_eq!(
+        object["spec"]["requester"],
+        json!({"username": "bob", "groups": ["qa"]}),
+        "no uid is written when the authenticator gives none"
+    );
+}
+
+#[tokio::test]
+async fn mutation_leaves_updates_alone_and_refuses_anonymous_creates() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let object = exec_request(stamped(json!({"templateName": "web"}), "alice", &["devs"]));
+    let update = update_review(user("bob", &["qa"]), object.clone(), object.clone());
+    let response = h.review(MUTATE_REQUESTS_PATH, update).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none(), "{response}");
+
+    let anonymous = create_review(
+        "ExecAccessRequest",
+        json!({"groups": ["system:unauthenticated"]}),
+        object,
+    );
+    let response = h.review(MUTATE_REQUESTS_PATH, anonymous).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).starts_with("spec.requester:"),
+        "{response}"
+    );
+}
+
+// === Validating: create ===
+
+#[tokio::test]
+async fn a_member_of_the_allowed_groups_may_create_a_request() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let response = create_as(
+        &h,
+        "alice",
+        &["devs"],
+        json!({"templateName": "web", "duration": "30m"}),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    // No duration means the template's default.
+    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "web"})).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    // Longer than maxDuration is clamped later, as in Oz, not refused.
+    let response = create_as(
+        &h,
+        "alice",
+        &["devs"],
+        json!({"templateName": "web", "duration": "72h"}),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+#[tokio::test]
+async fn a_request_for_a_missing_template_is_refused() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "nope"})).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    assert_eq!(
+        message(&response),
+        r#"spec.templateName: ExecAccessTemplate "nope" does not exist in namespace "team-a""#
+    );
+    // The template must be of the request's own family: "debug" is a PodAccessTemplate.
+    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "debug"})).await;
+    assert_eq!(response["allowed"], false);
+    assert!(message(&response).contains(r#"ExecAccessTemplate "debug" does not exist"#));
+}
+
+#[tokio::test]
+async fn a_user_outside_the_allowed_groups_is_refused() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let response = create_as(&h, "bob", &["qa"], json!({"templateName": "web"})).await;
+    assert_eq!(response["allowed"], false);
+    let message = message(&response);
+    assert!(
+        message.starts_with("spec.requester: bob is not a member"),
+        "{message}"
+    );
+    assert!(message.contains(r#"["devs"]"#), "{message}");
+    assert!(message.contains(r#"ExecAccessTemplate "web""#), "{message}");
+}
+
+#[tokio::test]
+async fn an_invalid_duration_is_refused_naming_the_field() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    for duration in ["abc", "1d", "-5m"] {
+        let response = create_as(
+            &h,
+            "alice",
+            &["devs"],
+            json!({"templateName": "web", "duration": duration}),
+        )
+        .await;
+        assert_eq!(response["allowed"], false, "{duration}");
+        assert!(
+            message(&response).starts_with("spec.duration: "),
+            "{response}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_template_with_broken_durations_cannot_grant() {
+    let mut broken = access_config(&["devs"], None);
+    broken.default_duration = "3h".into();
+    let h = harness(
+        FakeLookup::default().with_template(AccessKind::Exec, "web", broken),
+        EnforceSettings::default(),
+    )
+    .await;
+    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "web"})).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response)
+            .starts_with(r#"spec.templateName: ExecAccessTemplate "web" cannot grant access"#),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn a_requester_that_is_not_the_creator_is_refused() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    // As if the mutating webhook had not run: the spec names someone else, or no one.
+    for spec in [
+        stamped(json!({"templateName": "web"}), "carol", &["devs"]),
+        json!({"templateName": "web"}),
+    ] {
+        let review = create_review(
+            "ExecAccessRequest",
+            user("alice", &["devs"]),
+            exec_request(spec),
+        );
+        let response = h.review(VALIDATE_REQUESTS_PATH, review).await;
+        assert_eq!(response["allowed"], false);
+        assert!(
+            message(&response)
+                .starts_with("spec.requester: must be the user creating the request (alice)"),
+            "{response}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn creates_fail_closed_when_templates_cannot_be_read() {
+    let mut lookup = standard_lookup();
+    lookup.broken = true;
+    let h = harness(lookup, EnforceSettings::default()).await;
+    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "web"})).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("the apiserver is away"),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn pod_access_requests_are_checked_against_pod_access_templates() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let object = |who: &str, groups: &[&str]| {
+        json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1",
+            "kind": "PodAccessRequest",
+            "metadata": {"name": "req"},
+            "spec": stamped(json!({"templateName": "debug", "duration": "2h"}), who, groups),
+        })
+    };
+    let alice = create_review(
+        "PodAccessRequest",
+        user("alice", &["devs"]),
+        object("alice", &["devs"]),
+    );
+    assert_eq!(
+        h.review(VALIDATE_REQUESTS_PATH, alice).await["allowed"],
+        true
+    );
+    let bob = create_review(
+        "PodAccessRequest",
+        user("bob", &["qa"]),
+        object("bob", &["qa"]),
+    );
+    let response = h.review(VALIDATE_REQUESTS_PATH, bob).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains(r#"PodAccessTemplate "debug""#),
+        "{response}"
+    );
+}
+
+// === Validating: update ===
+
+#[tokio::test]
+async fn the_spec_of_a_request_cannot_change() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let old = exec_request(stamped(
+        json!({"templateName": "web", "targetPod": "web-0", "duration": "1h"}),
+        "alice",
+        &["devs"],
+    ));
+    let update = |new: Value| update_review(user("alice", &["devs"]), new, old.clone());
+
+    let mut longer = old.clone();
+    longer["spec"]["duration"] = json!("9h");
+    let response = h.review(VALIDATE_REQUESTS_PATH, update(longer)).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(
+        message(&response),
+        "spec: a request cannot be changed after creation, only deleted"
+    );
+
+    let mut other_pod = old.clone();
+    other_pod["spec"]["targetPod"] = json!("web-1");
+    let response = h.review(VALIDATE_REQUESTS_PATH, update(other_pod)).await;
+    assert_eq!(message(&response), requests::TARGET_POD_IMMUTABLE);
+
+    let mut no_pod = old.clone();
+    no_pod["spec"].as_object_mut().unwrap().remove("targetPod");
+    let response = h.review(VALIDATE_REQUESTS_PATH, update(no_pod)).await;
+    assert_eq!(message(&response), requests::TARGET_POD_IMMUTABLE);
+
+    let mut takeover = old.clone();
+    takeover["spec"]["requester"] = requester("bob", &["qa"]);
+    let response = h.review(VALIDATE_REQUESTS_PATH, update(takeover)).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).starts_with("spec.requester: "),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn metadata_and_status_updates_are_allowed() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let old = exec_request(stamped(json!({"templateName": "web"}), "alice", &["devs"]));
+    let mut owned = old.clone();
+    owned["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "1"}]);
+    owned["status"] = json!({"phase": "Ready"});
+    let review = update_review(user("system:serviceaccount:oz:oz", &[]), owned, old.clone());
+    assert_eq!(
+        h.review(VALIDATE_REQUESTS_PATH, review).await["allowed"],
+        true
+    );
+
+    // The status subresource, should it ever be routed here.
+    let mut changed = old.clone();
+    changed["spec"]["duration"] = json!("9h");
+    let mut status = update_review(user("alice", &["devs"]), changed, old.clone());
+    status["request"]["subResource"] = json!("status");
+    assert_eq!(
+        h.review(VALIDATE_REQUESTS_PATH, status).await["allowed"],
+        true
+    );
+
+    let delete = delete_review(user("alice", &["devs"]), old);
+    assert_eq!(
+        h.review(VALIDATE_REQUESTS_PATH, delete).await["allowed"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn only_the_requester_or_trusted_groups_may_delete_a_request() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let active = exec_request(stamped(json!({"templateName": "web"}), "alice", &["devs"]));
+    let mut expired = active.clone();
+    expired["status"] = json!({"phase": "Expired"});
+    let delete = |who: Value, old: &Value| delete_review(who, old.clone());
+
+    // The requester revokes her own access.
+    let response = h
+        .review(
+            VALIDATE_REQUESTS_PATH,
+            delete(user("alice", &["devs"]), &active),
+        )
+        .await;
+    assert_eq!(response["allowed"], true);
+    // Someone else may not, even from the same group.
+    let response = h
+        .review(
+            VALIDATE_REQUESTS_PATH,
+            delete(user("carol", &["devs"]), &active),
+        )
+        .await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("only the requester (alice) or members of"),
+        "{response}"
+    );
+    // An expired request is an access-review record: not even its requester erases it.
+    let response = h
+        .review(
+            VALIDATE_REQUESTS_PATH,
+            delete(user("alice", &["devs"]), &expired),
+        )
+        .await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("kept as an access-review record"),
+        "{response}"
+    );
+    // Administrators, the cluster's controllers and oz itself may delete anything.
+    for trusted in [
+        user("root", &["system:masters"]),
+        user(
+            "system:serviceaccount:kube-system:generic-garbage-collector",
+            &["system:serviceaccounts:kube-system"],
+        ),
+        user(
+            "system:serviceaccount:oz-system:oz-manager",
+            &["system:serviceaccounts:oz-system"],
+        ),
+    ] {
+        let response = h
+            .review(VALIDATE_REQUESTS_PATH, delete(trusted.clone(), &expired))
+            .await;
+        assert_eq!(response["allowed"], true, "{trusted}");
+    }
+}
