@@ -11,6 +11,7 @@
 //! Installed as `kubectl-oz`, it is the kubectl plugin `kubectl oz`, and says so in its help
 //! and hints. Errors are one line on stderr, `error: ` and what to do; stdout holds only the
 //! result, so `-o json` can be piped.
+#![forbid(unsafe_code)]
 
 pub mod create;
 pub mod csv;
