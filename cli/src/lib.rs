@@ -20,6 +20,7 @@ pub mod exec;
 pub mod get;
 pub mod history;
 pub mod identity;
+pub mod kind_arg;
 pub mod names;
 pub mod output;
 pub mod progress;
@@ -340,7 +341,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(revoke.kind, Some(requests::RequestKind::Pod));
+        assert_eq!(revoke.kind, Some(oz_api::AccessKind::Pod));
         assert!(!revoke.wait.enabled());
     }
 
