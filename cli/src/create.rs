@@ -130,10 +130,10 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             namespace: session.namespace.clone(),
             hint: session.hint("get templates"),
         })?;
-    if !me.may_use(&template.allowed_groups) {
+    if !template.access.admits(&me.groups) {
         return Err(CliError::NotAllowed {
             user: me.username,
-            groups: template.allowed_groups.join(", "),
+            groups: template.access.allowed_groups.join(", "),
         });
     }
     if let Some(why) = &template.not_ready_because {

@@ -245,11 +245,11 @@ pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
             view.name.clone(),
             view.kind.word().to_string(),
             view.target.clone(),
-            view.default_duration.clone(),
-            view.max_duration.clone(),
-            view.allowed_groups.join(","),
+            view.access.default_duration.clone(),
+            view.access.max_duration.clone(),
+            view.access.allowed_groups.join(","),
             yes_no(view.ready).into(),
-            yes_no(me.may_use(&view.allowed_groups)).into(),
+            yes_no(view.access.admits(&me.groups)).into(),
         ]);
     }
     table

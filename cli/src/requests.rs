@@ -8,7 +8,7 @@ use kube::{
 };
 use oz_api::{
     AccessKind, AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase, RequestStatus,
-    Requester,
+    Requester, conditions::failing,
 };
 
 use super::{error::CliError, kind_arg, output::object_json, session::Session};
@@ -88,7 +88,7 @@ impl RequestView {
         if self.deleting {
             return "being revoked".into();
         }
-        match self.status.conditions.iter().find(|c| c.status != "True") {
+        match failing(&self.status.conditions).next() {
             Some(c) if c.message.is_empty() => format!("{}: {}", c.type_, c.reason),
             Some(c) => format!("{}: {}", c.type_, c.message),
             None if self.status.conditions.is_empty() => "waiting for oz to pick it up".into(),
@@ -99,10 +99,8 @@ impl RequestView {
     /// Why it did not work out, for Denied and Failed: the message of the first condition that
     /// is not True.
     pub fn problem(&self) -> String {
-        self.status
-            .conditions
-            .iter()
-            .find(|c| c.status != "True")
+        failing(&self.status.conditions)
+            .next()
             .map(|c| format!("{} ({})", c.message, c.type_))
             .unwrap_or_else(|| "oz gave no reason; see the request's events".into())
     }

@@ -2,7 +2,10 @@
 //! to whom.
 
 use kube::{Api, ResourceExt, api::ListParams};
-use oz_api::{AccessKind, AccessTemplate, ExecAccessTemplate, PodAccessTemplate};
+use oz_api::{
+    AccessConfig, AccessKind, AccessTemplate, ExecAccessTemplate, PodAccessTemplate,
+    conditions::failing,
+};
 
 use super::{error::CliError, output::object_json, session::Session};
 
@@ -13,9 +16,8 @@ pub struct TemplateView {
     pub name: String,
     /// `Deployment/web`, or `podSpec` for a PodAccessTemplate that gives its own pod spec.
     pub target: String,
-    pub default_duration: String,
-    pub max_duration: String,
-    pub allowed_groups: Vec<String>,
+    /// `spec.accessConfig`: its durations, and who may ask ([`AccessConfig::admits`]).
+    pub access: AccessConfig,
     /// `status.ready`: its target exists and its durations are valid.
     pub ready: bool,
     /// Why it is not ready, if it is not: the first condition that is not True.
@@ -27,7 +29,6 @@ pub struct TemplateView {
 impl TemplateView {
     /// The view of a typed template.
     pub fn of<T: AccessTemplate>(template: &T) -> TemplateView {
-        let config = template.access_config();
         let target = template
             .target_ref()
             .map_or_else(|| "podSpec".into(), |t| format!("{:?}/{}", t.kind, t.name));
@@ -36,22 +37,15 @@ impl TemplateView {
             kind: T::KIND,
             name: template.name_any(),
             target,
-            default_duration: config.default_duration.clone(),
-            max_duration: config.max_duration.clone(),
-            allowed_groups: config.allowed_groups.clone(),
+            access: template.access_config().clone(),
             ready: status.is_some_and(|s| s.ready),
             not_ready_because: match status {
                 None => Some("oz has not looked at it yet".into()),
                 Some(s) if s.ready => None,
-                Some(s) => Some(
-                    s.conditions
-                        .iter()
-                        .find(|c| c.status != "True")
-                        .map_or_else(
-                            || "not ready".into(),
-                            |c| format!("{}: {}", c.type_, c.message),
-                        ),
-                ),
+                Some(s) => Some(failing(&s.conditions).next().map_or_else(
+                    || "not ready".into(),
+                    |c| format!("{}: {}", c.type_, c.message),
+                )),
             },
             object: object_json(template),
         }
