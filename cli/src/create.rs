@@ -13,8 +13,8 @@ use clap::{Args, Subcommand};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use oz_api::{
-    AccessKind, ExecAccessRequest, ExecAccessRequestSpec, PodAccessRequest, PodAccessRequestSpec,
-    RequestPhase, duration::parse_go_duration,
+    AccessKind, AccessRequest, ExecAccessRequest, ExecAccessRequestSpec, PodAccessRequest,
+    PodAccessRequestSpec, RequestPhase, duration::parse_go_duration,
 };
 
 use super::{
@@ -166,12 +166,7 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
                 },
                 status: None,
             };
-            let created = session
-                .api::<ExecAccessRequest>()
-                .create(&PostParams::default(), &object)
-                .await
-                .map_err(|e| session.error(e))?;
-            RequestView::of(&created)
+            create_typed(session, &object).await?
         }
         AccessKind::Pod => {
             let object = PodAccessRequest {
@@ -183,12 +178,7 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
                 },
                 status: None,
             };
-            let created = session
-                .api::<PodAccessRequest>()
-                .create(&PostParams::default(), &object)
-                .await
-                .map_err(|e| session.error(e))?;
-            RequestView::of(&created)
+            create_typed(session, &object).await?
         }
     };
     eprintln!(
@@ -258,6 +248,19 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             ),
         }),
     }
+}
+
+/// Creates `object` and returns what the API server made of it.
+async fn create_typed<R: AccessRequest>(
+    session: &Session,
+    object: &R,
+) -> Result<RequestView, CliError> {
+    let created = session
+        .api::<R>()
+        .create(&PostParams::default(), object)
+        .await
+        .map_err(|e| session.error(e))?;
+    Ok(RequestView::of(&created))
 }
 
 /// Checks `--duration` before anything is sent, with the rules the API server applies: a Go
