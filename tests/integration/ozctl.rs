@@ -193,9 +193,9 @@ impl Fixture {
 /// The ozctl binary, built for this run. ozctl is a package of its own, and cargo tells an
 /// integration test only where its own package's binaries are (`CARGO_BIN_EXE_*`), so the first
 /// caller asks cargo to build ozctl, with the profile this test was built with, and takes the
-/// path cargo reports: nearly free after `cargo test --workspace` built it, and never stale when
-/// these tests run alone. Cargo releases its build lock before it runs the tests, so this does
-/// not wait on the cargo that started us.
+/// path cargo reports: nearly free once `make test` (or `cargo build -p ozctl`) has built it,
+/// and never stale, however these tests are run. Cargo releases its build lock before it runs
+/// tests, so this does not wait on the cargo that started us.
 fn ozctl_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(build_ozctl)
@@ -212,21 +212,23 @@ fn build_ozctl() -> PathBuf {
         Some(dir) => dir.to_string(),
     };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let output = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "--package",
-            "ozctl",
-            "--bin",
-            "ozctl",
-            "--profile",
-            &profile,
-        ])
+    let mut build = std::process::Command::new(cargo);
+    build
+        .args(["build", "--package", "ozctl", "--bin", "ozctl"])
+        .args(["--profile", &profile])
         .args(["--message-format", "json-render-diagnostics"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .expect("cannot run cargo to build ozctl");
+        .stderr(std::process::Stdio::inherit());
+    // Cargo runs us with our package's variables (CARGO_MANIFEST_DIR, CARGO_PKG_*). A build
+    // script that watches one (ring watches CARGO_MANIFEST_DIR) would be rebuilt whenever this
+    // build and a developer's own alternate, so this build gets the developer's environment.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_MANIFEST_") {
+            build.env_remove(key.as_ref());
+        }
+    }
+    let output = build.output().expect("cannot run cargo to build ozctl");
     assert!(output.status.success(), "cargo build -p ozctl failed");
     String::from_utf8_lossy(&output.stdout)
         .lines()
