@@ -21,15 +21,17 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY api/Cargo.toml api/
 COPY webhooks/Cargo.toml webhooks/
+COPY cli/Cargo.toml cli/
 COPY tests/support/Cargo.toml tests/support/
 COPY bench/Cargo.toml bench/
-RUN mkdir -p src/bin api/src webhooks/src tests/support/src tests/integration bench/src \
+RUN mkdir -p src/bin api/src webhooks/src cli/src tests/support/src tests/integration bench/src \
  && echo 'fn main() {}' > src/bin/oz-manager.rs \
  && echo 'fn main() {}' > bench/src/main.rs \
- && touch src/lib.rs api/src/lib.rs webhooks/src/lib.rs tests/support/src/lib.rs \
+ && echo 'fn main() {}' > cli/src/main.rs \
+ && touch src/lib.rs api/src/lib.rs webhooks/src/lib.rs cli/src/lib.rs tests/support/src/lib.rs \
           tests/integration/main.rs \
  && cargo build --release --locked --bin oz-manager \
- && rm -rf src api/src webhooks/src tests bench/src
+ && rm -rf src api/src webhooks/src cli/src tests bench/src
 
 # Then oz itself. COPY keeps the files' own modification times, which can be older than the
 # stand-ins' build: touching the sources makes cargo rebuild oz's crates (and only those).

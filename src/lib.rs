@@ -11,7 +11,6 @@
 
 pub mod apply;
 pub mod builders;
-pub mod cli;
 pub mod context;
 pub mod controllers;
 pub mod error;

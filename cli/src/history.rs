@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use oz_api::RequestPhase;
+use oz_api::{AccessKind, RequestPhase};
 use serde::Serialize;
 
 use super::{
@@ -13,7 +13,7 @@ use super::{
     error::CliError,
     identity::whoami,
     output::{self, ObjectFormat},
-    requests::{self, RequestKind, RequestView},
+    requests::{self, RequestView},
     session::Session,
     table::Table,
     timefmt,
@@ -164,7 +164,7 @@ pub fn to_table(records: &[HistoryRecord]) -> Table {
     for r in records {
         table.row([
             r.name.clone(),
-            if r.kind == RequestKind::Pod.request_kind() {
+            if r.kind == AccessKind::Pod.request_kind() {
                 "pod".into()
             } else {
                 "exec".into()
@@ -182,7 +182,7 @@ pub fn to_table(records: &[HistoryRecord]) -> Table {
 
 /// Runs `ozctl history`.
 pub async fn run(session: &Session, args: HistoryArgs) -> Result<(), CliError> {
-    let views = requests::list(session, &RequestKind::ALL).await?;
+    let views = requests::list(session, &AccessKind::ALL).await?;
     let me = if args.all {
         None
     } else {
@@ -234,7 +234,7 @@ mod tests {
             expires_at: Some(Time(end.parse().unwrap())),
             ..Default::default()
         });
-        RequestView::of(RequestKind::Exec, &request)
+        RequestView::of(&request)
     }
 
     fn sample() -> Vec<RequestView> {

@@ -8,16 +8,11 @@ use kube::{
     Api,
     runtime::{WatchStreamExt, conditions::is_deleted, wait::await_condition, watcher},
 };
-use oz_api::{ExecAccessRequest, PodAccessRequest, RequestPhase};
+use oz_api::{AccessKind, AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase};
 
 use super::{
-    error::CliError,
-    progress::Progress,
-    requests::{RequestKind, RequestView},
-    session::Session,
-    timefmt,
+    error::CliError, progress::Progress, requests::RequestView, session::Session, timefmt,
 };
-use oz_api::kinds::AccessRequest;
 
 /// Whether oz has decided a request in this phase: Ready, Denied, Expired, or Failed (oz
 /// retries a Failed request, but only a fix helps it, not waiting).
@@ -37,19 +32,19 @@ pub fn is_settled(phase: Option<RequestPhase>) -> bool {
 /// each step on `progress`. Errors if it is deleted, or on `timeout`.
 pub async fn until_settled(
     session: &Session,
-    kind: RequestKind,
+    kind: AccessKind,
     name: &str,
     timeout: Duration,
     progress: &mut Progress,
 ) -> Result<RequestView, CliError> {
     let watched = match kind {
-        RequestKind::Exec => {
+        AccessKind::Exec => {
             let api: Api<ExecAccessRequest> = session.api();
-            tokio::time::timeout(timeout, follow(session, api, kind, name, progress)).await
+            tokio::time::timeout(timeout, follow(session, api, name, progress)).await
         }
-        RequestKind::Pod => {
+        AccessKind::Pod => {
             let api: Api<PodAccessRequest> = session.api();
-            tokio::time::timeout(timeout, follow(session, api, kind, name, progress)).await
+            tokio::time::timeout(timeout, follow(session, api, name, progress)).await
         }
     };
     watched.unwrap_or_else(|_| {
@@ -66,14 +61,13 @@ pub async fn until_settled(
 async fn follow<R: AccessRequest>(
     session: &Session,
     api: Api<R>,
-    kind: RequestKind,
     name: &str,
     progress: &mut Progress,
 ) -> Result<RequestView, CliError> {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = watcher(api, config).default_backoff().boxed();
     let deleted = || CliError::Deleted {
-        kind: kind.request_kind(),
+        kind: R::KIND.request_kind(),
         name: name.to_string(),
     };
     let mut seen = false;
@@ -93,7 +87,7 @@ async fn follow<R: AccessRequest>(
         match event {
             watcher::Event::Apply(request) | watcher::Event::InitApply(request) => {
                 seen = true;
-                let view = RequestView::of(kind, &request);
+                let view = RequestView::of(&request);
                 progress.set(&view.progress());
                 if is_settled(view.phase()) && !view.deleting {
                     return Ok(view);
@@ -135,13 +129,13 @@ pub async fn until_gone(
         .to_string();
     let name = request.name.as_str();
     let gone = match request.kind {
-        RequestKind::Exec => {
+        AccessKind::Exec => {
             let api: Api<ExecAccessRequest> = session.api();
             tokio::time::timeout(timeout, await_condition(api, name, is_deleted(&uid)))
                 .await
                 .map(|done| done.map(drop))
         }
-        RequestKind::Pod => {
+        AccessKind::Pod => {
             let api: Api<PodAccessRequest> = session.api();
             tokio::time::timeout(timeout, await_condition(api, name, is_deleted(&uid)))
                 .await

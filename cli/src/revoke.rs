@@ -4,17 +4,11 @@
 
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;
-use oz_api::RequestPhase;
+use oz_api::{AccessKind, RequestPhase};
 
 use super::{
-    create::WaitArgs,
-    error::CliError,
-    identity::whoami,
-    output,
-    progress::Progress,
-    requests::{self, RequestKind},
-    session::Session,
-    timefmt, wait,
+    create::WaitArgs, error::CliError, identity::whoami, kind_arg, output, progress::Progress,
+    requests, session::Session, timefmt, wait,
 };
 
 /// `ozctl revoke`.
@@ -23,8 +17,8 @@ pub struct RevokeArgs {
     /// The request to revoke (either kind)
     pub name: String,
     /// Which kind, when both an exec and a pod request have this name
-    #[arg(long, value_enum)]
-    pub kind: Option<RequestKind>,
+    #[arg(long, value_parser = kind_arg::parser())]
+    pub kind: Option<AccessKind>,
     #[command(flatten)]
     pub wait: WaitArgs,
 }
@@ -67,8 +61,8 @@ pub async fn run(session: &Session, args: RevokeArgs) -> Result<(), CliError> {
     }
     let mut progress = Progress::new(format!("Revoking {}", view.name));
     progress.set(match view.kind {
-        RequestKind::Exec => "waiting for its Role and RoleBinding to be deleted",
-        RequestKind::Pod => "waiting for its Role, RoleBinding and pod to be deleted",
+        AccessKind::Exec => "waiting for its Role and RoleBinding to be deleted",
+        AccessKind::Pod => "waiting for its Role, RoleBinding and pod to be deleted",
     });
     let gone = wait::until_gone(session, &view, args.wait.timeout).await;
     progress.finish();

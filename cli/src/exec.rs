@@ -18,12 +18,13 @@ use clap::Args;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 use kube::{Api, api::AttachParams};
-use oz_api::RequestPhase;
+use oz_api::{AccessKind, RequestPhase};
 
 use super::{
     error::{CliError, chain},
+    kind_arg,
     progress::Progress,
-    requests::{self, RequestKind, RequestView},
+    requests::{self, RequestView},
     session::{ClusterArgs, Session},
     timefmt, wait,
 };
@@ -34,8 +35,8 @@ pub struct ExecArgs {
     /// The request whose pod to run in (either kind)
     pub request: String,
     /// Which kind, when both an exec and a pod request have this name
-    #[arg(long, value_enum)]
-    pub kind: Option<RequestKind>,
+    #[arg(long, value_parser = kind_arg::parser())]
+    pub kind: Option<AccessKind>,
     /// The container [default: the pod's default container]
     #[arg(short = 'c', long)]
     pub container: Option<String>,

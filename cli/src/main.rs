@@ -1,6 +1,6 @@
 //! ozctl: the engineers' CLI for oz (also `kubectl oz`, installed as `kubectl-oz`). The logic
-//! lives in `oz::cli`.
+//! lives in the `ozctl` library.
 
 fn main() -> std::process::ExitCode {
-    oz::cli::main()
+    ozctl::main()
 }

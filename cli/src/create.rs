@@ -13,8 +13,8 @@ use clap::{Args, Subcommand};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use oz_api::{
-    ExecAccessRequest, ExecAccessRequestSpec, PodAccessRequest, PodAccessRequestSpec, RequestPhase,
-    duration::parse_go_duration,
+    AccessKind, AccessRequest, ExecAccessRequest, ExecAccessRequestSpec, PodAccessRequest,
+    PodAccessRequestSpec, RequestPhase, duration::parse_go_duration,
 };
 
 use super::{
@@ -23,7 +23,7 @@ use super::{
     names,
     output::{self, ObjectFormat},
     progress::Progress,
-    requests::{RequestKind, RequestView},
+    requests::RequestView,
     session::{Hints, Session},
     templates, timefmt, wait,
 };
@@ -110,8 +110,8 @@ impl WaitArgs {
 /// Runs `ozctl create`.
 pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
     let (kind, request, target_pod) = match args.kind {
-        CreateKind::Exec(exec) => (RequestKind::Exec, exec.request, exec.target_pod),
-        CreateKind::Pod(pod) => (RequestKind::Pod, pod, None),
+        CreateKind::Exec(exec) => (AccessKind::Exec, exec.request, exec.target_pod),
+        CreateKind::Pod(pod) => (AccessKind::Pod, pod, None),
     };
     if let Some(duration) = &request.duration {
         check_duration(kind, duration).map_err(CliError::Usage)?;
@@ -130,10 +130,10 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             namespace: session.namespace.clone(),
             hint: session.hint("get templates"),
         })?;
-    if !me.may_use(&template.allowed_groups) {
+    if !template.access.admits(&me.groups) {
         return Err(CliError::NotAllowed {
             user: me.username,
-            groups: template.allowed_groups.join(", "),
+            groups: template.access.allowed_groups.join(", "),
         });
     }
     if let Some(why) = &template.not_ready_because {
@@ -155,7 +155,7 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
         ..Default::default()
     };
     let created = match kind {
-        RequestKind::Exec => {
+        AccessKind::Exec => {
             let object = ExecAccessRequest {
                 metadata,
                 spec: ExecAccessRequestSpec {
@@ -166,14 +166,9 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
                 },
                 status: None,
             };
-            let created = session
-                .api::<ExecAccessRequest>()
-                .create(&PostParams::default(), &object)
-                .await
-                .map_err(|e| session.error(e))?;
-            RequestView::of(kind, &created)
+            create_typed(session, &object).await?
         }
-        RequestKind::Pod => {
+        AccessKind::Pod => {
             let object = PodAccessRequest {
                 metadata,
                 spec: PodAccessRequestSpec {
@@ -183,12 +178,7 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
                 },
                 status: None,
             };
-            let created = session
-                .api::<PodAccessRequest>()
-                .create(&PostParams::default(), &object)
-                .await
-                .map_err(|e| session.error(e))?;
-            RequestView::of(kind, &created)
+            create_typed(session, &object).await?
         }
     };
     eprintln!(
@@ -260,18 +250,31 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
     }
 }
 
+/// Creates `object` and returns what the API server made of it.
+async fn create_typed<R: AccessRequest>(
+    session: &Session,
+    object: &R,
+) -> Result<RequestView, CliError> {
+    let created = session
+        .api::<R>()
+        .create(&PostParams::default(), object)
+        .await
+        .map_err(|e| session.error(e))?;
+    Ok(RequestView::of(&created))
+}
+
 /// Checks `--duration` before anything is sent, with the rules the API server applies: a Go
 /// duration for exec requests, whole seconds, minutes or hours for pod requests (Oz's schema).
-pub fn check_duration(kind: RequestKind, text: &str) -> Result<(), String> {
+pub fn check_duration(kind: AccessKind, text: &str) -> Result<(), String> {
     match kind {
-        RequestKind::Exec => match parse_go_duration(text) {
+        AccessKind::Exec => match parse_go_duration(text) {
             Ok(d) if d < chrono::TimeDelta::zero() => Err(format!(
                 "--duration {text:?} is negative: use a positive duration such as 30m"
             )),
             Ok(_) => Ok(()),
             Err(e) => Err(format!("--duration: {e}")),
         },
-        RequestKind::Pod => {
+        AccessKind::Pod => {
             let digits = text.trim_end_matches(['s', 'm', 'h']);
             let unit_len = text.len() - digits.len();
             if unit_len == 1 && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -321,16 +324,16 @@ mod tests {
 
     #[test]
     fn exec_durations_are_go_durations() {
-        assert!(check_duration(RequestKind::Exec, "30m").is_ok());
-        assert!(check_duration(RequestKind::Exec, "1h30m").is_ok());
-        assert!(check_duration(RequestKind::Exec, "0").is_ok());
+        assert!(check_duration(AccessKind::Exec, "30m").is_ok());
+        assert!(check_duration(AccessKind::Exec, "1h30m").is_ok());
+        assert!(check_duration(AccessKind::Exec, "0").is_ok());
         assert!(
-            check_duration(RequestKind::Exec, "1d")
+            check_duration(AccessKind::Exec, "1d")
                 .unwrap_err()
                 .contains("unknown unit")
         );
         assert!(
-            check_duration(RequestKind::Exec, "-5m")
+            check_duration(AccessKind::Exec, "-5m")
                 .unwrap_err()
                 .contains("negative")
         );
@@ -361,7 +364,7 @@ mod tests {
             program: "ozctl".into(),
             namespace: "team".into(),
         };
-        let text = instructions(&hints, &RequestView::of(RequestKind::Exec, &request), now);
+        let text = instructions(&hints, &RequestView::of(&request), now);
         assert!(
             text.starts_with(
                 "Success, your access request is ready! Here are your access instructions:\n---\n\
@@ -382,10 +385,10 @@ mod tests {
     #[test]
     fn pod_durations_take_one_whole_unit() {
         for ok in ["90m", "2h", "45s"] {
-            assert!(check_duration(RequestKind::Pod, ok).is_ok(), "{ok}");
+            assert!(check_duration(AccessKind::Pod, ok).is_ok(), "{ok}");
         }
         for bad in ["1h30m", "1.5h", "m", "90", "2hh", ""] {
-            assert!(check_duration(RequestKind::Pod, bad).is_err(), "{bad}");
+            assert!(check_duration(AccessKind::Pod, bad).is_err(), "{bad}");
         }
     }
 }

@@ -2,21 +2,22 @@
 //! to whom.
 
 use kube::{Api, ResourceExt, api::ListParams};
-use oz_api::{ExecAccessTemplate, PodAccessTemplate};
+use oz_api::{
+    AccessConfig, AccessKind, AccessTemplate, ExecAccessTemplate, PodAccessTemplate,
+    conditions::failing,
+};
 
-use super::{error::CliError, output::object_json, requests::RequestKind, session::Session};
-use oz_api::kinds::AccessTemplate;
+use super::{error::CliError, output::object_json, session::Session};
 
 /// What ozctl shows of a template of either kind.
 #[derive(Clone, Debug)]
 pub struct TemplateView {
-    pub kind: RequestKind,
+    pub kind: AccessKind,
     pub name: String,
     /// `Deployment/web`, or `podSpec` for a PodAccessTemplate that gives its own pod spec.
     pub target: String,
-    pub default_duration: String,
-    pub max_duration: String,
-    pub allowed_groups: Vec<String>,
+    /// `spec.accessConfig`: its durations, and who may ask ([`AccessConfig::admits`]).
+    pub access: AccessConfig,
     /// `status.ready`: its target exists and its durations are valid.
     pub ready: bool,
     /// Why it is not ready, if it is not: the first condition that is not True.
@@ -27,32 +28,24 @@ pub struct TemplateView {
 
 impl TemplateView {
     /// The view of a typed template.
-    pub fn of<T: AccessTemplate>(kind: RequestKind, template: &T) -> TemplateView {
-        let config = template.access_config();
+    pub fn of<T: AccessTemplate>(template: &T) -> TemplateView {
         let target = template
             .target_ref()
             .map_or_else(|| "podSpec".into(), |t| format!("{:?}/{}", t.kind, t.name));
         let status = template.template_status();
         TemplateView {
-            kind,
+            kind: T::KIND,
             name: template.name_any(),
             target,
-            default_duration: config.default_duration.clone(),
-            max_duration: config.max_duration.clone(),
-            allowed_groups: config.allowed_groups.clone(),
+            access: template.access_config().clone(),
             ready: status.is_some_and(|s| s.ready),
             not_ready_because: match status {
                 None => Some("oz has not looked at it yet".into()),
                 Some(s) if s.ready => None,
-                Some(s) => Some(
-                    s.conditions
-                        .iter()
-                        .find(|c| c.status != "True")
-                        .map_or_else(
-                            || "not ready".into(),
-                            |c| format!("{}: {}", c.type_, c.message),
-                        ),
-                ),
+                Some(s) => Some(failing(&s.conditions).next().map_or_else(
+                    || "not ready".into(),
+                    |c| format!("{}: {}", c.type_, c.message),
+                )),
             },
             object: object_json(template),
         }
@@ -62,32 +55,31 @@ impl TemplateView {
 /// Template `name` of `kind`, if it exists.
 pub async fn get(
     session: &Session,
-    kind: RequestKind,
+    kind: AccessKind,
     name: &str,
 ) -> Result<Option<TemplateView>, CliError> {
     match kind {
-        RequestKind::Exec => get_typed::<ExecAccessTemplate>(session, kind, name).await,
-        RequestKind::Pod => get_typed::<PodAccessTemplate>(session, kind, name).await,
+        AccessKind::Exec => get_typed::<ExecAccessTemplate>(session, name).await,
+        AccessKind::Pod => get_typed::<PodAccessTemplate>(session, name).await,
     }
 }
 
 async fn get_typed<T: AccessTemplate>(
     session: &Session,
-    kind: RequestKind,
     name: &str,
 ) -> Result<Option<TemplateView>, CliError> {
     let api: Api<T> = session.api();
     let found = api.get_opt(name).await.map_err(|e| session.error(e))?;
-    Ok(found.map(|t| TemplateView::of(kind, &t)))
+    Ok(found.map(|t| TemplateView::of(&t)))
 }
 
 /// Every template of these kinds in the session's namespace, by name.
-pub async fn list(session: &Session, kinds: &[RequestKind]) -> Result<Vec<TemplateView>, CliError> {
+pub async fn list(session: &Session, kinds: &[AccessKind]) -> Result<Vec<TemplateView>, CliError> {
     let mut views = Vec::new();
     for &kind in kinds {
         let mut listed = match kind {
-            RequestKind::Exec => list_typed::<ExecAccessTemplate>(session, kind).await?,
-            RequestKind::Pod => list_typed::<PodAccessTemplate>(session, kind).await?,
+            AccessKind::Exec => list_typed::<ExecAccessTemplate>(session).await?,
+            AccessKind::Pod => list_typed::<PodAccessTemplate>(session).await?,
         };
         views.append(&mut listed);
     }
@@ -95,19 +87,12 @@ pub async fn list(session: &Session, kinds: &[RequestKind]) -> Result<Vec<Templa
     Ok(views)
 }
 
-async fn list_typed<T: AccessTemplate>(
-    session: &Session,
-    kind: RequestKind,
-) -> Result<Vec<TemplateView>, CliError> {
+async fn list_typed<T: AccessTemplate>(session: &Session) -> Result<Vec<TemplateView>, CliError> {
     let api: Api<T> = session.api();
     match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(list
-            .items
-            .iter()
-            .map(|t| TemplateView::of(kind, t))
-            .collect()),
+        Ok(list) => Ok(list.items.iter().map(TemplateView::of).collect()),
         Err(kube::Error::Api(status)) if status.code == 404 => Err(CliError::NotInstalled {
-            kind: kind.template_kind(),
+            kind: T::KIND.template_kind(),
         }),
         Err(e) => Err(session.error(e)),
     }

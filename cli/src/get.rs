@@ -2,13 +2,14 @@
 
 use clap::{Args, ValueEnum};
 use k8s_openapi::jiff::Timestamp;
-use oz_api::RequestPhase;
+use oz_api::{AccessKind, RequestPhase};
 
 use super::{
     error::CliError,
     identity::{Me, whoami},
+    kind_arg,
     output::{self, ObjectFormat},
-    requests::{self, RequestKind, RequestView},
+    requests::{self, RequestView},
     session::Session,
     table::Table,
     templates::{self, TemplateView},
@@ -50,9 +51,9 @@ pub enum ListFormat {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resource {
     /// Requests, of one kind or both.
-    Requests(Option<RequestKind>),
+    Requests(Option<AccessKind>),
     /// Templates, of one kind or both.
-    Templates(Option<RequestKind>),
+    Templates(Option<AccessKind>),
 }
 
 /// Reads `get`'s RESOURCE: `requests` or `templates` (singular, or short: `req`, `tpl`), or
@@ -66,16 +67,16 @@ pub fn parse_resource(text: &str) -> Result<Resource, String> {
         "requests" | "request" | "req" | "reqs" => Resource::Requests(None),
         "templates" | "template" | "tpl" | "tpls" => Resource::Templates(None),
         "execaccessrequests" | "execaccessrequest" | "execreq" => {
-            Resource::Requests(Some(RequestKind::Exec))
+            Resource::Requests(Some(AccessKind::Exec))
         }
         "podaccessrequests" | "podaccessrequest" | "podreq" => {
-            Resource::Requests(Some(RequestKind::Pod))
+            Resource::Requests(Some(AccessKind::Pod))
         }
         "execaccesstemplates" | "execaccesstemplate" | "exectpl" => {
-            Resource::Templates(Some(RequestKind::Exec))
+            Resource::Templates(Some(AccessKind::Exec))
         }
         "podaccesstemplates" | "podaccesstemplate" | "podtpl" => {
-            Resource::Templates(Some(RequestKind::Pod))
+            Resource::Templates(Some(AccessKind::Pod))
         }
         _ => {
             return Err(format!(
@@ -97,12 +98,12 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<(), CliError> {
 async fn get_requests(
     session: &Session,
     args: &GetArgs,
-    kind: Option<RequestKind>,
+    kind: Option<AccessKind>,
 ) -> Result<(), CliError> {
     let (views, hidden) = match &args.name {
         Some(name) => (vec![requests::find(session, name, kind).await?], 0),
         None => {
-            let mut views = requests::list(session, &RequestKind::or_all(kind)).await?;
+            let mut views = requests::list(session, &kind_arg::or_both(kind)).await?;
             if !args.all {
                 let me = whoami(session).await?;
                 views.retain(|v| v.is_by(&me.username));
@@ -142,17 +143,17 @@ async fn get_requests(
 async fn get_templates(
     session: &Session,
     args: &GetArgs,
-    kind: Option<RequestKind>,
+    kind: Option<AccessKind>,
 ) -> Result<(), CliError> {
     let views = match &args.name {
         Some(name) => {
             let mut found = Vec::new();
-            for kind in RequestKind::or_all(kind) {
+            for kind in kind_arg::or_both(kind) {
                 found.extend(templates::get(session, kind, name).await?);
             }
             if found.is_empty() {
                 return Err(CliError::NoTemplate {
-                    kind: kind.map_or("template", RequestKind::template_kind),
+                    kind: kind.map_or("template", AccessKind::template_kind),
                     name: name.clone(),
                     namespace: session.namespace.clone(),
                     hint: session.hint("get templates"),
@@ -160,7 +161,7 @@ async fn get_templates(
             }
             found
         }
-        None => templates::list(session, &RequestKind::or_all(kind)).await?,
+        None => templates::list(session, &kind_arg::or_both(kind)).await?,
     };
     match object_format(args.output) {
         Some(format) => print_objects(views.iter().map(|v| v.object.clone()), args, format),
@@ -244,11 +245,11 @@ pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
             view.name.clone(),
             view.kind.word().to_string(),
             view.target.clone(),
-            view.default_duration.clone(),
-            view.max_duration.clone(),
-            view.allowed_groups.join(","),
+            view.access.default_duration.clone(),
+            view.access.max_duration.clone(),
+            view.access.allowed_groups.join(","),
             yes_no(view.ready).into(),
-            yes_no(me.may_use(&view.allowed_groups)).into(),
+            yes_no(view.access.admits(&me.groups)).into(),
         ]);
     }
     table
@@ -270,7 +271,7 @@ mod tests {
 
     #[test]
     fn resources_by_any_name() {
-        use RequestKind::*;
+        use AccessKind::*;
         assert_eq!(parse_resource("requests"), Ok(Resource::Requests(None)));
         assert_eq!(parse_resource("req"), Ok(Resource::Requests(None)));
         assert_eq!(parse_resource("Templates"), Ok(Resource::Templates(None)));
@@ -311,7 +312,7 @@ mod tests {
             expires_at: phase.map(|_| Time("2026-11-21T12:29:58Z".parse().unwrap())),
             ..Default::default()
         });
-        RequestView::of(RequestKind::Exec, &request)
+        RequestView::of(&request)
     }
 
     #[test]
@@ -366,10 +367,7 @@ mod tests {
                 max_storage: None,
             },
         );
-        let views = [
-            TemplateView::of(RequestKind::Exec, &exec),
-            TemplateView::of(RequestKind::Pod, &pod),
-        ];
+        let views = [TemplateView::of(&exec), TemplateView::of(&pod)];
         let me = Me {
             username: "alice".into(),
             groups: vec!["devs".into(), "system:authenticated".into()],

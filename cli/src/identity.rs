@@ -11,15 +11,9 @@ use super::{error::CliError, session::Session};
 pub struct Me {
     /// The user name, as `spec.requester.username` records it.
     pub username: String,
-    /// Every group the user is in, including `system:authenticated`.
+    /// Every group the user is in, including `system:authenticated`: what a template's
+    /// [`oz_api::AccessConfig::admits`] is asked about.
     pub groups: Vec<String>,
-}
-
-impl Me {
-    /// Whether any of the user's groups is one of `allowed`.
-    pub fn may_use(&self, allowed: &[String]) -> bool {
-        allowed.iter().any(|group| self.groups.contains(group))
-    }
 }
 
 /// Asks the cluster who the session's user is.
@@ -39,21 +33,5 @@ pub async fn whoami(session: &Session) -> Result<Me, CliError> {
             "the cluster at {} does not say who you are (its SelfSubjectReview has no user name); oz needs an authenticated user",
             session.server
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_shared_group_is_enough() {
-        let me = Me {
-            username: "alice".into(),
-            groups: vec!["devs".into(), "system:authenticated".into()],
-        };
-        assert!(me.may_use(&["admins".into(), "devs".into()]));
-        assert!(!me.may_use(&["admins".into()]));
-        assert!(!me.may_use(&[]));
     }
 }

@@ -5,12 +5,15 @@
 //!
 //! One file per command ([`create`], [`get`], [`revoke`], [`history`], [`exec`]); the rest
 //! is shared: the cluster connection ([`session`]), who the user is ([`identity`]), both kinds
-//! of request and template seen the same way ([`requests`], [`templates`]), waiting
-//! ([`wait`], [`progress`]) and output ([`output`], [`table`], [`csv`], [`timefmt`]).
+//! of request and template seen the same way ([`requests`], [`templates`], [`kind_arg`] for
+//! `--kind`), waiting ([`wait`], [`progress`]) and output ([`output`], [`table`], [`csv`],
+//! [`timefmt`]). The CRD types, the kind vocabulary and the rules (who a template admits, which
+//! conditions fail) come from `oz-api`.
 //!
 //! Installed as `kubectl-oz`, it is the kubectl plugin `kubectl oz`, and says so in its help
 //! and hints. Errors are one line on stderr, `error: ` and what to do; stdout holds only the
 //! result, so `-o json` can be piped.
+#![forbid(unsafe_code)]
 
 pub mod create;
 pub mod csv;
@@ -19,6 +22,7 @@ pub mod exec;
 pub mod get;
 pub mod history;
 pub mod identity;
+pub mod kind_arg;
 pub mod names;
 pub mod output;
 pub mod progress;
@@ -339,7 +343,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(revoke.kind, Some(requests::RequestKind::Pod));
+        assert_eq!(revoke.kind, Some(oz_api::AccessKind::Pod));
         assert!(!revoke.wait.enabled());
     }
 

@@ -1,64 +1,22 @@
 //! The two request kinds seen the same way: a [`RequestView`] of either, and finding, listing
 //! and deleting them without the user having to say which kind a name is.
 
-use clap::ValueEnum;
 use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, PropagationPolicy},
 };
-use oz_api::{ExecAccessRequest, PodAccessRequest, RequestPhase, RequestStatus, Requester};
+use oz_api::{
+    AccessKind, AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase, RequestStatus,
+    Requester, conditions::failing,
+};
 
-use super::{error::CliError, output::object_json, session::Session};
-use oz_api::kinds::AccessRequest;
-
-/// Exec access (into a live pod of a workload) or pod access (a private copy of its pod).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
-pub enum RequestKind {
-    /// ExecAccessRequest / ExecAccessTemplate.
-    Exec,
-    /// PodAccessRequest / PodAccessTemplate.
-    Pod,
-}
-
-impl RequestKind {
-    /// Both kinds, exec first.
-    pub const ALL: [RequestKind; 2] = [RequestKind::Exec, RequestKind::Pod];
-
-    /// `ExecAccessRequest` or `PodAccessRequest`.
-    pub fn request_kind(self) -> &'static str {
-        match self {
-            RequestKind::Exec => "ExecAccessRequest",
-            RequestKind::Pod => "PodAccessRequest",
-        }
-    }
-
-    /// `ExecAccessTemplate` or `PodAccessTemplate`.
-    pub fn template_kind(self) -> &'static str {
-        match self {
-            RequestKind::Exec => "ExecAccessTemplate",
-            RequestKind::Pod => "PodAccessTemplate",
-        }
-    }
-
-    /// `exec` or `pod`, as the commands spell it.
-    pub fn word(self) -> &'static str {
-        match self {
-            RequestKind::Exec => "exec",
-            RequestKind::Pod => "pod",
-        }
-    }
-
-    /// The kinds to look at: the one given, or both.
-    pub fn or_all(kind: Option<RequestKind>) -> Vec<RequestKind> {
-        kind.map_or_else(|| Self::ALL.to_vec(), |k| vec![k])
-    }
-}
+use super::{error::CliError, kind_arg, output::object_json, session::Session};
 
 /// What ozctl shows of a request of either kind.
 #[derive(Clone, Debug)]
 pub struct RequestView {
-    pub kind: RequestKind,
+    pub kind: AccessKind,
     pub name: String,
     pub namespace: String,
     /// `spec.templateName`.
@@ -76,9 +34,9 @@ pub struct RequestView {
 
 impl RequestView {
     /// The view of a typed request.
-    pub fn of<R: AccessRequest>(kind: RequestKind, request: &R) -> RequestView {
+    pub fn of<R: AccessRequest>(request: &R) -> RequestView {
         RequestView {
-            kind,
+            kind: R::KIND,
             name: request.name_any(),
             namespace: request.namespace().unwrap_or_default(),
             template: request.template_name().to_string(),
@@ -130,7 +88,7 @@ impl RequestView {
         if self.deleting {
             return "being revoked".into();
         }
-        match self.status.conditions.iter().find(|c| c.status != "True") {
+        match failing(&self.status.conditions).next() {
             Some(c) if c.message.is_empty() => format!("{}: {}", c.type_, c.reason),
             Some(c) => format!("{}: {}", c.type_, c.message),
             None if self.status.conditions.is_empty() => "waiting for oz to pick it up".into(),
@@ -141,10 +99,8 @@ impl RequestView {
     /// Why it did not work out, for Denied and Failed: the message of the first condition that
     /// is not True.
     pub fn problem(&self) -> String {
-        self.status
-            .conditions
-            .iter()
-            .find(|c| c.status != "True")
+        failing(&self.status.conditions)
+            .next()
             .map(|c| format!("{} ({})", c.message, c.type_))
             .unwrap_or_else(|| "oz gave no reason; see the request's events".into())
     }
@@ -153,33 +109,32 @@ impl RequestView {
 /// Request `name` of `kind`, if it exists.
 pub async fn get(
     session: &Session,
-    kind: RequestKind,
+    kind: AccessKind,
     name: &str,
 ) -> Result<Option<RequestView>, CliError> {
     match kind {
-        RequestKind::Exec => get_typed::<ExecAccessRequest>(session, kind, name).await,
-        RequestKind::Pod => get_typed::<PodAccessRequest>(session, kind, name).await,
+        AccessKind::Exec => get_typed::<ExecAccessRequest>(session, name).await,
+        AccessKind::Pod => get_typed::<PodAccessRequest>(session, name).await,
     }
 }
 
 async fn get_typed<R: AccessRequest>(
     session: &Session,
-    kind: RequestKind,
     name: &str,
 ) -> Result<Option<RequestView>, CliError> {
     let api: Api<R> = session.api();
     let found = api.get_opt(name).await.map_err(|e| session.error(e))?;
-    Ok(found.map(|r| RequestView::of(kind, &r)))
+    Ok(found.map(|r| RequestView::of(&r)))
 }
 
 /// Request `name`, of `kind` if given, else of whichever kind has it.
 pub async fn find(
     session: &Session,
     name: &str,
-    kind: Option<RequestKind>,
+    kind: Option<AccessKind>,
 ) -> Result<RequestView, CliError> {
     let mut found = Vec::new();
-    for kind in RequestKind::or_all(kind) {
+    for kind in kind_arg::or_both(kind) {
         if let Some(view) = get(session, kind, name).await? {
             found.push(view);
         }
@@ -196,12 +151,12 @@ pub async fn find(
 }
 
 /// Every request of these kinds in the session's namespace, oldest first.
-pub async fn list(session: &Session, kinds: &[RequestKind]) -> Result<Vec<RequestView>, CliError> {
+pub async fn list(session: &Session, kinds: &[AccessKind]) -> Result<Vec<RequestView>, CliError> {
     let mut views = Vec::new();
     for &kind in kinds {
         let mut listed = match kind {
-            RequestKind::Exec => list_typed::<ExecAccessRequest>(session, kind).await?,
-            RequestKind::Pod => list_typed::<PodAccessRequest>(session, kind).await?,
+            AccessKind::Exec => list_typed::<ExecAccessRequest>(session).await?,
+            AccessKind::Pod => list_typed::<PodAccessRequest>(session).await?,
         };
         views.append(&mut listed);
     }
@@ -209,19 +164,12 @@ pub async fn list(session: &Session, kinds: &[RequestKind]) -> Result<Vec<Reques
     Ok(views)
 }
 
-async fn list_typed<R: AccessRequest>(
-    session: &Session,
-    kind: RequestKind,
-) -> Result<Vec<RequestView>, CliError> {
+async fn list_typed<R: AccessRequest>(session: &Session) -> Result<Vec<RequestView>, CliError> {
     let api: Api<R> = session.api();
     match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(list
-            .items
-            .iter()
-            .map(|r| RequestView::of(kind, r))
-            .collect()),
+        Ok(list) => Ok(list.items.iter().map(RequestView::of).collect()),
         Err(kube::Error::Api(status)) if status.code == 404 => Err(CliError::NotInstalled {
-            kind: kind.request_kind(),
+            kind: R::KIND.request_kind(),
         }),
         Err(e) => Err(session.error(e)),
     }
@@ -235,12 +183,12 @@ pub async fn delete(session: &Session, view: &RequestView) -> Result<(), CliErro
         ..Default::default()
     };
     let result = match view.kind {
-        RequestKind::Exec => session
+        AccessKind::Exec => session
             .api::<ExecAccessRequest>()
             .delete(&view.name, &params)
             .await
             .map(|_| ()),
-        RequestKind::Pod => session
+        AccessKind::Pod => session
             .api::<PodAccessRequest>()
             .delete(&view.name, &params)
             .await
@@ -293,7 +241,7 @@ mod tests {
             conditions,
             ..Default::default()
         });
-        RequestView::of(RequestKind::Exec, &request)
+        RequestView::of(&request)
     }
 
     #[test]
@@ -329,16 +277,5 @@ mod tests {
         assert_eq!(v.object["kind"], "ExecAccessRequest");
         assert!(v.object["metadata"].get("managedFields").is_none());
         assert_eq!(v.phase_word(), "Pending");
-    }
-
-    #[test]
-    fn kinds_have_their_names() {
-        assert_eq!(RequestKind::Exec.request_kind(), "ExecAccessRequest");
-        assert_eq!(RequestKind::Pod.template_kind(), "PodAccessTemplate");
-        assert_eq!(RequestKind::or_all(None), RequestKind::ALL.to_vec());
-        assert_eq!(
-            RequestKind::or_all(Some(RequestKind::Pod)),
-            vec![RequestKind::Pod]
-        );
     }
 }
