@@ -18,7 +18,6 @@ pub mod error;
 pub mod manager;
 pub mod manifests;
 pub mod metrics;
-pub mod target;
 pub mod time;
 
 pub use context::{Context, Settings};

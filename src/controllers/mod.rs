@@ -23,9 +23,9 @@ use oz_api::{AccessKind, AccessRequest, AccessTemplate, ControllerKind, RequestP
 
 use crate::{
     Context, Error,
+    builders::workload::rollout_resource,
     builders::{AccessBuilder, ExecAccessBuilder, MANAGED_BY, PodAccessBuilder},
     metrics::{ErrorLabels, KindLabels},
-    target::rollout_resource,
 };
 
 pub mod expiry;

@@ -23,8 +23,8 @@ use oz_api::{
 use crate::{
     Context, Result,
     apply::apply_status,
+    builders::workload::{self, Lookup},
     metrics::ControllerLabels,
-    target::{self, Lookup},
 };
 
 /// oz-only condition: the accessCommand is a template oz can render.
@@ -43,7 +43,7 @@ pub async fn reconcile<T: AccessTemplate>(template: Arc<T>, ctx: Arc<Context>) -
     let config = template.access_config();
 
     let target = match template.target_ref() {
-        Some(target_ref) => match target::lookup(&ctx.client, &namespace, target_ref).await? {
+        Some(target_ref) => match workload::lookup(&ctx.client, &namespace, target_ref).await? {
             Lookup::Found(_) => {
                 Observation::yes(kind::TARGET_REF_EXISTS, reason::SUCCESS, "Success")
             }
