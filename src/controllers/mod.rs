@@ -28,7 +28,6 @@ use crate::{
     metrics::{ErrorLabels, KindLabels},
 };
 
-pub mod expiry;
 pub mod request;
 pub mod template;
 

@@ -32,7 +32,9 @@ use oz_api::{
 };
 use serde_json::json;
 
-use super::expiry::ExpiryTimers;
+pub mod timers;
+
+use timers::ExpiryTimers;
 use crate::{
     Context, FIELD_MANAGER, Result,
     apply::apply_status,

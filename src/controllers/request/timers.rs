@@ -24,7 +24,7 @@ use kube::{Resource, runtime::reflector::Store};
 use oz_api::{AccessRequest, RequestPhase};
 use tokio::task::AbortHandle;
 
-use super::request;
+use super as request;
 use crate::{
     Context,
     builders::{AccessBuilder, GrantIdentity, grant_identity},
