@@ -24,7 +24,6 @@ use crate::{
     Context, Result,
     apply::apply_status,
     builders::workload::{self, Lookup},
-    metrics::ControllerLabels,
 };
 
 /// oz-only condition: the accessCommand is a template oz can render.
@@ -32,13 +31,7 @@ pub const ACCESS_COMMAND_VALID: &str = "AccessCommandValid";
 
 /// Reconciles one template.
 pub async fn reconcile<T: AccessTemplate>(template: Arc<T>, ctx: Arc<Context>) -> Result<Action> {
-    ctx.metrics
-        .reconciles
-        .get_or_create(&ControllerLabels {
-            controller: "template",
-            kind: T::kind(&()).into(),
-        })
-        .inc();
+    let _measure = ctx.metrics.count_and_measure("template", &T::kind(&()));
     let namespace = template.namespace().unwrap_or_default();
     let config = template.access_config();
 
@@ -121,10 +114,7 @@ async fn publish_readiness<T: AccessTemplate>(
             "the target exists and the settings are valid".to_string(),
         )
     } else {
-        let failing: Vec<_> = status
-            .conditions
-            .iter()
-            .filter(|c| c.status != "True")
+        let failing: Vec<_> = conditions::failing(&status.conditions)
             .map(|c| format!("{}: {}", c.type_, c.message))
             .collect();
         (EventType::Warning, "TemplateNotReady", failing.join("; "))
