@@ -174,27 +174,18 @@ mod tests {
     use std::{collections::BTreeMap, time::Duration};
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestStatus};
+    use oz_api::ExecAccessRequest;
 
     use super::*;
+    use crate::controllers::request::fixtures;
 
     fn at(text: &str) -> Timestamp {
         text.parse().unwrap()
     }
 
     fn request(uid: &str, phase: RequestPhase) -> ExecAccessRequest {
-        let spec = ExecAccessRequestSpec {
-            template_name: "t".into(),
-            target_pod: None,
-            duration: None,
-            requester: None,
-        };
-        let mut request = ExecAccessRequest::new("r", spec);
+        let mut request = fixtures::request(phase, None);
         request.metadata.uid = Some(uid.into());
-        request.status = Some(RequestStatus {
-            phase: Some(phase),
-            ..Default::default()
-        });
         request
     }
 

@@ -37,6 +37,8 @@ use crate::{
 mod build;
 mod duration;
 mod expire;
+#[cfg(test)]
+mod fixtures;
 mod reconciling;
 mod requester;
 mod status;

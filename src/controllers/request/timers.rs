@@ -174,23 +174,8 @@ async fn fire<B: AccessBuilder>(
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestStatus};
 
-    fn request(phase: RequestPhase, expires_at: Option<Timestamp>) -> ExecAccessRequest {
-        let spec = ExecAccessRequestSpec {
-            template_name: "t".into(),
-            target_pod: None,
-            duration: None,
-            requester: None,
-        };
-        let mut request = ExecAccessRequest::new("r", spec);
-        request.status = Some(RequestStatus {
-            phase: Some(phase),
-            expires_at: expires_at.map(Time),
-            ..Default::default()
-        });
-        request
-    }
+    use crate::controllers::request::fixtures::request;
 
     #[test]
     fn only_grants_that_may_be_in_force_get_a_timer() {
