@@ -13,6 +13,8 @@ use crate::{
     builders::{AccessBuilder, ExecAccessBuilder, PodAccessBuilder},
 };
 
+#[cfg(test)]
+mod fixtures;
 pub mod request;
 pub mod template;
 pub mod watches;

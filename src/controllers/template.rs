@@ -172,6 +172,7 @@ async fn publish<T: AccessTemplate>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::fixtures::conditions_of;
 
     fn config(default: &str, max: &str, command: &str) -> AccessConfig {
         AccessConfig {
@@ -184,17 +185,11 @@ mod tests {
     }
 
     fn status(observations: &[Observation]) -> TemplateStatus {
-        let mut status = TemplateStatus::default();
-        for observation in observations {
-            conditions::set(
-                &mut status.conditions,
-                observation.clone(),
-                Some(1),
-                Timestamp::UNIX_EPOCH,
-            );
+        let conditions = conditions_of(observations);
+        TemplateStatus {
+            ready: conditions::all_true(&conditions),
+            conditions,
         }
-        status.ready = conditions::all_true(&status.conditions);
-        status
     }
 
     #[test]

@@ -72,10 +72,7 @@ pub fn fix_expires_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(text: &str) -> Timestamp {
-        text.parse().unwrap()
-    }
+    use crate::controllers::fixtures::at;
 
     #[test]
     fn expiry_counts_from_creation_not_from_now() {

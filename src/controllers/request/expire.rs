@@ -177,11 +177,7 @@ mod tests {
     use oz_api::ExecAccessRequest;
 
     use super::*;
-    use crate::controllers::request::fixtures;
-
-    fn at(text: &str) -> Timestamp {
-        text.parse().unwrap()
-    }
+    use crate::controllers::fixtures::{self, at};
 
     fn request(uid: &str, phase: RequestPhase) -> ExecAccessRequest {
         let mut request = fixtures::request(phase, None);

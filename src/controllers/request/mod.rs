@@ -37,8 +37,6 @@ use crate::{
 mod build;
 mod duration;
 mod expire;
-#[cfg(test)]
-mod fixtures;
 mod reconciling;
 mod requester;
 mod status;

@@ -175,21 +175,14 @@ mod tests {
     use oz_api::condition_reason as reason;
 
     use super::*;
+    use crate::controllers::fixtures::{at, conditions_of};
 
     fn status(phase: RequestPhase, observations: &[Observation]) -> RequestStatus {
-        let mut status = RequestStatus {
+        RequestStatus {
             phase: Some(phase),
+            conditions: conditions_of(observations),
             ..Default::default()
-        };
-        for observation in observations {
-            conditions::set(
-                &mut status.conditions,
-                observation.clone(),
-                Some(1),
-                Timestamp::UNIX_EPOCH,
-            );
         }
-        status
     }
 
     fn created() -> Observation {
@@ -217,7 +210,7 @@ mod tests {
         let before = status(RequestPhase::Pending, &[]);
         let mut ready = status(RequestPhase::Ready, &[created()]);
         ready.pod_name = Some("web-0".into());
-        ready.expires_at = Some(Time("2026-01-01T01:00:00Z".parse().unwrap()));
+        ready.expires_at = Some(Time(at("2026-01-01T01:00:00Z")));
         let events = events_for(&before, &ready, Vec::new());
         assert_eq!(reasons(&events), ["Created", "Ready"]);
         assert_eq!(events[0].2, "Success. Role r-1, RoleBinding r-1 created");

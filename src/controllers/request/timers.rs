@@ -175,7 +175,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    use crate::controllers::request::fixtures::request;
+    use crate::controllers::fixtures::request;
 
     #[test]
     fn only_grants_that_may_be_in_force_get_a_timer() {
