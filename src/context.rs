@@ -17,7 +17,7 @@ pub struct Settings {
     pub history_retention: std::time::Duration,
     /// How many requests of one kind are reconciled at once. Bounded so that a start-up with
     /// thousands of grants neither floods the apiserver nor holds thousands of responses in
-    /// memory; revocation does not wait on it (see `controllers::expiry`).
+    /// memory; revocation does not wait on it (see `controllers::request::timers`).
     pub max_concurrent_reconciles: u16,
 }
 

@@ -17,7 +17,6 @@ pub mod error;
 pub mod install;
 pub mod manager;
 pub mod metrics;
-pub mod target;
 pub mod time;
 
 pub use context::{Context, Settings};

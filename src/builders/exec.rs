@@ -5,17 +5,16 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::{
     core::v1::Pod,
-    rbac::v1::{Role, RoleBinding, Subject},
+    rbac::v1::{Role, Subject},
 };
 use kube::{Api, ResourceExt, api::ListParams};
 use oz_api::{ControllerKind, CrossVersionObjectReference, ExecAccessRequest, ExecAccessTemplate};
 
-use super::{AccessBuilder, BuildError, Built, GrantIdentity, is_running, rbac, selector};
-use crate::{
-    Context, Error,
-    apply::delete_if_present,
-    target::{self, Lookup, Workload},
+use super::{
+    AccessBuilder, BuildError, Built, GrantIdentity, is_running, rbac, revoke_grant, selector,
+    workload::{self, Lookup, Workload},
 };
+use crate::{Context, Error};
 
 /// Builds exec access: see the module docs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -34,7 +33,7 @@ impl AccessBuilder for ExecAccessBuilder {
         recorded_pod: Option<&str>,
     ) -> Result<Built, BuildError> {
         let target = &template.spec.controller_target_ref;
-        let workload = match target::lookup(&ctx.client, &grant.namespace, target).await? {
+        let workload = match workload::lookup(&ctx.client, &grant.namespace, target).await? {
             Lookup::Found(workload) => workload,
             Lookup::Missing(why) => {
                 return Err(BuildError::Invalid(format!(
@@ -94,12 +93,7 @@ impl AccessBuilder for ExecAccessBuilder {
     }
 
     async fn revoke(&self, ctx: &Context, grant: &GrantIdentity) -> Result<bool, Error> {
-        // The binding first: it is what lets anyone in.
-        let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        let binding = delete_if_present(&bindings, &grant.name).await?;
-        let role = delete_if_present(&roles, &grant.name).await?;
-        Ok(binding || role)
+        revoke_grant(ctx, grant).await
     }
 }
 
@@ -341,5 +335,37 @@ mod tests {
             Some(("ReplicaSet", "web-abc", "rs-uid", true)),
         );
         assert!(!controlled_by(&deployment_style, &rollout, &workload()));
+    }
+
+    fn named(name: &str) -> Pod {
+        let mut pod = pod(&[], None);
+        pod.metadata.name = Some(name.into());
+        pod
+    }
+
+    #[test]
+    fn the_pick_is_stable_for_a_grant_whatever_order_the_pods_are_listed_in() {
+        let names = ["web-a", "web-b", "web-c", "web-d"];
+        let listed = |order: &[&str]| order.iter().map(|n| named(n)).collect::<Vec<_>>();
+        let first = pick(listed(&names), "req-1a2b3c4d").map(|p| p.name_any());
+        let reversed: Vec<_> = names.iter().rev().copied().collect();
+        assert_eq!(
+            pick(listed(&reversed), "req-1a2b3c4d").map(|p| p.name_any()),
+            first
+        );
+        assert!(first.is_some());
+        assert!(pick(Vec::new(), "req-1a2b3c4d").is_none());
+    }
+
+    #[test]
+    fn the_pick_spreads_grants_over_the_pods() {
+        let names = ["web-a", "web-b", "web-c", "web-d"];
+        let chosen: std::collections::BTreeSet<_> = (0..64)
+            .filter_map(|i| {
+                let pods = names.iter().map(|n| named(n)).collect();
+                pick(pods, &format!("req-{i}")).map(|p| p.name_any())
+            })
+            .collect();
+        assert!(chosen.len() > 1, "every grant got {chosen:?}");
     }
 }

@@ -2,30 +2,23 @@
 //! RoleBinding, and for pod access the Pod) and say when they are ready. The generic request
 //! reconciler decides *whether* to grant; a builder decides *what* a grant is.
 
-use std::{collections::BTreeMap, future::Future};
+use std::future::Future;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
-
 use oz_api::AccessRequest;
 
 use crate::{Context, Error};
 
 pub mod exec;
+pub mod grant;
 pub mod pod;
 pub mod rbac;
 pub mod selector;
+pub mod workload;
 
 pub use exec::ExecAccessBuilder;
+pub use grant::{GrantIdentity, MANAGED_BY, grant_identity, resource_name, revoke_grant};
 pub use pod::PodAccessBuilder;
-pub use rbac::GrantIdentity;
-
-/// The label every object oz creates carries, so its watches can ignore everything else.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "oz");
-/// The label naming the request an object belongs to.
-pub const REQUEST_LABEL: &str = "oz.wizardofoz.co/request";
-/// The label naming the kind of that request.
-pub const REQUEST_KIND_LABEL: &str = "oz.wizardofoz.co/request-kind";
 
 /// What a build produced.
 #[derive(Clone, Debug)]
@@ -85,46 +78,6 @@ pub trait AccessBuilder: Copy + Send + Sync + 'static {
     ) -> impl Future<Output = Result<bool, Error>> + Send;
 }
 
-/// The identity of `request`'s grant: the shared object name `<request>-<uid8>` (Oz's naming),
-/// labels, and the controller owner reference.
-pub fn grant_identity<R: AccessRequest>(request: &R) -> Result<GrantIdentity, Error> {
-    let name = request.name_any();
-    let namespace = request
-        .namespace()
-        .ok_or_else(|| Error::MissingMetadata(name.clone(), "namespace"))?;
-    let uid = request
-        .uid()
-        .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?;
-    let owner = request
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?;
-    let labels = BTreeMap::from([
-        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-        (REQUEST_LABEL.to_string(), label_safe(&name)),
-        (REQUEST_KIND_LABEL.to_string(), R::kind(&()).to_string()),
-    ]);
-    Ok(GrantIdentity {
-        name: resource_name(&name, &uid),
-        namespace,
-        labels,
-        owner,
-    })
-}
-
-/// `<request>-<first 8 characters of its uid>`, as Oz names every object of a grant.
-pub fn resource_name(request: &str, uid: &str) -> String {
-    let short: String = uid.chars().take(8).collect();
-    // Object names are at most 253 characters; keep room for the suffix.
-    let base: String = request.chars().take(253 - 9).collect();
-    format!("{base}-{short}")
-}
-
-// Label values are at most 63 characters; request names may be longer.
-fn label_safe(value: &str) -> String {
-    let cut: String = value.chars().take(63).collect();
-    cut.trim_end_matches(['-', '.', '_']).to_string()
-}
-
 /// Whether a pod can be exec'd into: Running and not being deleted.
 pub fn is_running(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
@@ -139,24 +92,4 @@ pub fn is_ready(pod: &Pod) -> bool {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_follow_oz() {
-        // Oz's own unit test: 17 characters for a request named test-req.
-        let name = resource_name("test-req", "1a2b3c4d-5e6f-7a8b-9c0d-112233445566");
-        assert_eq!(name, "test-req-1a2b3c4d");
-        assert_eq!(name.len(), 17);
-    }
-
-    #[test]
-    fn long_names_stay_valid() {
-        let long = "a".repeat(300);
-        assert_eq!(resource_name(&long, "1a2b3c4d").len(), 253);
-        assert_eq!(label_safe(&"b".repeat(70)).len(), 63);
-    }
 }

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::{
     core::v1::{Pod, PodTemplateSpec},
-    rbac::v1::{Role, RoleBinding, Subject},
+    rbac::v1::Subject,
 };
 use kube::{
     Api, ResourceExt,
@@ -15,12 +15,11 @@ use oz_api::{
     pod_mutation::{apply_resource_caps, mutate_pod_template},
 };
 
-use super::{AccessBuilder, BuildError, Built, GrantIdentity, is_ready, rbac};
-use crate::{
-    Context, Error,
-    apply::delete_if_present,
-    target::{self, Lookup},
+use super::{
+    AccessBuilder, BuildError, Built, GrantIdentity, is_ready, rbac, revoke_grant,
+    workload::{self, Lookup},
 };
+use crate::{Context, Error};
 
 /// `kubectl exec` and `kubectl attach` into the access pod, and reading it.
 pub const POD_PERMISSIONS: &[rbac::PodPermission] = &[
@@ -99,11 +98,8 @@ impl AccessBuilder for PodAccessBuilder {
     }
 
     async fn revoke(&self, ctx: &Context, grant: &GrantIdentity) -> Result<bool, Error> {
-        let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        let granted = revoke_grant(ctx, grant).await?;
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        let binding = delete_if_present(&bindings, &grant.name).await?;
-        let role = delete_if_present(&roles, &grant.name).await?;
         // No grace period: the window is over, and deleting the pod ends any session into it.
         let pod = match pods
             .delete(&grant.name, &DeleteParams::default().grace_period(0))
@@ -113,7 +109,7 @@ impl AccessBuilder for PodAccessBuilder {
             Err(kube::Error::Api(status)) if status.code == 404 => false,
             Err(e) => return Err(e.into()),
         };
-        Ok(binding || role || pod)
+        Ok(granted || pod)
     }
 }
 
@@ -133,7 +129,7 @@ async fn access_pod(
 ) -> Result<Pod, BuildError> {
     let spec = &template.spec;
     let source = match (&spec.controller_target_ref, &spec.pod_spec) {
-        (Some(target), _) => match target::lookup(&ctx.client, &grant.namespace, target).await? {
+        (Some(target), _) => match workload::lookup(&ctx.client, &grant.namespace, target).await? {
             Lookup::Found(workload) => workload.pod_template,
             Lookup::Missing(why) => {
                 return Err(BuildError::Invalid(format!(

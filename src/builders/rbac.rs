@@ -1,30 +1,14 @@
 //! The Role and RoleBinding of a grant: pure constructors, and the one apply path both builders
 //! use.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::{
-    api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
-    apimachinery::pkg::apis::meta::v1::OwnerReference,
-};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::{Api, api::ObjectMeta};
 use oz_api::{AccessConfig, GrantTo, Requester};
 
+use super::GrantIdentity;
 use crate::{Context, Result, apply::apply};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-
-/// Everything about a grant that does not depend on the kind of access.
-#[derive(Clone, Debug)]
-pub struct GrantIdentity {
-    /// The name shared by the Role, RoleBinding and access Pod: `<request>-<uid8>`.
-    pub name: String,
-    pub namespace: String,
-    /// Labels that let people and oz find the grant's objects.
-    pub labels: BTreeMap<String, String>,
-    /// The controller owner reference to the request.
-    pub owner: OwnerReference,
-}
 
 /// A verb set on one subresource of one pod.
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +123,10 @@ fn grant_metadata(grant: &GrantIdentity) -> ObjectMeta {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
     use super::*;
 
     fn grant() -> GrantIdentity {

@@ -1,6 +1,7 @@
 //! The template reconciler, generic over ExecAccessTemplate and PodAccessTemplate: does the
 //! target exist, are the durations valid, does the access command parse. It runs when the
-//! template or its target changes (targets are watched), never on a timer.
+//! template or its target changes (targets are watched), never on a timer. Only the target
+//! needs the cluster; the other checks, and what a change announces, are plain functions.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessTemplate, TemplateStatus,
+    AccessConfig, AccessTemplate, CrossVersionObjectReference, TemplateStatus,
     access_command::validate_access_command,
     condition_reason as reason, condition_type as kind,
     conditions::{self, Observation},
@@ -23,8 +24,7 @@ use oz_api::{
 use crate::{
     Context, Result,
     apply::apply_status,
-    metrics::ControllerLabels,
-    target::{self, Lookup},
+    builders::workload::{self, Lookup},
 };
 
 /// oz-only condition: the accessCommand is a template oz can render.
@@ -32,63 +32,19 @@ pub const ACCESS_COMMAND_VALID: &str = "AccessCommandValid";
 
 /// Reconciles one template.
 pub async fn reconcile<T: AccessTemplate>(template: Arc<T>, ctx: Arc<Context>) -> Result<Action> {
-    ctx.metrics
-        .reconciles
-        .get_or_create(&ControllerLabels {
-            controller: "template",
-            kind: T::kind(&()).into(),
-        })
-        .inc();
+    let _measure = ctx.metrics.count_and_measure("template", &T::kind(&()));
     let namespace = template.namespace().unwrap_or_default();
     let config = template.access_config();
-
-    let target = match template.target_ref() {
-        Some(target_ref) => match target::lookup(&ctx.client, &namespace, target_ref).await? {
-            Lookup::Found(_) => {
-                Observation::yes(kind::TARGET_REF_EXISTS, reason::SUCCESS, "Success")
-            }
-            Lookup::Missing(why) => Observation::no(
-                kind::TARGET_REF_EXISTS,
-                reason::NOT_FOUND,
-                format!("Error: {why}"),
-            ),
-        },
-        None => Observation::yes(
-            kind::TARGET_REF_EXISTS,
-            reason::SUCCESS,
-            "Success: pods are built from spec.podSpec",
-        ),
-    };
-    let durations =
-        match validate_template_durations(&config.default_duration, &config.max_duration) {
-            Ok(_) => Observation::yes(
-                kind::TEMPLATE_DURATIONS_VALID,
-                reason::SUCCESS,
-                TEMPLATE_DURATIONS_VALID_MESSAGE,
-            ),
-            Err(e) => Observation::no(
-                kind::TEMPLATE_DURATIONS_VALID,
-                reason::NOT_ACCEPTABLE,
-                e.condition_message(),
-            ),
-        };
-    let command = match validate_access_command(&config.access_command) {
-        Ok(()) => Observation::yes(
-            ACCESS_COMMAND_VALID,
-            reason::SUCCESS,
-            "spec.accessConfig.accessCommand valid",
-        ),
-        Err(e) => Observation::no(
-            ACCESS_COMMAND_VALID,
-            reason::NOT_ACCEPTABLE,
-            format!("Error on spec.accessConfig.accessCommand: {e}"),
-        ),
-    };
+    let observations = [
+        verify_target(&ctx, &namespace, template.target_ref()).await?,
+        verify_durations(config),
+        verify_access_command(config),
+    ];
 
     let previous = template.template_status().cloned().unwrap_or_default();
     let mut status = previous.clone();
     let now = Timestamp::now();
-    for observation in [target, durations, command] {
+    for observation in observations {
         conditions::set(
             &mut status.conditions,
             observation,
@@ -101,34 +57,102 @@ pub async fn reconcile<T: AccessTemplate>(template: Arc<T>, ctx: Arc<Context>) -
     if status != previous {
         let api: Api<T> = Api::namespaced(ctx.client.clone(), &namespace);
         apply_status(&api, &template.name_any(), &status).await?;
-        if status.ready != previous.ready || previous.conditions.is_empty() {
-            publish_readiness(&ctx, &*template, &status).await;
+        if let Some(event) = readiness_event(&previous, &status) {
+            publish(&ctx, &*template, event).await;
         }
     }
     // Targets are watched, so nothing needs polling.
     Ok(Action::await_change())
 }
 
-async fn publish_readiness<T: AccessTemplate>(
+/// Whether the workload the template targets exists; a template without one builds its pods
+/// from `spec.podSpec`.
+async fn verify_target(
     ctx: &Context,
-    template: &T,
+    namespace: &str,
+    target_ref: Option<&CrossVersionObjectReference>,
+) -> Result<Observation> {
+    let Some(target_ref) = target_ref else {
+        return Ok(Observation::yes(
+            kind::TARGET_REF_EXISTS,
+            reason::SUCCESS,
+            "Success: pods are built from spec.podSpec",
+        ));
+    };
+    Ok(
+        match workload::lookup(&ctx.client, namespace, target_ref).await? {
+            Lookup::Found(_) => {
+                Observation::yes(kind::TARGET_REF_EXISTS, reason::SUCCESS, "Success")
+            }
+            Lookup::Missing(why) => Observation::no(
+                kind::TARGET_REF_EXISTS,
+                reason::NOT_FOUND,
+                format!("Error: {why}"),
+            ),
+        },
+    )
+}
+
+/// Whether the template's default and maximum durations are valid.
+fn verify_durations(config: &AccessConfig) -> Observation {
+    match validate_template_durations(&config.default_duration, &config.max_duration) {
+        Ok(_) => Observation::yes(
+            kind::TEMPLATE_DURATIONS_VALID,
+            reason::SUCCESS,
+            TEMPLATE_DURATIONS_VALID_MESSAGE,
+        ),
+        Err(e) => Observation::no(
+            kind::TEMPLATE_DURATIONS_VALID,
+            reason::NOT_ACCEPTABLE,
+            e.condition_message(),
+        ),
+    }
+}
+
+/// Whether the template's access command is a template oz can render.
+fn verify_access_command(config: &AccessConfig) -> Observation {
+    match validate_access_command(&config.access_command) {
+        Ok(()) => Observation::yes(
+            ACCESS_COMMAND_VALID,
+            reason::SUCCESS,
+            "spec.accessConfig.accessCommand valid",
+        ),
+        Err(e) => Observation::no(
+            ACCESS_COMMAND_VALID,
+            reason::NOT_ACCEPTABLE,
+            format!("Error on spec.accessConfig.accessCommand: {e}"),
+        ),
+    }
+}
+
+/// The Event a status change announces: the first verdict, and every change of readiness after
+/// it; a not-ready template names each failing condition.
+fn readiness_event(
+    previous: &TemplateStatus,
     status: &TemplateStatus,
-) {
-    let (type_, reason, note) = if status.ready {
+) -> Option<(EventType, &'static str, String)> {
+    if status.ready == previous.ready && !previous.conditions.is_empty() {
+        return None;
+    }
+    Some(if status.ready {
         (
             EventType::Normal,
             "TemplateReady",
             "the target exists and the settings are valid".to_string(),
         )
     } else {
-        let failing: Vec<_> = status
-            .conditions
-            .iter()
-            .filter(|c| c.status != "True")
+        let failing: Vec<_> = conditions::failing(&status.conditions)
             .map(|c| format!("{}: {}", c.type_, c.message))
             .collect();
         (EventType::Warning, "TemplateNotReady", failing.join("; "))
-    };
+    })
+}
+
+async fn publish<T: AccessTemplate>(
+    ctx: &Context,
+    template: &T,
+    (type_, reason, note): (EventType, &'static str, String),
+) {
     let event = Event {
         type_,
         reason: reason.into(),
@@ -142,5 +166,73 @@ async fn publish_readiness<T: AccessTemplate>(
         .await
     {
         tracing::warn!(error = %e, "could not publish an event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::fixtures::conditions_of;
+
+    fn config(default: &str, max: &str, command: &str) -> AccessConfig {
+        AccessConfig {
+            allowed_groups: vec!["devs".into()],
+            default_duration: default.into(),
+            max_duration: max.into(),
+            access_command: command.into(),
+            grant_to: None,
+        }
+    }
+
+    fn status(observations: &[Observation]) -> TemplateStatus {
+        let conditions = conditions_of(observations);
+        TemplateStatus {
+            ready: conditions::all_true(&conditions),
+            conditions,
+        }
+    }
+
+    #[test]
+    fn valid_settings_hold_and_invalid_ones_say_why() {
+        let good = config(
+            "1h",
+            "2h",
+            "kubectl exec -ti -n {{.Metadata.Namespace}} {{.Metadata.Name}} -- /bin/sh",
+        );
+        assert!(verify_durations(&good).holds);
+        assert!(verify_access_command(&good).holds);
+        let bad = config("3h", "2h", "{{.Metadata.Name");
+        let durations = verify_durations(&bad);
+        assert!(!durations.holds);
+        assert_eq!(durations.reason, reason::NOT_ACCEPTABLE);
+        let command = verify_access_command(&bad);
+        assert!(!command.holds);
+        assert!(
+            command
+                .message
+                .starts_with("Error on spec.accessConfig.accessCommand: "),
+            "{}",
+            command.message
+        );
+    }
+
+    #[test]
+    fn the_first_verdict_and_each_change_of_readiness_are_announced() {
+        let ok = Observation::yes(kind::TARGET_REF_EXISTS, reason::SUCCESS, "Success");
+        let missing = Observation::no(
+            kind::TARGET_REF_EXISTS,
+            reason::NOT_FOUND,
+            "Error: Deployment \"web\" not found",
+        );
+        let ready = status(std::slice::from_ref(&ok));
+        let broken = status(std::slice::from_ref(&missing));
+        let first = readiness_event(&TemplateStatus::default(), &ready).expect("first verdict");
+        assert_eq!((first.0, first.1), (EventType::Normal, "TemplateReady"));
+        let (type_, reason, note) = readiness_event(&ready, &broken).expect("became not ready");
+        assert_eq!((type_, reason), (EventType::Warning, "TemplateNotReady"));
+        assert_eq!(note, "TargetRefExists: Error: Deployment \"web\" not found");
+        // Still not ready, for another reason: no new Event.
+        let other = Observation::no(kind::TARGET_REF_EXISTS, reason::NOT_FOUND, "Error: gone");
+        assert!(readiness_event(&broken, &status(&[other])).is_none());
     }
 }

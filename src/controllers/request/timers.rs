@@ -1,4 +1,4 @@
-//! Expiry timers: every grant in force has a timer of its own that revokes it at `expiresAt`,
+//! The expiry timers: every grant in force has a timer of its own that revokes it at `expiresAt`,
 //! outside the reconcile queue.
 //!
 //! The reconcile is also woken at `expiresAt`, and marks the request Expired. But the reconcile
@@ -24,11 +24,10 @@ use kube::{Resource, runtime::reflector::Store};
 use oz_api::{AccessRequest, RequestPhase};
 use tokio::task::AbortHandle;
 
-use super::request;
+use super::expire::{record_expiry_by_timer, revoke_at_expiry};
 use crate::{
     Context,
     builders::{AccessBuilder, GrantIdentity, grant_identity},
-    metrics::KindLabels,
     time,
 };
 
@@ -134,12 +133,7 @@ fn expiry_in_force<R: AccessRequest>(request: &R) -> Option<Timestamp> {
 }
 
 fn timers_gauge<B: AccessBuilder>(ctx: &Context) -> prometheus_client::metrics::gauge::Gauge {
-    ctx.metrics
-        .expiry_timers
-        .get_or_create(&KindLabels {
-            kind: B::Request::kind(&()).into(),
-        })
-        .clone()
+    ctx.metrics.expiry_timers_of(&B::Request::kind(&()))
 }
 
 /// Sleeps until `at`, then revokes `grant`, retrying until the apiserver answers, and marks its
@@ -155,18 +149,14 @@ async fn fire<B: AccessBuilder>(
     let mut backoff = Duration::from_millis(100);
     // Boxed: the sleeping task is then a few hundred bytes, not the size of the API calls'
     // futures, and there is one task per grant in force.
-    while let Err(error) = Box::pin(request::revoke_at_expiry(&ctx, builder, &grant, at)).await {
+    while let Err(error) = Box::pin(revoke_at_expiry(&ctx, builder, &grant, at)).await {
         tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "revoking an expired grant failed; retrying");
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
     }
     tracing::debug!(namespace = %grant.namespace, grant = %grant.name, "grant revoked at expiry");
     // Access is gone; the status follows. If this fails the reconcile at expiry writes it.
-    if let Err(error) = Box::pin(request::record_expiry_by_timer::<B::Request>(
-        &ctx, &grant, at,
-    ))
-    .await
-    {
+    if let Err(error) = Box::pin(record_expiry_by_timer::<B::Request>(&ctx, &grant, at)).await {
         tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "could not mark an expired request Expired; its reconcile will");
     }
     // Done: forget this timer, unless it has been replaced by another one meanwhile.
@@ -184,23 +174,8 @@ async fn fire<B: AccessBuilder>(
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestStatus};
 
-    fn request(phase: RequestPhase, expires_at: Option<Timestamp>) -> ExecAccessRequest {
-        let spec = ExecAccessRequestSpec {
-            template_name: "t".into(),
-            target_pod: None,
-            duration: None,
-            requester: None,
-        };
-        let mut request = ExecAccessRequest::new("r", spec);
-        request.status = Some(RequestStatus {
-            phase: Some(phase),
-            expires_at: expires_at.map(Time),
-            ..Default::default()
-        });
-        request
-    }
+    use crate::controllers::fixtures::request;
 
     #[test]
     fn only_grants_that_may_be_in_force_get_a_timer() {

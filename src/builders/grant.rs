@@ -1,0 +1,104 @@
+//! What a grant is, whatever the kind of access: the name, labels and owner its objects share,
+//! and the one way its Role and RoleBinding are taken back.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::rbac::v1::{Role, RoleBinding},
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
+use kube::{Api, ResourceExt};
+use oz_api::AccessRequest;
+
+use crate::{Context, Error, apply::delete_if_present};
+
+/// The label every object oz creates carries, so its watches can ignore everything else.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "oz");
+/// The label naming the request an object belongs to.
+pub const REQUEST_LABEL: &str = "oz.wizardofoz.co/request";
+/// The label naming the kind of that request.
+pub const REQUEST_KIND_LABEL: &str = "oz.wizardofoz.co/request-kind";
+
+/// Everything about a grant that does not depend on the kind of access.
+#[derive(Clone, Debug)]
+pub struct GrantIdentity {
+    /// The name shared by the Role, RoleBinding and access Pod: `<request>-<uid8>`.
+    pub name: String,
+    pub namespace: String,
+    /// Labels that let people and oz find the grant's objects.
+    pub labels: BTreeMap<String, String>,
+    /// The controller owner reference to the request.
+    pub owner: OwnerReference,
+}
+
+/// The identity of `request`'s grant: the shared object name `<request>-<uid8>` (Oz's naming),
+/// labels, and the controller owner reference.
+pub fn grant_identity<R: AccessRequest>(request: &R) -> Result<GrantIdentity, Error> {
+    let name = request.name_any();
+    let namespace = request
+        .namespace()
+        .ok_or_else(|| Error::MissingMetadata(name.clone(), "namespace"))?;
+    let uid = request
+        .uid()
+        .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?;
+    let owner = request
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?;
+    let labels = BTreeMap::from([
+        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+        (REQUEST_LABEL.to_string(), label_safe(&name)),
+        (REQUEST_KIND_LABEL.to_string(), R::kind(&()).to_string()),
+    ]);
+    Ok(GrantIdentity {
+        name: resource_name(&name, &uid),
+        namespace,
+        labels,
+        owner,
+    })
+}
+
+/// `<request>-<first 8 characters of its uid>`, as Oz names every object of a grant.
+pub fn resource_name(request: &str, uid: &str) -> String {
+    let short: String = uid.chars().take(8).collect();
+    // Object names are at most 253 characters; keep room for the suffix.
+    let base: String = request.chars().take(253 - 9).collect();
+    format!("{base}-{short}")
+}
+
+// Label values are at most 63 characters; request names may be longer.
+fn label_safe(value: &str) -> String {
+    let cut: String = value.chars().take(63).collect();
+    cut.trim_end_matches(['-', '.', '_']).to_string()
+}
+
+/// Deletes the grant's RoleBinding, then its Role. Returns whether either existed.
+///
+/// The binding goes first: it is what lets anyone in, so access ends with the first call even if
+/// the second fails (and is retried).
+pub async fn revoke_grant(ctx: &Context, grant: &GrantIdentity) -> Result<bool, Error> {
+    let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+    let binding = delete_if_present(&bindings, &grant.name).await?;
+    let role = delete_if_present(&roles, &grant.name).await?;
+    Ok(binding || role)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_oz() {
+        // Oz's own unit test: 17 characters for a request named test-req.
+        let name = resource_name("test-req", "1a2b3c4d-5e6f-7a8b-9c0d-112233445566");
+        assert_eq!(name, "test-req-1a2b3c4d");
+        assert_eq!(name.len(), 17);
+    }
+
+    #[test]
+    fn long_names_stay_valid() {
+        let long = "a".repeat(300);
+        assert_eq!(resource_name(&long, "1a2b3c4d").len(), 253);
+        assert_eq!(label_safe(&"b".repeat(70)).len(), 63);
+    }
+}

@@ -1,0 +1,169 @@
+//! Steps: verify the access resources (the builder makes the grant's Role, RoleBinding and, for
+//! pod access, its Pod), then is the access ready (and what to tell the user).
+
+use std::{ops::ControlFlow, time::Duration};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{ResourceExt, runtime::controller::Action};
+use oz_api::{
+    AccessConfig, AccessRequest, AccessTemplate, RequestPhase, Requester,
+    access_command::render_access_command, condition_reason as reason, condition_type as kind,
+    conditions::Observation,
+};
+
+use super::{
+    reconciling::{Reconciling, Step},
+    status::{Pass, Wake},
+};
+use crate::{
+    Result,
+    builders::{AccessBuilder, BuildError, Built, rbac::subjects_for},
+    time,
+};
+
+/// How soon a request whose resources could not be built is looked at again, when no watch
+/// will notice the fix (for example a workload whose pods are not running yet).
+const RETRY_INVALID: Duration = Duration::from_secs(30);
+
+/// What the builder made for `requester`, recorded as created (and the pod in
+/// `status.podName`); or a Failed request, looked at again soon.
+pub async fn verify_access_resources<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    pass: &mut Pass,
+    template: &<B::Request as AccessRequest>::Template,
+    requester: &Requester,
+    expires_at: Timestamp,
+) -> Step<Built> {
+    let subjects = subjects_for(template.access_config(), requester);
+    let recorded_pod = pass.status.pod_name.clone();
+    let built = match r
+        .builder
+        .build(
+            r.ctx,
+            r.request,
+            template,
+            &r.grant,
+            subjects,
+            recorded_pod.as_deref(),
+        )
+        .await
+    {
+        Ok(built) => built,
+        Err(BuildError::Invalid(why)) => {
+            pass.observe(Observation::no(
+                kind::ACCESS_RESOURCES_CREATED,
+                reason::FAILURE,
+                format!("ERROR: {why}"),
+            ));
+            pass.observe(Observation::no(
+                kind::ACCESS_RESOURCES_READY,
+                reason::NOT_YET_READY,
+                "no access resources",
+            ));
+            pass.status.phase = Some(RequestPhase::Failed);
+            let wake = Wake::At(retry_at(pass.now, expires_at));
+            return Ok(ControlFlow::Break(r.finish(pass, wake).await?));
+        }
+        Err(BuildError::Failed(e)) => return Err(e),
+    };
+    pass.observe(Observation::yes(
+        kind::ACCESS_RESOURCES_CREATED,
+        reason::SUCCESS,
+        built.created_message.clone(),
+    ));
+    pass.status.pod_name = Some(built.pod.name_any());
+    Ok(ControlFlow::Continue(built))
+}
+
+/// Records whether what was built is usable yet, and the access command that uses it. The
+/// request is looked at again exactly at expiry; watches wake it earlier for anything else.
+pub async fn is_access_ready<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    mut pass: Pass,
+    config: &AccessConfig,
+    built: &Built,
+    expires_at: Timestamp,
+) -> Result<Action> {
+    let wake = Wake::At(expires_at);
+    match render_access_command(&config.access_command, &built.pod.metadata) {
+        Ok(message) => pass.status.access_message = Some(message),
+        Err(e) => {
+            pass.status.access_message = None;
+            pass.observe(Observation::no(
+                kind::ACCESS_RESOURCES_READY,
+                reason::NOT_YET_READY,
+                format!("the template's spec.accessConfig.accessCommand cannot be rendered: {e}"),
+            ));
+            pass.status.phase = Some(RequestPhase::Failed);
+            return r.finish(&mut pass, wake).await;
+        }
+    }
+    let (observation, phase) = readiness(built.ready, &built.pod.name_any());
+    pass.observe(observation);
+    pass.status.phase = Some(phase);
+    r.finish(&mut pass, wake).await
+}
+
+/// The readiness condition and phase of a grant whose resources exist: Ready once its pod is,
+/// Pending until then.
+pub fn readiness(ready: bool, pod_name: &str) -> (Observation, RequestPhase) {
+    if ready {
+        (
+            Observation::yes(kind::ACCESS_RESOURCES_READY, reason::SUCCESS, "Ready"),
+            RequestPhase::Ready,
+        )
+    } else {
+        (
+            Observation::no(
+                kind::ACCESS_RESOURCES_READY,
+                reason::NOT_YET_READY,
+                format!(
+                    "resources not yet available: waiting for pod {pod_name:?} to become ready"
+                ),
+            ),
+            RequestPhase::Pending,
+        )
+    }
+}
+
+/// When a build that failed on the user's objects is tried again: soon, but never after the
+/// grant's end.
+pub fn retry_at(now: Timestamp, expires_at: Timestamp) -> Timestamp {
+    let retry_invalid = chrono::TimeDelta::from_std(RETRY_INVALID).unwrap_or_default();
+    time::add(now, retry_invalid).min(expires_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_is_ready_when_its_pod_is_and_pending_until_then() {
+        let (ready, phase) = readiness(true, "web-0");
+        assert!(ready.holds);
+        assert_eq!(
+            (ready.message.as_str(), phase),
+            ("Ready", RequestPhase::Ready)
+        );
+        let (waiting, phase) = readiness(false, "web-0");
+        assert!(!waiting.holds);
+        assert_eq!(waiting.type_, kind::ACCESS_RESOURCES_READY);
+        assert_eq!(phase, RequestPhase::Pending);
+        assert_eq!(
+            waiting.message,
+            "resources not yet available: waiting for pod \"web-0\" to become ready"
+        );
+    }
+
+    #[test]
+    fn a_failed_build_is_retried_soon_but_not_past_expiry() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let later: Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
+        let soon: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        assert_eq!(
+            retry_at(now, later),
+            "2026-01-01T00:00:30Z".parse::<Timestamp>().unwrap()
+        );
+        assert_eq!(retry_at(now, soon), soon);
+    }
+}

@@ -1,0 +1,110 @@
+//! Step: verify the duration. The access window is decided from the request and the template,
+//! and `expiresAt` is fixed from the creation time: once made, a grant never gets longer, by an
+//! edited template or an edited status alike.
+
+use std::ops::ControlFlow;
+
+use chrono::TimeDelta;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use kube::Resource;
+use oz_api::{
+    AccessConfig, AccessRequest, condition_reason as reason, condition_type as kind,
+    conditions::Observation, duration::decide_access_duration,
+};
+
+use super::{
+    reconciling::{Reconciling, Step},
+    status::Pass,
+};
+use crate::{builders::AccessBuilder, time};
+
+/// The grant's `expiresAt`, recorded in the status; or the end of the grant if the durations
+/// are not valid.
+pub async fn verify_duration<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    pass: &mut Pass,
+    config: &AccessConfig,
+) -> Step<Timestamp> {
+    let decision = match decide_access_duration(
+        r.request.duration(),
+        &config.default_duration,
+        &config.max_duration,
+    ) {
+        Ok(decision) => decision,
+        Err(e) => {
+            // Nor without durations to bound it.
+            let why = Observation::no(
+                kind::ACCESS_DURATIONS_VALID,
+                reason::BAD_REQUEST,
+                e.condition_message(),
+            );
+            return Ok(ControlFlow::Break(r.withdraw(pass, why).await?));
+        }
+    };
+    pass.observe(Observation::yes(
+        kind::ACCESS_DURATIONS_VALID,
+        reason::SUCCESS,
+        decision.message,
+    ));
+    let created = r.request.meta().creation_timestamp.as_ref().map(|t| t.0);
+    let recorded = pass.status.expires_at.as_ref().map(|t| t.0);
+    let expires_at = fix_expires_at(created, pass.now, decision.duration, recorded);
+    pass.status.expires_at = Some(Time(expires_at));
+    Ok(ControlFlow::Continue(expires_at))
+}
+
+/// When a grant of `duration` ends: `created + duration` (`now` stands in for a missing creation
+/// time), and never later than an `expiresAt` already `recorded`. Fixed at grant time, and never
+/// later than the decision: whoever can write the status cannot extend a grant with it.
+pub fn fix_expires_at(
+    created: Option<Timestamp>,
+    now: Timestamp,
+    duration: TimeDelta,
+    recorded: Option<Timestamp>,
+) -> Timestamp {
+    let decided = time::add(created.unwrap_or(now), duration);
+    match recorded {
+        Some(fixed) => fixed.min(decided),
+        None => decided,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::fixtures::at;
+
+    #[test]
+    fn expiry_counts_from_creation_not_from_now() {
+        let created = at("2026-01-01T00:00:00Z");
+        let now = at("2026-01-01T00:20:00Z");
+        assert_eq!(
+            fix_expires_at(Some(created), now, TimeDelta::hours(1), None),
+            at("2026-01-01T01:00:00Z")
+        );
+        // Without a creation time (never from the apiserver), from now.
+        assert_eq!(
+            fix_expires_at(None, now, TimeDelta::hours(1), None),
+            at("2026-01-01T01:20:00Z")
+        );
+    }
+
+    #[test]
+    fn a_recorded_expiry_stands_but_never_extends_the_grant() {
+        let created = at("2026-01-01T00:00:00Z");
+        let now = at("2026-01-01T00:20:00Z");
+        let hour = TimeDelta::hours(1);
+        // Recorded earlier (a template whose maxDuration grew since): the recorded time stands.
+        let earlier = at("2026-01-01T00:30:00Z");
+        assert_eq!(
+            fix_expires_at(Some(created), now, hour, Some(earlier)),
+            earlier
+        );
+        // Recorded later (an edited status, e.g. 2099): the decision wins.
+        let later = at("2099-01-01T00:00:00Z");
+        assert_eq!(
+            fix_expires_at(Some(created), now, hour, Some(later)),
+            at("2026-01-01T01:00:00Z")
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! Step: is the access expired? And what ending a grant takes, whoever ends it (the reconcile,
+//! or a grant's expiry timer): revoke its resources, record how late that was, mark the request
+//! Expired, and delete it once its history retention has passed.
+//!
+//! Layering: the timers call this module, this module calls the status pass, never back.
+
+use std::ops::ControlFlow;
+
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use kube::{Api, Resource, ResourceExt, runtime::controller::Action, runtime::events::EventType};
+use oz_api::{
+    AccessRequest, RequestPhase, condition_reason as reason, condition_type as kind,
+    conditions::Observation,
+};
+
+use super::{
+    reconciling::{Reconciling, Step},
+    status::{Pass, Wake},
+};
+use crate::{
+    Context, Result,
+    builders::{AccessBuilder, GrantIdentity},
+    time,
+};
+
+/// Goes on only with a request whose access may still be granted: an Expired request is kept
+/// revoked (and deleted after its retention), a Denied one stays so, and one past a recorded
+/// `expiresAt` ends now, whatever else has changed since.
+pub async fn is_access_over<B: AccessBuilder>(r: &Reconciling<'_, B>, pass: &mut Pass) -> Step {
+    match pass.status.phase {
+        Some(RequestPhase::Expired) => {
+            r.revoke().await?;
+            let expires_at = pass.status.expires_at.as_ref().map_or(pass.now, |t| t.0);
+            let action = after_expiry(r.ctx, r.request, expires_at).await?;
+            return Ok(ControlFlow::Break(action));
+        }
+        Some(RequestPhase::Denied) => return Ok(ControlFlow::Break(Action::await_change())),
+        _ => {}
+    }
+    match pass.status.expires_at.as_ref().map(|t| t.0) {
+        Some(expires_at) => is_access_expired(r, pass, expires_at).await,
+        None => Ok(ControlFlow::Continue(())),
+    }
+}
+
+/// Goes on while `expires_at` is ahead, recording that access is still valid; otherwise ends
+/// the grant now.
+pub async fn is_access_expired<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    pass: &mut Pass,
+    expires_at: Timestamp,
+) -> Step {
+    if pass.now < expires_at {
+        return Ok(ControlFlow::Continue(()));
+    }
+    revoke_at_expiry(r.ctx, r.builder, &r.grant, expires_at).await?;
+    record_expiry(r.ctx, r.request, pass, expires_at).await?;
+    Ok(ControlFlow::Break(
+        after_expiry(r.ctx, r.request, expires_at).await?,
+    ))
+}
+
+/// Records that access is still valid: a step of its own, after the expiry's timer is armed.
+pub fn still_valid(pass: &mut Pass) {
+    pass.observe(Observation::yes(
+        kind::ACCESS_STILL_VALID,
+        reason::SUCCESS,
+        "Access still valid",
+    ));
+}
+
+/// Deletes a grant's resources at its expiry, and records how late that was if anything was
+/// left to delete.
+pub async fn revoke_at_expiry<B: AccessBuilder>(
+    ctx: &Context,
+    builder: B,
+    grant: &GrantIdentity,
+    expires_at: Timestamp,
+) -> Result<()> {
+    if builder.revoke(ctx, grant).await? {
+        let lag = time::seconds_past(Timestamp::now(), expires_at).max(0.0);
+        ctx.metrics
+            .observe_revocation_lag(&B::Request::kind(&()), lag);
+    }
+    Ok(())
+}
+
+/// Called by a grant's expiry timer once it has revoked the grant: marks the request Expired
+/// now, so that what users read agrees with their access, instead of when the reconcile queue
+/// reaches the request (after a start at scale, tens of seconds later).
+pub async fn record_expiry_by_timer<R: AccessRequest>(
+    ctx: &Context,
+    grant: &GrantIdentity,
+    expires_at: Timestamp,
+) -> Result<()> {
+    let api: Api<R> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+    let Some(request) = api.get_opt(&grant.owner.name).await? else {
+        return Ok(());
+    };
+    let mut pass = Pass::new(&request);
+    if !timer_may_mark_expired(&request, grant, pass.now, expires_at) {
+        return Ok(());
+    }
+    record_expiry(ctx, &request, &mut pass, expires_at).await
+}
+
+/// Whether a timer that revoked `grant` at `expires_at` marks `request` Expired: only the same
+/// request (not one created again under its name), not being deleted, not already settled,
+/// and only once its time has come.
+fn timer_may_mark_expired<R: AccessRequest>(
+    request: &R,
+    grant: &GrantIdentity,
+    now: Timestamp,
+    expires_at: Timestamp,
+) -> bool {
+    let same = request.uid().as_deref() == Some(grant.owner.uid.as_str());
+    let settled = matches!(
+        request.request_status().and_then(|s| s.phase),
+        Some(RequestPhase::Expired | RequestPhase::Denied)
+    );
+    same && !settled && request.meta().deletion_timestamp.is_none() && now >= expires_at
+}
+
+/// Marks a request whose grant has been revoked Expired, with an Event.
+async fn record_expiry<R: AccessRequest>(
+    ctx: &Context,
+    request: &R,
+    pass: &mut Pass,
+    expires_at: Timestamp,
+) -> Result<()> {
+    pass.status.expires_at = Some(Time(expires_at));
+    pass.observe(Observation::no(
+        kind::ACCESS_STILL_VALID,
+        reason::TIMEOUT,
+        "Access expired",
+    ));
+    pass.status.phase = Some(RequestPhase::Expired);
+    pass.status.access_message = None;
+    pass.note(
+        EventType::Normal,
+        "Expired",
+        format!("access ended at {expires_at}; its access resources were deleted"),
+    );
+    pass.finish(ctx, request, Wake::OnChange).await?;
+    Ok(())
+}
+
+/// Keeps an expired request for the history retention, then deletes it.
+async fn after_expiry<R: AccessRequest>(
+    ctx: &Context,
+    request: &R,
+    expires_at: Timestamp,
+) -> Result<Action> {
+    let delete_at = delete_at(expires_at, ctx.settings.history_retention);
+    let now = Timestamp::now();
+    if now >= delete_at {
+        let api: Api<R> =
+            Api::namespaced(ctx.client.clone(), &request.namespace().unwrap_or_default());
+        crate::apply::delete_if_present(&api, &request.name_any()).await?;
+        return Ok(Action::await_change());
+    }
+    Ok(Action::requeue(time::until(now, delete_at)))
+}
+
+/// When a request that expired at `expires_at` is deleted: after `retention`, or never if that
+/// is too long to represent.
+fn delete_at(expires_at: Timestamp, retention: std::time::Duration) -> Timestamp {
+    let retention = chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX);
+    time::add(expires_at, retention)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeMap, time::Duration};
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use oz_api::ExecAccessRequest;
+
+    use super::*;
+    use crate::controllers::fixtures::{self, at};
+
+    fn request(uid: &str, phase: RequestPhase) -> ExecAccessRequest {
+        let mut request = fixtures::request(phase, None);
+        request.metadata.uid = Some(uid.into());
+        request
+    }
+
+    fn grant_of(uid: &str) -> GrantIdentity {
+        GrantIdentity {
+            name: "r-uid1".into(),
+            namespace: "shop".into(),
+            labels: BTreeMap::new(),
+            owner: OwnerReference {
+                uid: uid.into(),
+                name: "r".into(),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_timer_marks_only_its_own_unsettled_request_once_its_time_has_come() {
+        let expires_at = at("2026-01-01T01:00:00Z");
+        let after = at("2026-01-01T01:00:01Z");
+        let grant = grant_of("uid-1");
+        assert!(timer_may_mark_expired(
+            &request("uid-1", RequestPhase::Ready),
+            &grant,
+            after,
+            expires_at
+        ));
+        // Early (a clock behind), another request under the same name, or already settled.
+        let before = at("2026-01-01T00:59:59Z");
+        assert!(!timer_may_mark_expired(
+            &request("uid-1", RequestPhase::Ready),
+            &grant,
+            before,
+            expires_at
+        ));
+        assert!(!timer_may_mark_expired(
+            &request("uid-2", RequestPhase::Ready),
+            &grant,
+            after,
+            expires_at
+        ));
+        for settled in [RequestPhase::Expired, RequestPhase::Denied] {
+            assert!(!timer_may_mark_expired(
+                &request("uid-1", settled),
+                &grant,
+                after,
+                expires_at
+            ));
+        }
+        let mut deleting = request("uid-1", RequestPhase::Ready);
+        deleting.metadata.deletion_timestamp = Some(Time(after));
+        assert!(!timer_may_mark_expired(
+            &deleting, &grant, after, expires_at
+        ));
+    }
+
+    #[test]
+    fn an_expired_request_is_kept_for_its_retention() {
+        let expires_at = at("2026-01-01T01:00:00Z");
+        assert_eq!(delete_at(expires_at, Duration::ZERO), expires_at);
+        assert_eq!(
+            delete_at(expires_at, Duration::from_secs(7 * 24 * 3600)),
+            at("2026-01-08T01:00:00Z")
+        );
+        assert_eq!(delete_at(expires_at, Duration::MAX), Timestamp::MAX);
+    }
+}

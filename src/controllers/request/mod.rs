@@ -1,0 +1,115 @@
+//! The request reconciler, generic over ExecAccessRequest and PodAccessRequest. [`reconcile`]
+//! reads like Oz's sequence, one step per file, with a builder doing the work:
+//!
+//! 1. [`expire::is_access_over`]: an Expired or Denied request, or one past its `expiresAt`,
+//!    is granted nothing more;
+//! 2. [`template::verify_template`]: its template exists, and owns it;
+//! 3. [`requester::verify_requester`]: its requester is in allowedGroups;
+//! 4. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed;
+//! 5. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
+//!    it is;
+//! 6. [`build::verify_access_resources`]: the builder makes the grant;
+//! 7. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//!
+//! Every step records its conditions on one [`status::Pass`], written once. It differs from Oz
+//! where Oz is wrong:
+//!
+//! - access ends exactly at `expiresAt`: the reconcile is scheduled for that instant and re-armed
+//!   whenever the operator starts, so a grant never outlives its window by a polling interval;
+//! - only the requester is granted (unless the template says AllowedGroups), and only if they
+//!   are in allowedGroups;
+//! - `expiresAt`, the chosen pod and the subjects are fixed at grant time, so editing a template
+//!   never widens a grant, and neither does editing the status: `expiresAt` is never later than
+//!   creation plus the decided duration, and the pod is the one in the grant's Role;
+//! - a grant ends as soon as it has no template or no valid durations to stand on;
+//! - `ready` is recomputed on every pass.
+
+use std::{ops::ControlFlow, sync::Arc};
+
+use kube::{Resource, runtime::controller::Action};
+use oz_api::AccessTemplate;
+
+use crate::{
+    Context, Result,
+    builders::{AccessBuilder, grant_identity},
+};
+
+mod build;
+mod duration;
+mod expire;
+mod reconciling;
+mod requester;
+mod status;
+mod template;
+pub mod timers;
+
+use reconciling::Reconciling;
+pub use requester::REQUESTER_ALLOWED;
+use status::Pass;
+use timers::ExpiryTimers;
+
+/// The context of one request controller: the shared context, its kind's builder, and the
+/// timers that revoke its grants at expiry.
+pub struct RequestReconciler<B: AccessBuilder> {
+    pub ctx: Context,
+    pub builder: B,
+    pub timers: ExpiryTimers<B>,
+}
+
+impl<B: AccessBuilder> RequestReconciler<B> {
+    pub fn new(ctx: Context, builder: B) -> Self {
+        let timers = ExpiryTimers::new(ctx.clone(), builder);
+        Self {
+            ctx,
+            builder,
+            timers,
+        }
+    }
+}
+
+/// Runs one step: goes on with what it found, or returns the action it ended the reconcile
+/// with.
+macro_rules! step {
+    ($step:expr) => {
+        match $step.await? {
+            ControlFlow::Continue(found) => found,
+            ControlFlow::Break(action) => return Ok(action),
+        }
+    };
+}
+
+/// Reconciles one request.
+pub async fn reconcile<B: AccessBuilder>(
+    request: Arc<B::Request>,
+    this: Arc<RequestReconciler<B>>,
+) -> Result<Action> {
+    let _measure = this
+        .ctx
+        .metrics
+        .count_and_measure("request", &B::Request::kind(&()));
+    if request.meta().deletion_timestamp.is_some() {
+        // Its Role, RoleBinding and Pod are owned by it: the garbage collector removes them.
+        return Ok(Action::await_change());
+    }
+    let r = Reconciling {
+        ctx: &this.ctx,
+        builder: this.builder,
+        request: &*request,
+        grant: grant_identity(&*request)?,
+    };
+    let mut pass = Pass::new(&*request);
+
+    step!(expire::is_access_over(&r, &mut pass));
+    let template = step!(template::verify_template(&r, &mut pass));
+    let config = template.access_config();
+    let requester = step!(requester::verify_requester(&r, &mut pass, config));
+    let expires_at = step!(duration::verify_duration(&r, &mut pass, config));
+    step!(expire::is_access_expired(&r, &mut pass, expires_at));
+    // Before anything is built, so that nothing this pass creates can outlive it.
+    this.timers.arm(&r.grant, expires_at);
+    expire::still_valid(&mut pass);
+    let built = step!(build::verify_access_resources(
+        &r, &mut pass, &template, requester, expires_at
+    ));
+    build::is_access_ready(&r, pass, config, &built, expires_at).await
+}

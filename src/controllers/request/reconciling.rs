@@ -1,0 +1,50 @@
+//! What every step of one request reconcile works on, and how a step says "go on" or "stop
+//! here".
+
+use std::ops::ControlFlow;
+
+use kube::runtime::controller::Action;
+use oz_api::{RequestPhase, conditions::Observation};
+
+use super::status::{Pass, Wake};
+use crate::{
+    Context, Result,
+    builders::{AccessBuilder, GrantIdentity},
+};
+
+/// A step's outcome: go on with what it found, or end the reconcile with this action (the
+/// step has already written the status that explains why).
+pub type Step<T = ()> = Result<ControlFlow<Action, T>>;
+
+/// One request being reconciled, with what acting on its grant takes.
+pub struct Reconciling<'a, B: AccessBuilder> {
+    /// The shared context.
+    pub ctx: &'a Context,
+    /// The builder of the request's kind.
+    pub builder: B,
+    /// The request, as the watch cache has it.
+    pub request: &'a B::Request,
+    /// The name, labels and owner of its grant's objects.
+    pub grant: GrantIdentity,
+}
+
+impl<B: AccessBuilder> Reconciling<'_, B> {
+    /// Deletes the grant's access resources. Returns whether anything existed.
+    pub async fn revoke(&self) -> Result<bool> {
+        self.builder.revoke(self.ctx, &self.grant).await
+    }
+
+    /// Writes the pass's status and Events; see [`Pass::finish`].
+    pub async fn finish(&self, pass: &mut Pass, wake: Wake) -> Result<Action> {
+        pass.finish(self.ctx, self.request, wake).await
+    }
+
+    /// Ends the grant and fails the request because of `why`: a grant never stands without a
+    /// template or valid durations. Waits for a change (the template watch wakes it).
+    pub async fn withdraw(&self, pass: &mut Pass, why: Observation) -> Result<Action> {
+        self.revoke().await?;
+        pass.observe(why);
+        pass.status.phase = Some(RequestPhase::Failed);
+        self.finish(pass, Wake::OnChange).await
+    }
+}

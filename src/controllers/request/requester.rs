@@ -1,0 +1,131 @@
+//! Step: verify the requester. Only someone in the template's allowedGroups, as oz's admission
+//! webhook recorded them, is granted anything; anyone else is Denied, for good.
+
+use std::ops::ControlFlow;
+
+use kube::runtime::events::EventType;
+use oz_api::{
+    AccessConfig, AccessRequest, RequestPhase, Requester, condition_reason as reason,
+    conditions::Observation,
+};
+
+use super::{
+    reconciling::{Reconciling, Step},
+    status::{Pass, Wake},
+};
+use crate::builders::AccessBuilder;
+
+/// oz-only condition: the requester is in the template's allowedGroups.
+pub const REQUESTER_ALLOWED: &str = "RequesterAllowed";
+
+/// The requester, if `config` admits them; otherwise the request is Denied and its grant, if
+/// any, revoked.
+pub async fn verify_requester<'a, B: AccessBuilder>(
+    r: &Reconciling<'a, B>,
+    pass: &mut Pass,
+    config: &AccessConfig,
+) -> Step<&'a Requester> {
+    match admission(config, r.request.requester()) {
+        Ok((requester, allowed)) => {
+            pass.observe(allowed);
+            Ok(ControlFlow::Continue(requester))
+        }
+        Err(message) => {
+            r.revoke().await?;
+            pass.observe(Observation::no(
+                REQUESTER_ALLOWED,
+                reason::NOT_ALLOWED,
+                message.clone(),
+            ));
+            pass.status.phase = Some(RequestPhase::Denied);
+            pass.status.access_message = None;
+            pass.note(EventType::Warning, "Denied", message);
+            Ok(ControlFlow::Break(r.finish(pass, Wake::OnChange).await?))
+        }
+    }
+}
+
+/// Whether `config` admits `requester`: the requester and the condition to record if it does,
+/// or why not, in words that say what to do about it.
+pub fn admission<'r>(
+    config: &AccessConfig,
+    requester: Option<&'r Requester>,
+) -> Result<(&'r Requester, Observation), String> {
+    let Some(requester) = requester else {
+        return Err("no requester is recorded on this request; oz's admission webhook records who creates a request: check that it is installed".into());
+    };
+    match config.admitting_group(&requester.groups) {
+        Some(group) => Ok((
+            requester,
+            Observation::yes(
+                REQUESTER_ALLOWED,
+                reason::SUCCESS,
+                format!(
+                    "user {:?} is in allowed group {group:?}",
+                    requester.username
+                ),
+            ),
+        )),
+        None => Err(format!(
+            "user {:?} is not in any of the template's allowedGroups ({}); ask to be added to one of them, or use another template",
+            requester.username,
+            config.allowed_groups.join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(allowed: &[&str]) -> AccessConfig {
+        AccessConfig {
+            allowed_groups: allowed.iter().map(|g| g.to_string()).collect(),
+            default_duration: "1h".into(),
+            max_duration: "2h".into(),
+            access_command: String::new(),
+            grant_to: None,
+        }
+    }
+
+    fn user(groups: &[&str]) -> Requester {
+        Requester {
+            username: "alice".into(),
+            uid: None,
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_member_of_an_allowed_group_is_admitted_by_the_first_such_group() {
+        let alice = user(&["devs", "sre"]);
+        let (who, admitted) =
+            admission(&config(&["admins", "sre", "devs"]), Some(&alice)).expect("admitted");
+        assert_eq!(who.username, "alice");
+        assert!(admitted.holds);
+        assert_eq!(admitted.type_, REQUESTER_ALLOWED);
+        assert_eq!(
+            admitted.message,
+            "user \"alice\" is in allowed group \"sre\""
+        );
+    }
+
+    #[test]
+    fn anyone_else_is_told_which_groups_would_do() {
+        let why = admission(&config(&["admins", "sre"]), Some(&user(&["devs"]))).unwrap_err();
+        assert_eq!(
+            why,
+            "user \"alice\" is not in any of the template's allowedGroups (admins, sre); ask to be added to one of them, or use another template"
+        );
+        assert!(admission(&config(&[]), Some(&user(&["devs"]))).is_err());
+    }
+
+    #[test]
+    fn a_request_without_a_recorded_requester_is_refused() {
+        let why = admission(&config(&["devs"]), None).unwrap_err();
+        assert!(
+            why.starts_with("no requester is recorded on this request"),
+            "{why}"
+        );
+    }
+}

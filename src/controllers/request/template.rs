@@ -1,0 +1,101 @@
+//! Step: verify the template. The request's template must exist in its namespace; it then
+//! becomes the request's controller owner, as in Oz, so deleting a template deletes its
+//! requests and, through them, their access.
+
+use std::ops::ControlFlow;
+
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+};
+use oz_api::{
+    AccessRequest, condition_reason as reason, condition_type as kind, conditions::Observation,
+};
+use serde_json::json;
+
+use super::{
+    reconciling::{Reconciling, Step},
+    status::Pass,
+};
+use crate::{FIELD_MANAGER, Result, builders::AccessBuilder};
+
+type Template<B> = <<B as AccessBuilder>::Request as AccessRequest>::Template;
+
+/// The request's template, or the end of its grant if there is none.
+pub async fn verify_template<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    pass: &mut Pass,
+) -> Step<Template<B>> {
+    let templates: Api<Template<B>> = Api::namespaced(r.ctx.client.clone(), &r.grant.namespace);
+    let Some(template) = templates.get_opt(r.request.template_name()).await? else {
+        // No template, no access: a grant made through it ends now (its template may have been
+        // deleted without cascading to its requests), rather than waiting for no one.
+        let why = Observation::no(
+            kind::TARGET_TEMPLATE_EXISTS,
+            reason::NOT_FOUND,
+            missing_template_message(
+                &Template::<B>::kind(&()),
+                r.request.template_name(),
+                &r.grant.namespace,
+            ),
+        );
+        return Ok(ControlFlow::Break(r.withdraw(pass, why).await?));
+    };
+    pass.observe(Observation::yes(
+        kind::TARGET_TEMPLATE_EXISTS,
+        reason::SUCCESS,
+        "Found Target Template",
+    ));
+    own_by_template(r, &template).await?;
+    Ok(ControlFlow::Continue(template))
+}
+
+/// What a request whose template is missing says, and how to fix it.
+fn missing_template_message(kind: &str, name: &str, namespace: &str) -> String {
+    format!(
+        "Error: template does not exist: no {kind} named {name:?} in namespace {namespace:?}; fix spec.templateName or create the template"
+    )
+}
+
+/// Makes the template the request's controller owner, unless it already is.
+async fn own_by_template<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    template: &Template<B>,
+) -> Result<()> {
+    let owner = template
+        .controller_owner_ref(&())
+        .ok_or_else(|| crate::Error::MissingMetadata(template.name_any(), "uid"))?;
+    if r.request
+        .owner_references()
+        .iter()
+        .any(|o| o.uid == owner.uid)
+    {
+        return Ok(());
+    }
+    let api: Api<B::Request> = Api::namespaced(r.ctx.client.clone(), &r.grant.namespace);
+    let patch = json!({
+        "apiVersion": B::Request::api_version(&()),
+        "kind": B::Request::kind(&()),
+        "metadata": {"ownerReferences": [owner]},
+    });
+    api.patch(
+        &r.request.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_template_is_named_with_its_kind_and_namespace() {
+        assert_eq!(
+            missing_template_message("ExecAccessTemplate", "web", "shop"),
+            "Error: template does not exist: no ExecAccessTemplate named \"web\" in namespace \"shop\"; fix spec.templateName or create the template"
+        );
+    }
+}

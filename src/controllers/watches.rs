@@ -1,0 +1,300 @@
+//! The watch wiring of each controller: what it watches, how a change maps to the objects to
+//! reconcile, how failed watches and reconciles are retried, and the grant gauge kept from the
+//! request cache.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment, StatefulSet},
+    core::v1::Pod,
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::DynamicObject,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::{self, Action},
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use oz_api::{AccessRequest, AccessTemplate, ControllerKind, RequestPhase};
+
+use super::{
+    request::{self, RequestReconciler},
+    template,
+};
+use crate::{
+    Context, Error,
+    builders::{AccessBuilder, MANAGED_BY, workload::rollout_resource},
+};
+
+/// Where the controllers look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace.
+    Cluster,
+    /// One namespace.
+    Namespace(String),
+}
+
+impl Scope {
+    pub(super) fn api<
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    >(
+        &self,
+        client: &Client,
+    ) -> Api<K> {
+        match self {
+            Scope::Cluster => Api::all(client.clone()),
+            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        }
+    }
+}
+
+pub async fn template_controller<T: AccessTemplate>(
+    ctx: Context,
+    scope: Scope,
+    rollouts_installed: bool,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let controller = Controller::new(scope.api::<T>(&client), watcher::Config::default());
+    let store = controller.store();
+    let mut controller = controller
+        .watches(
+            scope.api::<Deployment>(&client),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::Deployment),
+        )
+        .watches(
+            scope.api::<StatefulSet>(&client),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::StatefulSet),
+        )
+        .watches(
+            scope.api::<DaemonSet>(&client),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::DaemonSet),
+        );
+    if rollouts_installed {
+        controller = controller.watches_with(
+            rollouts_api(&client, &scope),
+            rollout_resource(),
+            watcher::Config::default(),
+            templates_targeting(&store, ControllerKind::Rollout),
+        );
+    }
+    let label = T::kind(&()).to_string();
+    drain(
+        controller
+            .trigger_backoff(WatchBackoff::default())
+            .graceful_shutdown_on(shutdown)
+            .run(
+                template::reconcile::<T>,
+                error_policy::<T, _>("template"),
+                Arc::new(ctx),
+            ),
+        &label,
+    )
+    .await;
+}
+
+/// Maps a changed workload to the templates that target it.
+fn templates_targeting<T: AccessTemplate, W: ResourceExt>(
+    store: &Store<T>,
+    kind: ControllerKind,
+) -> impl Fn(W) -> Vec<ObjectRef<T>> + Send + Sync + 'static {
+    let store = store.clone();
+    move |workload: W| {
+        let (name, namespace) = (workload.name_any(), workload.namespace());
+        store
+            .state()
+            .iter()
+            .filter(|t| t.namespace() == namespace)
+            .filter(|t| {
+                t.target_ref()
+                    .is_some_and(|r| r.kind == kind && r.name == name)
+            })
+            .map(|t| ObjectRef::from_obj(&**t))
+            .collect()
+    }
+}
+
+pub async fn request_controller<B: AccessBuilder>(
+    ctx: Context,
+    scope: Scope,
+    builder: B,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let owned = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
+    // The requests are cached without their managedFields: parsed, those are most of a
+    // request's memory (a tree of every field each manager set), and oz never reads them.
+    // oz-bench measured ~30 KB per grant with them.
+    let (store, writer) = reflector::store();
+    let requests = watcher::watcher(scope.api::<B::Request>(&client), watcher::Config::default())
+        .modify(|request| oz_api::strip_unread_metadata(request.meta_mut()))
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream(requests, store.clone());
+    let mut controller = controller
+        .owns(scope.api::<Role>(&client), owned.clone())
+        .owns(scope.api::<RoleBinding>(&client), owned.clone())
+        .watches(
+            scope.api::<<B::Request as AccessRequest>::Template>(&client),
+            watcher::Config::default(),
+            requests_naming(&store),
+        );
+    if B::OWNS_PODS {
+        controller = controller.owns(scope.api::<Pod>(&client), owned);
+    }
+    let kind = <B::Request as Resource>::kind(&()).to_string();
+    tokio::spawn(count_active_grants(
+        ctx.clone(),
+        store.clone(),
+        kind.clone(),
+    ));
+    let concurrency = ctx.settings.max_concurrent_reconciles;
+    let reconciler = Arc::new(RequestReconciler::new(ctx, builder));
+    let run = drain(
+        controller
+            .with_config(controller::Config::default().concurrency(concurrency))
+            .trigger_backoff(WatchBackoff::default())
+            .graceful_shutdown_on(shutdown)
+            .run(
+                request::reconcile::<B>,
+                error_policy::<B::Request, _>("request"),
+                reconciler.clone(),
+            ),
+        &kind,
+    );
+    futures::future::join(run, reconciler.timers.arm_from_cache(store)).await;
+}
+
+/// Maps a changed template to the requests that name it.
+fn requests_naming<R: AccessRequest>(
+    store: &Store<R>,
+) -> impl Fn(R::Template) -> Vec<ObjectRef<R>> + Send + Sync + 'static {
+    let store = store.clone();
+    move |template: R::Template| {
+        let (name, namespace) = (template.name_any(), template.namespace());
+        store
+            .state()
+            .iter()
+            .filter(|r| r.namespace() == namespace && r.template_name() == name)
+            .map(|r| ObjectRef::from_obj(&**r))
+            .collect()
+    }
+}
+
+/// Keeps `oz_active_grants` equal to the number of Ready requests in the cache.
+async fn count_active_grants<R: AccessRequest>(ctx: Context, store: Store<R>, kind: String) {
+    let gauge = ctx.metrics.active_grants_of(&kind);
+    loop {
+        let ready = store
+            .state()
+            .iter()
+            .filter(|r| r.request_status().and_then(|s| s.phase) == Some(RequestPhase::Ready))
+            .count();
+        gauge.set(ready as i64);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+fn error_policy<K: Resource<DynamicType = ()>, C: HasContext>(
+    controller: &'static str,
+) -> impl Fn(Arc<K>, &Error, Arc<C>) -> Action {
+    move |object, error, this| {
+        tracing::warn!(%error, kind = %K::kind(&()), name = %object.name_any(), "reconcile failed; retrying");
+        this.context()
+            .metrics
+            .reconcile_failed(controller, &K::kind(&()), error.metric_label());
+        // Short: these are API failures (an apiserver restart, a conflict), and a grant's
+        // revocation may be waiting on this retry.
+        Action::requeue(Duration::from_secs(1))
+    }
+}
+
+/// How soon a failed watch is retried: 250 ms, doubling to at most 2 s, so watches resume within
+/// moments of the apiserver (or a lost permission) coming back. kube's default waits up to 30 s.
+#[derive(Clone, Copy, Debug)]
+struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    const FIRST: Duration = Duration::from_millis(250);
+    const MAX: Duration = Duration::from_secs(2);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self { next: Self::FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let current = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(current)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+/// Both reconcilers' contexts lead to the shared [`Context`].
+pub trait HasContext {
+    fn context(&self) -> &Context;
+}
+
+impl HasContext for Context {
+    fn context(&self) -> &Context {
+        self
+    }
+}
+
+impl<B: AccessBuilder> HasContext for RequestReconciler<B> {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
+async fn drain<T: std::fmt::Debug, E: std::fmt::Display>(
+    stream: impl Stream<Item = Result<T, E>>,
+    kind: &str,
+) {
+    stream
+        .for_each(|result| async move {
+            match result {
+                Ok(_) => {}
+                Err(e) => tracing::debug!(kind, error = %e, "controller event"),
+            }
+        })
+        .await;
+}
+
+/// Whether Rollouts can be watched in `scope`: their CRD is installed and oz may list them
+/// there (a scoped install may not list them cluster-wide).
+pub async fn rollouts_installed(client: &Client, scope: &Scope) -> bool {
+    rollouts_api(client, scope)
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+        .is_ok()
+}
+
+fn rollouts_api(client: &Client, scope: &Scope) -> Api<DynamicObject> {
+    match scope {
+        Scope::Cluster => Api::all_with(client.clone(), &rollout_resource()),
+        Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &rollout_resource()),
+    }
+}
