@@ -42,7 +42,7 @@ use oz_api::{
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::{AccessLookup, KubeLookup, LookupError, RequestSummary};
+use super::{AccessLookup, Answer, KubeLookup, RequestSummary};
 
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
@@ -270,7 +270,7 @@ impl AccessLookup for CachedLookup {
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
+    ) -> Answer<'_, Option<AccessConfig>> {
         if let Some(config) = self
             .stores(namespace)
             .and_then(|stores| stores.template(kind, namespace, name))
@@ -281,7 +281,7 @@ impl AccessLookup for CachedLookup {
         self.live.template(kind, namespace, name)
     }
 
-    fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
         match self.stores(namespace) {
             Some(stores) => {
                 let requests = stores.requests(namespace);
@@ -463,7 +463,7 @@ mod tests {
             kind: AccessKind,
             namespace: &str,
             name: &str,
-        ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
+        ) -> Answer<'_, Option<AccessConfig>> {
             self.template_reads.fetch_add(1, Ordering::SeqCst);
             let found = (namespace == NS)
                 .then(|| self.templates.get(&(kind, name.to_string())).cloned())
@@ -471,10 +471,7 @@ mod tests {
             Box::pin(async move { Ok(found) })
         }
 
-        fn requests(
-            &self,
-            namespace: &str,
-        ) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
+        fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
             self.request_reads.fetch_add(1, Ordering::SeqCst);
             let found = if namespace == NS {
                 self.requests.lock().unwrap().clone()

@@ -39,6 +39,9 @@ impl From<kube::Error> for LookupError {
     }
 }
 
+/// What a lookup answers, later: `T`, or why the cluster could not be read.
+pub type Answer<'a, T> = BoxFuture<'a, Result<T, LookupError>>;
+
 /// Reads templates and requests for the handlers.
 pub trait AccessLookup: Send + Sync + 'static {
     /// The `spec.accessConfig` of `kind`'s template `name` in `namespace`, or `None` if there
@@ -48,10 +51,10 @@ pub trait AccessLookup: Send + Sync + 'static {
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>>;
+    ) -> Answer<'_, Option<AccessConfig>>;
 
     /// Every ExecAccessRequest and PodAccessRequest in `namespace`.
-    fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>>;
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>>;
 
     /// For a lookup that answers from a cache, which can lag the apiserver: a lookup that reads
     /// the apiserver itself. [`find_grant`](super::audit::find_grant) asks it before concluding
@@ -81,7 +84,7 @@ impl AccessLookup for KubeLookup {
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
+    ) -> Answer<'_, Option<AccessConfig>> {
         let (namespace, name) = (namespace.to_string(), name.to_string());
         Box::pin(async move {
             match kind {
@@ -97,7 +100,7 @@ impl AccessLookup for KubeLookup {
         })
     }
 
-    fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
         let namespace = namespace.to_string();
         Box::pin(async move {
             let mut requests = self.summaries::<ExecAccessRequest>(&namespace).await?;

@@ -44,7 +44,7 @@ use tracing::warn;
 pub use audit::{AuditLog, AuditRecord, EnforceSettings, Grant};
 pub use cache::CachedLookup;
 pub use events::AuditEvents;
-pub use lookup::{AccessLookup, KubeLookup, LookupError, RequestSummary};
+pub use lookup::{AccessLookup, Answer, KubeLookup, LookupError, RequestSummary};
 
 use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
 

@@ -12,7 +12,7 @@ use axum::{
     body::Body,
     http::{Request, StatusCode},
 };
-use futures::future::BoxFuture;
+
 use oz_api::{AccessConfig, AccessKind, RequestPhase, Requester};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -51,7 +51,7 @@ impl AccessLookup for FakeLookup {
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
+    ) -> Answer<'_, Option<AccessConfig>> {
         let found = (namespace == NS)
             .then(|| self.templates.get(&(kind, name.to_string())).cloned())
             .flatten();
@@ -64,7 +64,7 @@ impl AccessLookup for FakeLookup {
         })
     }
 
-    fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
         let found = if namespace == NS {
             self.requests.clone()
         } else {
