@@ -181,45 +181,33 @@ impl AccessTemplate for PodAccessTemplate {
     }
 }
 
-impl AccessRequest for ExecAccessRequest {
-    const KIND: AccessKind = AccessKind::Exec;
-    type Template = ExecAccessTemplate;
-    fn template_name(&self) -> &str {
-        &self.spec.template_name
-    }
-    fn duration(&self) -> Option<&str> {
-        self.spec.duration.as_deref()
-    }
-    fn requester(&self) -> Option<&Requester> {
-        self.spec.requester.as_ref()
-    }
-    fn request_status(&self) -> Option<&RequestStatus> {
-        self.status.as_ref()
-    }
-    fn request_status_mut(&mut self) -> Option<&mut RequestStatus> {
-        self.status.as_mut()
-    }
+/// Both request kinds keep these fields under the same names, so one implementation serves both.
+macro_rules! impl_access_request {
+    ($request:ty, $kind:expr, $template:ty) => {
+        impl AccessRequest for $request {
+            const KIND: AccessKind = $kind;
+            type Template = $template;
+            fn template_name(&self) -> &str {
+                &self.spec.template_name
+            }
+            fn duration(&self) -> Option<&str> {
+                self.spec.duration.as_deref()
+            }
+            fn requester(&self) -> Option<&Requester> {
+                self.spec.requester.as_ref()
+            }
+            fn request_status(&self) -> Option<&RequestStatus> {
+                self.status.as_ref()
+            }
+            fn request_status_mut(&mut self) -> Option<&mut RequestStatus> {
+                self.status.as_mut()
+            }
+        }
+    };
 }
 
-impl AccessRequest for PodAccessRequest {
-    const KIND: AccessKind = AccessKind::Pod;
-    type Template = PodAccessTemplate;
-    fn template_name(&self) -> &str {
-        &self.spec.template_name
-    }
-    fn duration(&self) -> Option<&str> {
-        self.spec.duration.as_deref()
-    }
-    fn requester(&self) -> Option<&Requester> {
-        self.spec.requester.as_ref()
-    }
-    fn request_status(&self) -> Option<&RequestStatus> {
-        self.status.as_ref()
-    }
-    fn request_status_mut(&mut self) -> Option<&mut RequestStatus> {
-        self.status.as_mut()
-    }
-}
+impl_access_request!(ExecAccessRequest, AccessKind::Exec, ExecAccessTemplate);
+impl_access_request!(PodAccessRequest, AccessKind::Pod, PodAccessTemplate);
 
 #[cfg(test)]
 mod tests {
@@ -272,5 +260,39 @@ mod tests {
     fn the_traits_know_their_kind() {
         assert_eq!(<ExecAccessRequest as AccessRequest>::KIND, AccessKind::Exec);
         assert_eq!(<PodAccessTemplate as AccessTemplate>::KIND, AccessKind::Pod);
+    }
+
+    fn read_through_the_trait<R: AccessRequest>(mut request: R) {
+        assert_eq!(request.template_name(), "web");
+        assert_eq!(request.duration(), Some("5m"));
+        assert_eq!(
+            request.requester().map(|r| r.username.as_str()),
+            Some("alice")
+        );
+        assert_eq!(
+            request.request_status().and_then(|s| s.pod_name.as_deref()),
+            Some("web-0")
+        );
+        request.request_status_mut().unwrap().pod_name = None;
+        assert_eq!(request.request_status().unwrap().pod_name, None);
+    }
+
+    #[test]
+    fn both_request_kinds_answer_from_their_own_fields() {
+        let spec = serde_json::json!({
+            "templateName": "web",
+            "duration": "5m",
+            "requester": {"username": "alice", "groups": ["devs"]},
+        });
+        let status = RequestStatus {
+            pod_name: Some("web-0".into()),
+            ..RequestStatus::default()
+        };
+        let mut exec = ExecAccessRequest::new("r", serde_json::from_value(spec.clone()).unwrap());
+        exec.status = Some(status.clone());
+        read_through_the_trait(exec);
+        let mut pod = PodAccessRequest::new("r", serde_json::from_value(spec).unwrap());
+        pod.status = Some(status);
+        read_through_the_trait(pod);
     }
 }
