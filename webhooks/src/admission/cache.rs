@@ -424,63 +424,19 @@ fn strip_request<K: AccessRequest>(request: &mut K) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{
-        Mutex,
-        atomic::{AtomicUsize, Ordering},
-    };
+    use std::sync::Mutex;
 
     use futures::channel::mpsc;
     use oz_api::RequestPhase;
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::admission::audit::{Grant, find_grant};
-
-    const NS: &str = "team-a";
-
-    /// The apiserver, as far as the cache's fallbacks can tell: what it holds, and how often it
-    /// was asked.
-    #[derive(Default)]
-    struct Apiserver {
-        requests: Mutex<Vec<RequestSummary>>,
-        templates: BTreeMap<(AccessKind, String), AccessConfig>,
-        request_reads: AtomicUsize,
-        template_reads: AtomicUsize,
-    }
-
-    impl Apiserver {
-        fn reads(&self) -> (usize, usize) {
-            (
-                self.request_reads.load(Ordering::SeqCst),
-                self.template_reads.load(Ordering::SeqCst),
-            )
-        }
-    }
-
-    impl AccessLookup for Apiserver {
-        fn template(
-            &self,
-            kind: AccessKind,
-            namespace: &str,
-            name: &str,
-        ) -> Answer<'_, Option<AccessConfig>> {
-            self.template_reads.fetch_add(1, Ordering::SeqCst);
-            let found = (namespace == NS)
-                .then(|| self.templates.get(&(kind, name.to_string())).cloned())
-                .flatten();
-            Box::pin(async move { Ok(found) })
-        }
-
-        fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
-            self.request_reads.fetch_add(1, Ordering::SeqCst);
-            let found = if namespace == NS {
-                self.requests.lock().unwrap().clone()
-            } else {
-                Vec::new()
-            };
-            Box::pin(async move { Ok(found) })
-        }
-    }
+    use crate::admission::{
+        audit::{Grant, find_grant},
+        // The apiserver, as far as the cache's fallbacks can tell: what it holds, and how
+        // often it was asked.
+        fake_lookup::{FakeLookup as Apiserver, NS},
+    };
 
     fn access_config(groups: &[&str]) -> AccessConfig {
         serde_json::from_value(json!({

@@ -23,6 +23,8 @@
 pub mod audit;
 pub mod cache;
 pub mod events;
+#[cfg(test)]
+mod fake_lookup;
 pub mod lookup;
 pub mod requests;
 

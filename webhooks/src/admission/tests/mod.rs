@@ -2,10 +2,7 @@
 //! This file holds the harness and what every handler shares (malformed bodies, unknown
 //! kinds); each handler's own tests are in the file named after it.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
-};
+use std::{collections::BTreeSet, sync::Arc};
 
 use axum::{
     Router,
@@ -17,68 +14,12 @@ use oz_api::{AccessConfig, AccessKind, RequestPhase, Requester};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use super::fake_lookup::{FakeLookup, NS};
 use super::*;
 use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
 
 mod audit_webhook;
 mod request_webhooks;
-
-const NS: &str = "team-a";
-
-/// Templates and requests in memory; `broken` makes every read fail.
-#[derive(Default)]
-struct FakeLookup {
-    templates: BTreeMap<(AccessKind, String), AccessConfig>,
-    requests: Vec<RequestSummary>,
-    broken: bool,
-}
-
-impl FakeLookup {
-    fn with_template(mut self, kind: AccessKind, name: &str, config: AccessConfig) -> Self {
-        self.templates.insert((kind, name.into()), config);
-        self
-    }
-
-    fn with_request(mut self, request: RequestSummary) -> Self {
-        self.requests.push(request);
-        self
-    }
-}
-
-impl AccessLookup for FakeLookup {
-    fn template(
-        &self,
-        kind: AccessKind,
-        namespace: &str,
-        name: &str,
-    ) -> Answer<'_, Option<AccessConfig>> {
-        let found = (namespace == NS)
-            .then(|| self.templates.get(&(kind, name.to_string())).cloned())
-            .flatten();
-        let broken = self.broken;
-        Box::pin(async move {
-            if broken {
-                return Err(LookupError("the apiserver is away".into()));
-            }
-            Ok(found)
-        })
-    }
-
-    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
-        let found = if namespace == NS {
-            self.requests.clone()
-        } else {
-            Vec::new()
-        };
-        let broken = self.broken;
-        Box::pin(async move {
-            if broken {
-                return Err(LookupError("the apiserver is away".into()));
-            }
-            Ok(found)
-        })
-    }
-}
 
 fn access_config(groups: &[&str], grant_to: Option<&str>) -> AccessConfig {
     let mut config = json!({

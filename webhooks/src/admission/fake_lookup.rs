@@ -1,0 +1,90 @@
+//! An in-memory [`AccessLookup`] for the unit tests of the handlers and of the cache: the
+//! templates and requests of namespace [`NS`], how often each was read, and whether the
+//! "apiserver" answers at all.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use oz_api::{AccessConfig, AccessKind};
+
+use super::{AccessLookup, Answer, LookupError, RequestSummary};
+
+/// The one namespace the fake holds anything in.
+pub(crate) const NS: &str = "team-a";
+
+/// Templates and requests in memory, and a count of reads.
+#[derive(Default)]
+pub(crate) struct FakeLookup {
+    pub(crate) templates: BTreeMap<(AccessKind, String), AccessConfig>,
+    /// Behind a lock, so a test can change what is stored while the lookup is shared.
+    pub(crate) requests: Mutex<Vec<RequestSummary>>,
+    /// Every read fails, as when the apiserver is away.
+    pub(crate) broken: bool,
+    pub(crate) request_reads: AtomicUsize,
+    pub(crate) template_reads: AtomicUsize,
+}
+
+impl FakeLookup {
+    pub(crate) fn with_template(
+        mut self,
+        kind: AccessKind,
+        name: &str,
+        config: AccessConfig,
+    ) -> Self {
+        self.templates.insert((kind, name.into()), config);
+        self
+    }
+
+    pub(crate) fn with_request(mut self, request: RequestSummary) -> Self {
+        self.requests.get_mut().unwrap().push(request);
+        self
+    }
+
+    /// How many times (requests, templates) were read.
+    pub(crate) fn reads(&self) -> (usize, usize) {
+        (
+            self.request_reads.load(Ordering::SeqCst),
+            self.template_reads.load(Ordering::SeqCst),
+        )
+    }
+
+    fn answer<T: Send + 'static>(&self, found: T) -> Answer<'_, T> {
+        let broken = self.broken;
+        Box::pin(async move {
+            if broken {
+                return Err(LookupError("the apiserver is away".into()));
+            }
+            Ok(found)
+        })
+    }
+}
+
+impl AccessLookup for FakeLookup {
+    fn template(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<AccessConfig>> {
+        self.template_reads.fetch_add(1, Ordering::SeqCst);
+        let found = (namespace == NS)
+            .then(|| self.templates.get(&(kind, name.to_string())).cloned())
+            .flatten();
+        self.answer(found)
+    }
+
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
+        self.request_reads.fetch_add(1, Ordering::SeqCst);
+        let found = if namespace == NS {
+            self.requests.lock().unwrap().clone()
+        } else {
+            Vec::new()
+        };
+        self.answer(found)
+    }
+}
