@@ -39,20 +39,10 @@ pub struct CreateArgs {
 #[derive(Subcommand, Debug)]
 pub enum CreateKind {
     /// Ask to `kubectl exec` into a live pod of a template's workload
-    #[command(
-        alias = "ExecAccessRequest",
-        alias = "execaccessrequest",
-        alias = "execaccessrequests",
-        alias = "exec-access-request"
-    )]
+    #[command(aliases = ["ExecAccessRequest", "execaccessrequest", "execaccessrequests", "exec-access-request"])]
     Exec(CreateExecArgs),
     /// Ask for a private copy of a template's pod to debug in
-    #[command(
-        alias = "PodAccessRequest",
-        alias = "podaccessrequest",
-        alias = "podaccessrequests",
-        alias = "pod-access-request"
-    )]
+    #[command(aliases = ["PodAccessRequest", "podaccessrequest", "podaccessrequests", "pod-access-request"])]
     Pod(CreateRequestArgs),
 }
 
@@ -341,15 +331,7 @@ mod tests {
 
     #[test]
     fn instructions_show_the_command_between_dashes_and_when_access_ends() {
-        let mut request = ExecAccessRequest::new(
-            "alice-x7k2p",
-            ExecAccessRequestSpec {
-                template_name: "web".into(),
-                target_pod: None,
-                duration: None,
-                requester: None,
-            },
-        );
+        let mut request = crate::fixtures::exec_request(None);
         let now: Timestamp = "2026-11-21T12:00:00Z".parse().unwrap();
         request.status = Some(oz_api::RequestStatus {
             access_message: Some("kubectl exec -ti -n team web-0 -- /bin/sh".into()),

@@ -19,6 +19,8 @@ pub mod create;
 pub mod csv;
 pub mod error;
 pub mod exec;
+#[cfg(test)]
+mod fixtures;
 pub mod get;
 pub mod history;
 pub mod identity;

@@ -205,7 +205,6 @@ pub async fn delete(session: &Session, view: &RequestView) -> Result<(), CliErro
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-    use oz_api::ExecAccessRequestSpec;
 
     use super::*;
 
@@ -223,19 +222,11 @@ mod tests {
     }
 
     fn view(conditions: Vec<Condition>) -> RequestView {
-        let mut request = ExecAccessRequest::new(
-            "alice-x7k2p",
-            ExecAccessRequestSpec {
-                template_name: "web".into(),
-                target_pod: None,
-                duration: None,
-                requester: Some(Requester {
-                    username: "alice".into(),
-                    uid: None,
-                    groups: vec!["devs".into()],
-                }),
-            },
-        );
+        let mut request = crate::fixtures::exec_request(Some(Requester {
+            username: "alice".into(),
+            uid: None,
+            groups: vec!["devs".into()],
+        }));
         request.metadata.managed_fields = Some(vec![Default::default()]);
         request.status = Some(RequestStatus {
             conditions,
