@@ -29,6 +29,7 @@ use kube::api::{DynamicObject, ObjectMeta};
 
 pub mod options;
 pub mod rbac;
+pub mod registration;
 pub mod workload;
 pub mod yaml;
 
@@ -37,7 +38,8 @@ pub use options::{
     METRICS_PORT, RUN_AS, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
 };
 pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
-pub use workload::{manager_args, watched_namespaces_selector, webhook_registration};
+pub use registration::{watched_namespaces_selector, webhook_registration};
+pub use workload::manager_args;
 pub use yaml::install_yaml;
 
 use yaml::ErasedObject;

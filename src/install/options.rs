@@ -6,7 +6,7 @@ use std::{fmt, str::FromStr};
 use oz_api::AccessKind;
 use oz_webhooks::{Registration, WebhookEndpoint};
 
-use super::{ManifestError, workload::webhook_registration};
+use super::{ManifestError, registration::webhook_registration};
 
 /// The image of the default install: a placeholder until oz publishes images. Build your own
 /// with the `Dockerfile` and pass `--image`.

@@ -15,13 +15,10 @@ use k8s_openapi::{
         },
     },
     apimachinery::pkg::{
-        api::resource::Quantity,
-        apis::meta::v1::{LabelSelector, LabelSelectorRequirement},
-        util::intstr::IntOrString,
+        api::resource::Quantity, apis::meta::v1::LabelSelector, util::intstr::IntOrString,
     },
 };
 use kube::api::ObjectMeta;
-use oz_webhooks::{Registration, WebhookEndpoint};
 
 use super::{
     Component, DEFAULT_NAME, HEALTH_PORT, InstallOptions, METRICS_PORT, Manifest, ManifestError,
@@ -29,9 +26,6 @@ use super::{
 };
 
 const CONTAINER: &str = "manager";
-/// The label every Namespace carries with its own name, which the webhooks' namespaceSelector
-/// matches when the install is scoped.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The workload objects of the install, in order: the Services, the Deployment and (with the
 /// webhooks) the webhook configurations, without a caBundle.
@@ -102,39 +96,6 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
         }
     }
     Ok(out)
-}
-
-/// The namespaceSelector of a scoped install's webhooks: exactly the watched namespaces, by the
-/// name label the apiserver sets on every Namespace.
-pub fn watched_namespaces_selector(namespaces: &[String]) -> LabelSelector {
-    LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: NAMESPACE_NAME_LABEL.into(),
-            operator: "In".into(),
-            values: Some(namespaces.to_vec()),
-        }]),
-        match_labels: None,
-    }
-}
-
-/// What oz registers with the apiserver: the configurations named `name` (`<name>-requests`,
-/// `<name>-audit`), reached through `endpoint`, and, when `watched` is not empty, limited to
-/// those namespaces. The install ([`InstallOptions::webhook_registration`]) and oz-manager (from
-/// its flags) both derive their registration here, so what oz-manager applies agrees with what
-/// was installed.
-pub fn webhook_registration(
-    endpoint: WebhookEndpoint,
-    name: &str,
-    watched: &[String],
-) -> Registration {
-    let mut registration = Registration::new(endpoint);
-    registration.name = name.to_string();
-    if !watched.is_empty() {
-        let selector = watched_namespaces_selector(watched);
-        registration.request_namespace_selector = Some(selector.clone());
-        registration.audit_namespace_selector = Some(selector);
-    }
-    registration
 }
 
 /// The labels the Deployment's pods carry and the Services select.
