@@ -76,7 +76,7 @@ pub enum Command {
     Exec(exec::ExecArgs),
 }
 
-/// How the user invoked ozctl, from argv[0]: `kubectl oz` for `kubectl-oz` (kubectl runs
+/// How the user invoked ozctl, from `argv[0]`: `kubectl oz` for `kubectl-oz` (kubectl runs
 /// plugin `kubectl-a-b_c` as `kubectl a b-c`), else `ozctl`.
 pub fn program_name(argv0: Option<&std::ffi::OsStr>) -> String {
     let file = argv0
@@ -117,7 +117,7 @@ pub fn command(program: &str) -> clap::Command {
         .after_help(help_footer(program))
 }
 
-/// Parses `args` (with argv[0]) as the command line of `program`; clap's own errors, `--help`
+/// Parses `args` (with `argv[0]`) as the command line of `program`; clap's own errors, `--help`
 /// and `--version` exit the process as usual.
 pub fn parse(program: &str, args: Vec<OsString>) -> Cli {
     let command = command(program);
