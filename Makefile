@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test bench crds manifests fmt-check clippy testenv-script-test cargo-test make-run-test testenv
+.PHONY: run test bench crds manifests fmt-check clippy doc-check testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane (and, as it lands, the operator); Ctrl-C stops everything
 run:
 	hack/run-local.sh
 
 ## test: everything CI checks: formatting, lints, CRD and install drift, unit and integration tests
-test: fmt-check clippy testenv-script-test cargo-test make-run-test
+test: fmt-check clippy doc-check testenv-script-test cargo-test make-run-test
 
 ## bench: time to access, revocation lag, scale and webhook latency of a release oz-manager on a
 ##        private local control plane; prints a table, writes target/bench/results.json. Takes
@@ -32,6 +32,10 @@ fmt-check:
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# The module docs say which file holds each step and link to it: a moved file breaks the build.
+doc-check:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
 
 # Builds (or reuses) the control plane binary before the tests ask for it, so its build time
 # shows up as its own step.

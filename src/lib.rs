@@ -8,6 +8,9 @@
 //!   decide the duration, check expiry, build, report readiness.
 //! - [`builders`]: the heavy lifting of a grant: the Role, RoleBinding (and Pod) a request owns.
 #![forbid(unsafe_code)]
+// oz is an application, not a library others call: its docs are for the people changing it
+// (`cargo doc --document-private-items`), where links to the reconcile's private steps resolve.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod apply;
 pub mod builders;

@@ -16,7 +16,8 @@
 //! - **No escalation.** oz creates Roles granting exec into one pod. RBAC lets a subject create
 //!   or bind a Role only with permissions it holds itself, unless it has the `escalate` or
 //!   `bind` verb. oz has neither: it holds exactly what templates can grant (taken from the
-//!   builders' [`EXEC_PERMISSIONS`] and [`POD_PERMISSIONS`]), so it can never mint more.
+//!   builders' [`EXEC_PERMISSIONS`](crate::builders::rbac::EXEC_PERMISSIONS) and
+//!   [`POD_PERMISSIONS`](crate::builders::pod::POD_PERMISSIONS)), so it can never mint more.
 //!
 //! Where each part lives: [`options`] (what to install, and the parts of oz-manager), [`rbac`]
 //! (the rules and the Roles holding them), [`workload`] (Services, Deployment, webhook

@@ -23,7 +23,7 @@ pub fn watched_namespaces_selector(namespaces: &[String]) -> LabelSelector {
 
 /// What oz registers with the apiserver: the configurations named `name` (`<name>-requests`,
 /// `<name>-audit`), reached through `endpoint`, and, when `watched` is not empty, limited to
-/// those namespaces. The install ([`InstallOptions::webhook_registration`]) and oz-manager (from
+/// those namespaces. The install ([`InstallOptions::webhook_registration`](super::InstallOptions::webhook_registration)) and oz-manager (from
 /// its flags) both derive their registration here, so what oz-manager applies agrees with what
 /// was installed.
 pub fn webhook_registration(

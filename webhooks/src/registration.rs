@@ -1,6 +1,6 @@
 //! The webhook configurations oz registers for itself, and the one way they are written:
 //! server-side apply of the whole desired object, `caBundle` included, with the
-//! [`FIELD_MANAGER`](crate::FIELD_MANAGER) field manager.
+//! [`FIELD_MANAGER`] field manager.
 //!
 //! Three configurations, named after [`Registration::name`] (default `oz`):
 //!
