@@ -43,12 +43,11 @@ impl Component {
     /// Every part, in flag order.
     pub const ALL: [Component; 3] = [Component::Exec, Component::Pod, Component::Webhooks];
 
-    /// The name `--controllers` uses.
+    /// The name `--controllers` uses: an access kind's own word, or `webhooks`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Component::Exec => "exec",
-            Component::Pod => "pod",
-            Component::Webhooks => "webhooks",
+        match self.access_kind() {
+            Some(kind) => kind.word(),
+            None => "webhooks",
         }
     }
 
@@ -58,15 +57,6 @@ impl Component {
             Component::Exec => Some(AccessKind::Exec),
             Component::Pod => Some(AccessKind::Pod),
             Component::Webhooks => None,
-        }
-    }
-}
-
-impl From<AccessKind> for Component {
-    fn from(kind: AccessKind) -> Self {
-        match kind {
-            AccessKind::Exec => Component::Exec,
-            AccessKind::Pod => Component::Pod,
         }
     }
 }
