@@ -2,9 +2,11 @@
 # A real local control plane (embedded etcd 3.6 + kube-apiserver 1.35) for tests and local runs.
 #
 #   hack/testenv.sh build                     build kube-testenv, or reuse the cached one; print its path
-#   hack/testenv.sh up DIR [--user NAME:G1,G2]... [--controllers gc,namespace]
+#   hack/testenv.sh build-kwok                build kwok (the simulated nodes), or reuse it; print its dir
+#   hack/testenv.sh up DIR [--user NAME:G1,G2]... [--controllers all|gc,namespace,...] [--nodes N]
 #                                             start it in the background; return once /readyz is ok
-#   hack/testenv.sh down DIR                  stop it and remove DIR
+#                                             (and, with --nodes, once N kwok nodes are Ready)
+#   hack/testenv.sh down DIR                  stop it, and every process it started, and remove DIR
 #   hack/testenv.sh kubectl ARGS...           run the bundled kubectl (same version as the apiserver)
 #
 # `up` writes DIR/kubeconfig (admin, system:masters), DIR/users/NAME.kubeconfig per --user, and
@@ -13,6 +15,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src="$here/testenv"
+kwok_src="$here/kwok"
+cache="${OZ_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oz-testenv}"
 k8s_version=v1.35.8
 
 die() { echo "testenv: $*" >&2; exit 1; }
@@ -36,7 +40,6 @@ ldflags="-s -w -X main.kubernetesVersion=$k8s_version \
 -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
 
 cmd_build() {
-  local cache="${OZ_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/oz-testenv}"
   local key; key=$(cache_key)
   local bin="$cache/$key/kube-testenv"
   if [ ! -x "$bin" ]; then
@@ -58,14 +61,60 @@ cmd_build() {
   echo "$bin"
 }
 
+# kwok is its own Go module (hack/kwok: it needs k8s.io 0.36 libraries, the control plane pins
+# 0.35), cached by its own key: the binary, and the stages and CRD the standalone binary does not
+# ship, copied from the same pinned module.
+kwok_stages="kustomize/stage/node/fast/node-initialize.yaml kustomize/stage/node/heartbeat/node-heartbeat.yaml
+kustomize/stage/pod/fast/pod-ready.yaml kustomize/stage/pod/fast/pod-complete.yaml kustomize/stage/pod/fast/pod-delete.yaml"
+kwok_crd=kustomize/crd/bases/kwok.x-k8s.io_execs.yaml
+
+kwok_cache_key() {
+  command -v go >/dev/null || die "Go is not installed; it is needed to build kwok (see README)"
+  {
+    cat "$kwok_src/go.mod" "$kwok_src/go.sum"
+    go env GOVERSION GOOS GOARCH
+    echo "$kwok_stages $kwok_crd"
+  } | sha256sum | cut -c1-16
+}
+
+cmd_build_kwok() {
+  local key; key=$(kwok_cache_key)
+  local out="$cache/kwok-$key"
+  if [ ! -x "$out/kwok" ]; then
+    mkdir -p "$cache"
+    exec 8>"$cache/.kwok.lock"
+    flock 8
+    if [ ! -x "$out/kwok" ]; then
+      echo "testenv: building kwok (the simulated nodes); a cold build takes a few minutes" >&2
+      local start=$SECONDS tmp="$out.tmp.$$"
+      rm -rf "$tmp"; mkdir -p "$tmp"
+      (cd "$kwok_src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
+        go build -trimpath -ldflags '-s -w' -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok) >&2 \
+        || { rm -rf "$tmp"; die "go build of kwok failed"; }
+      local module
+      module=$(cd "$kwok_src" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) \
+        || { rm -rf "$tmp"; die "cannot find the kwok module's sources"; }
+      local stage
+      for stage in $kwok_stages; do
+        { cat "$module/$stage"; echo "---"; } >>"$tmp/stages.yaml"
+      done
+      cp "$module/$kwok_crd" "$tmp/execs-crd.yaml"
+      rm -rf "$out"; mv "$tmp" "$out"
+      echo "testenv: built kwok in $((SECONDS - start))s: $out" >&2
+    fi
+    exec 8>&-
+  fi
+  echo "$out"
+}
+
 cmd_up() {
-  [ $# -ge 1 ] || die "usage: testenv.sh up DIR [--user NAME:GROUPS]... [--controllers gc,namespace]"
+  [ $# -ge 1 ] || die "usage: testenv.sh up DIR [--user NAME:GROUPS]... [--controllers LIST] [--nodes N]"
   local dir=$1; shift
   local args=()
   while [ $# -gt 0 ]; do
     case $1 in
-      --user|--controllers) [ $# -ge 2 ] || die "$1 needs a value"; args+=("$1=$2"); shift 2 ;;
-      --user=*|--controllers=*) args+=("$1"); shift ;;
+      --user|--controllers|--nodes) [ $# -ge 2 ] || die "$1 needs a value"; args+=("$1=$2"); shift 2 ;;
+      --user=*|--controllers=*|--nodes=*) args+=("$1"); shift ;;
       *) die "unknown argument $1" ;;
     esac
   done
@@ -73,6 +122,9 @@ cmd_up() {
     die "a control plane is already running in $dir (pid $(cat "$dir/pid")); run: $0 down $dir"
   fi
   local bin; bin=$(cmd_build)
+  case " ${args[*]} " in
+    *" --nodes="*) args+=("--kwok-dir=$(cmd_build_kwok)") ;;
+  esac
   mkdir -p "$dir/logs" "$dir/bin"
   dir=$(cd "$dir" && pwd)
   rm -f "$dir/ready.json"
@@ -108,6 +160,17 @@ cmd_down() {
       kill -9 "$pid" 2>/dev/null || true
     fi
   fi
+  # kube-testenv ends kwok and what it exec'd when it stops; if it was killed, its leftovers
+  # carry the work dir in their environment.
+  if [ -d "$dir" ]; then
+    local abs marker p
+    abs=$(cd "$dir" && pwd); marker="OZ_TESTENV_DIR=$abs"
+    for p in /proc/[0-9]*; do
+      if grep -qxzF "$marker" "$p/environ" 2>/dev/null; then
+        kill -9 "${p#/proc/}" 2>/dev/null || true
+      fi
+    done
+  fi
   rm -rf "$dir"
 }
 
@@ -118,8 +181,9 @@ cmd_kubectl() {
 
 case "${1:-}" in
   build) shift; cmd_build "$@" ;;
+  build-kwok) shift; cmd_build_kwok "$@" ;;
   up) shift; cmd_up "$@" ;;
   down) shift; cmd_down "$@" ;;
   kubectl) shift; cmd_kubectl "$@" ;;
-  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

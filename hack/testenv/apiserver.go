@@ -56,6 +56,13 @@ func startAPIServer(ctx context.Context, dir string, pki *pkiFiles, etcdURL stri
 		"--authorization-mode=RBAC",
 		// No controller creates the default ServiceAccount, and none releases PVC finalizers.
 		"--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection",
+		// As production clusters do: setting blockOwnerDeletion on an owner needs the right to
+		// update its finalizers, so the */finalizers rules oz's RBAC carries are exercised.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+		// The simulated nodes' kubelet API (kwok.go) presents a certificate from the serving CA;
+		// exec, attach, logs and port-forward verify it instead of trusting any server.
+		"--kubelet-certificate-authority=" + pki.servingCA,
+		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=true",
 		"--shutdown-delay-duration=0s",
 		"--profiling=false",

@@ -21,10 +21,14 @@ type pkiFiles struct {
 	servingCA     string
 	apiserverCert string
 	apiserverKey  string
-	clientCACert  string
-	clientCAKey   string
-	saPublic      string
-	saPrivate     string
+	// kubeletCert and kubeletKey are kwok's serving certificate (IP 127.0.0.1), signed by the
+	// serving CA so the apiserver verifies the "kubelet" it streams exec sessions to.
+	kubeletCert  string
+	kubeletKey   string
+	clientCACert string
+	clientCAKey  string
+	saPublic     string
+	saPrivate    string
 	// clients maps a user name (admin included) to its client certificate and key.
 	clients map[string]certPair
 }
@@ -45,6 +49,8 @@ func pkiPaths(dir string, users []user) *pkiFiles {
 		servingCA:     filepath.Join(dir, "serving-ca.crt"),
 		apiserverCert: filepath.Join(dir, "apiserver.crt"),
 		apiserverKey:  filepath.Join(dir, "apiserver.key"),
+		kubeletCert:   filepath.Join(dir, "kubelet.crt"),
+		kubeletKey:    filepath.Join(dir, "kubelet.key"),
 		clientCACert:  filepath.Join(dir, "client-ca.crt"),
 		clientCAKey:   filepath.Join(dir, "client-ca.key"),
 		saPrivate:     filepath.Join(dir, "sa.key"),
@@ -80,7 +86,7 @@ func loadOrGeneratePKI(dir string, users []user) (*pkiFiles, bool, error) {
 }
 
 func (f *pkiFiles) all() []string {
-	paths := []string{f.servingCA, f.apiserverCert, f.apiserverKey, f.clientCACert, f.clientCAKey, f.saPrivate, f.saPublic}
+	paths := []string{f.servingCA, f.apiserverCert, f.apiserverKey, f.kubeletCert, f.kubeletKey, f.clientCACert, f.clientCAKey, f.saPrivate, f.saPublic}
 	for _, pair := range f.clients {
 		paths = append(paths, pair.cert, pair.key)
 	}
@@ -102,6 +108,14 @@ func generatePKI(dir string, users []user) (*pkiFiles, error) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP("10.0.0.1")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = servingCA.issue(files.kubeletCert, files.kubeletKey, x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kwok-kubelet"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 	})
 	if err != nil {
 		return nil, err

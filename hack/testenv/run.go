@@ -11,8 +11,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // user is a test identity given as NAME:GROUP1,GROUP2 on the command line.
@@ -51,6 +54,8 @@ type readyInfo struct {
 	ClientCAKey     string            `json:"clientCaKey"`
 	EtcdURL         string            `json:"etcdUrl"`
 	Controllers     []string          `json:"controllers"`
+	Nodes           []string          `json:"nodes"`
+	KubeletPort     int               `json:"kubeletPort,omitempty"`
 	Version         string            `json:"version"`
 	PID             int               `json:"pid"`
 	StartupSeconds  float64           `json:"startupSeconds"`
@@ -59,7 +64,9 @@ type readyInfo struct {
 func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	workDir := fs.String("work-dir", "", "directory for certificates, kubeconfigs, etcd data and logs (required)")
-	controllers := fs.String("controllers", "", "in-process controllers to run: gc,namespace (default none)")
+	controllers := fs.String("controllers", "", "in-process controllers to run: all, or some of "+strings.Join(knownControllers, ",")+" (default none)")
+	nodes := fs.Int("nodes", 0, "simulated nodes to run pods on (kwok; needs --kwok-dir)")
+	kwokDir := fs.String("kwok-dir", "", "what hack/testenv.sh build-kwok printed: the kwok binary, its stages and CRD")
 	exitOnEOF := fs.Bool("exit-on-stdin-eof", false, "exit when standard input closes (the parent died)")
 	removeOnExit := fs.Bool("remove-work-dir-on-exit", false, "delete --work-dir when exiting")
 	timeout := fs.Duration("startup-timeout", 120*time.Second, "how long to wait for /readyz")
@@ -72,6 +79,9 @@ func run(args []string) error {
 	}
 	if *workDir == "" {
 		return errors.New("--work-dir is required")
+	}
+	if *nodes > 0 && *kwokDir == "" {
+		return errors.New("--nodes needs --kwok-dir (hack/testenv.sh build-kwok prints it)")
 	}
 	wanted, err := parseControllers(*controllers)
 	if err != nil {
@@ -97,6 +107,7 @@ func run(args []string) error {
 	// Every way out goes through exit, so the work dir is removed however the process ends,
 	// short of SIGKILL.
 	exit := func(code int) {
+		runCleanups()
 		if *removeOnExit {
 			_ = os.RemoveAll(dir)
 		}
@@ -113,7 +124,8 @@ func run(args []string) error {
 			exit(0)
 		}()
 	}
-	if err := serve(ctx, dir, logFile, users, wanted, *port, *timeout, fs.Args()); err != nil {
+	plan := plan{users: users, controllers: wanted, nodes: *nodes, kwokDir: *kwokDir, port: *port, timeout: *timeout, apiserverFlags: fs.Args()}
+	if err := serve(ctx, dir, logFile, plan); err != nil {
 		fmt.Fprintf(logFile, "kube-testenv: %v\n", err)
 		exit(1)
 	}
@@ -125,10 +137,9 @@ func run(args []string) error {
 // stops. A work dir that a stopped run left behind (without --remove-work-dir-on-exit) is
 // reused: its certificates and keys, and etcd's data, so a control plane can be restarted with
 // its objects, clients and tokens intact (pass --port with the port it had).
-func serve(ctx context.Context, dir string, logFile *os.File, users userList, wanted []string, port int, timeout time.Duration, apiserverFlags []string) error {
-
+func serve(ctx context.Context, dir string, logFile *os.File, p plan) error {
 	started := time.Now()
-	pki, reused, err := loadOrGeneratePKI(filepath.Join(dir, "pki"), users)
+	pki, reused, err := loadOrGeneratePKI(filepath.Join(dir, "pki"), p.users)
 	if err != nil {
 		return fmt.Errorf("generating certificates: %w", err)
 	}
@@ -141,18 +152,30 @@ func serve(ctx context.Context, dir string, logFile *os.File, users userList, wa
 	}
 	defer etcd.Close()
 
-	server, apiErr, err := startAPIServer(ctx, dir, pki, etcd.URL, port, apiserverFlags)
+	server, apiErr, err := startAPIServer(ctx, dir, pki, etcd.URL, p.port, p.apiserverFlags)
 	if err != nil {
 		return fmt.Errorf("starting kube-apiserver: %w", err)
 	}
-	kubeconfigs, err := writeKubeconfigs(dir, server, pki, users)
+	kubeconfigs, err := writeKubeconfigs(dir, server, pki, p.users)
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, kubeconfigs.admin, timeout, apiErr); err != nil {
+	if err := waitReady(ctx, kubeconfigs.admin, p.timeout, apiErr); err != nil {
 		return err
 	}
-	if err := startControllers(ctx, kubeconfigs.admin, wanted); err != nil {
+	var prepare func(context.Context, *v1.Pod) error
+	nodeNames := []string{}
+	kubeletPort := 0
+	if p.nodes > 0 {
+		kwok, err := startKwok(ctx, dir, p.kwokDir, p.nodes, pki, kubeconfigs.admin)
+		if err != nil {
+			return fmt.Errorf("starting the simulated nodes: %w", err)
+		}
+		onCleanup(kwok.stop)
+		kwok.watchPods(ctx)
+		prepare, nodeNames, kubeletPort = kwok.prepare, kwok.names, kwok.port
+	}
+	if err := startControllers(ctx, kubeconfigs.admin, p.controllers, prepare); err != nil {
 		return fmt.Errorf("starting controllers: %w", err)
 	}
 
@@ -164,7 +187,9 @@ func serve(ctx context.Context, dir string, logFile *os.File, users userList, wa
 		ClientCACert:    pki.clientCACert,
 		ClientCAKey:     pki.clientCAKey,
 		EtcdURL:         etcd.URL,
-		Controllers:     wanted,
+		Controllers:     p.controllers,
+		Nodes:           nodeNames,
+		KubeletPort:     kubeletPort,
 		Version:         kubernetesVersion,
 		PID:             os.Getpid(),
 		StartupSeconds:  time.Since(started).Seconds(),
@@ -182,18 +207,36 @@ func serve(ctx context.Context, dir string, logFile *os.File, users userList, wa
 	return nil
 }
 
-func parseControllers(list string) ([]string, error) {
-	wanted := []string{}
-	for _, c := range strings.Split(list, ",") {
-		switch c = strings.TrimSpace(c); c {
-		case "", "none":
-		case "gc", "namespace":
-			wanted = append(wanted, c)
-		default:
-			return nil, fmt.Errorf("--controllers: unknown controller %q (known: gc, namespace)", c)
-		}
+// plan is what `run` was asked to start.
+type plan struct {
+	users          userList
+	controllers    []string
+	nodes          int
+	kwokDir        string
+	port           int
+	timeout        time.Duration
+	apiserverFlags []string
+}
+
+var (
+	cleanupsMu sync.Mutex
+	cleanups   []func()
+)
+
+// onCleanup registers f to run before the process exits, however it exits short of SIGKILL.
+func onCleanup(f func()) {
+	cleanupsMu.Lock()
+	defer cleanupsMu.Unlock()
+	cleanups = append(cleanups, f)
+}
+
+func runCleanups() {
+	cleanupsMu.Lock()
+	defer cleanupsMu.Unlock()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
 	}
-	return wanted, nil
+	cleanups = nil
 }
 
 // stopOnSignal cancels ctx on SIGTERM or SIGINT; a second signal, or a shutdown that takes more

@@ -284,7 +284,7 @@ async fn a_deleted_namespace_is_emptied_and_removed() {
 }
 
 #[tokio::test]
-async fn workload_helpers_create_ready_pods_owned_like_the_real_controllers() {
+async fn the_controllers_make_workload_pods_and_kwok_nodes_run_them() {
     let ns = env().namespace("workloads").await.unwrap();
     let admin = env().admin().await.unwrap();
 
@@ -297,13 +297,28 @@ async fn workload_helpers_create_ready_pods_owned_like_the_real_controllers() {
     let ds = workloads::daemon_set(&admin, &ns, WorkloadSpec::new("agent", 1))
         .await
         .unwrap();
+    let rollout = workloads::rollout(&admin, &ns, WorkloadSpec::new("canary", 1))
+        .await
+        .unwrap();
     assert_eq!(sts.pod_names(), ["db-0", "db-1"]);
+    assert_eq!(deployment.pods.len(), 2);
+    assert_eq!(rollout.pods.len(), 1);
+    let nodes = &env().ready.nodes;
+    assert_eq!(nodes.len(), oz_testenv::DEFAULT_NODES);
+    let mut daemon_nodes: Vec<_> = ds
+        .pods
+        .iter()
+        .map(|p| p.spec.as_ref().unwrap().node_name.clone().unwrap())
+        .collect();
+    daemon_nodes.sort();
+    assert_eq!(&daemon_nodes, nodes, "one DaemonSet pod on every node");
 
     let pods: Api<Pod> = Api::namespaced(admin, &ns);
     for (workload, owner_kind) in [
         (&deployment, "ReplicaSet"),
         (&sts, "StatefulSet"),
         (&ds, "DaemonSet"),
+        (&rollout, "ReplicaSet"),
     ] {
         for name in workload.pod_names() {
             let pod = pods.get(&name).await.unwrap();
@@ -317,8 +332,14 @@ async fn workload_helpers_create_ready_pods_owned_like_the_real_controllers() {
                     "{name} must match its selector"
                 );
             }
+            let node = pod.spec.as_ref().unwrap().node_name.clone();
+            assert!(
+                node.as_ref().is_some_and(|n| nodes.contains(n)),
+                "{name} runs on a kwok node: {node:?}"
+            );
             let status = pod.status.unwrap();
             assert_eq!(status.phase.as_deref(), Some("Running"));
+            assert!(status.pod_ip.is_some(), "{name} has an IP from its node");
             let ready = status
                 .conditions
                 .unwrap()

@@ -605,7 +605,7 @@ async fn pod_access_waits_for_the_access_pod() {
         .await
     });
 
-    // Play the kubelet once oz has created the access pod.
+    // The access pod runs on a kwok node once oz has created it.
     let requests: Api<PodAccessRequest> = Api::namespaced(f.admin.clone(), &f.ns);
     let pod = eventually(
         WAIT,
@@ -619,7 +619,7 @@ async fn pod_access_waits_for_the_access_pod() {
         },
     )
     .await;
-    pods::mark_ready(&f.admin, &f.ns, &pod).await.unwrap();
+    pods::wait_ready(&f.admin, &f.ns, &pod).await.unwrap();
 
     let output = ozctl.await.unwrap();
     assert_ok(&output, "ozctl create PodAccessRequest");

@@ -1,5 +1,5 @@
-//! Pod access end to end: a real oz-manager process builds private access pods; the tests play
-//! the kubelet and mark them Ready.
+//! Pod access end to end: a real oz-manager process builds private access pods, which run on
+//! the control plane's kwok nodes.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -254,8 +254,8 @@ async fn oz_scenario_10_builds_the_mutated_pod_and_waits_for_it_to_be_ready() {
             && container.startup_probe.is_none()
     );
 
-    // Play the kubelet: the pod becomes ready, and so does the request.
-    pods::mark_ready(&f.admin, &f.ns, &name).await.unwrap();
+    // Its node runs it: the pod becomes ready, and so does the request.
+    pods::wait_ready(&f.admin, &f.ns, &name).await.unwrap();
     let ready = f.wait_for("deployment-example", RequestPhase::Ready).await;
     let status = ready.status.as_ref().unwrap();
     assert!(status.ready);
@@ -307,7 +307,7 @@ async fn a_pod_spec_only_template_works() {
         pod.spec.unwrap().containers[0].command.as_deref(),
         Some(&["/bin/sleep".to_string(), "infinity".to_string()][..])
     );
-    pods::mark_ready(&f.admin, &f.ns, &name).await.unwrap();
+    pods::wait_ready(&f.admin, &f.ns, &name).await.unwrap();
     f.wait_for("custom", RequestPhase::Ready).await;
     assert!(can_exec("alice", &f.ns, &name).await);
 }
@@ -350,7 +350,7 @@ async fn a_pod_deleted_mid_grant_is_recreated_and_a_failed_pod_is_reported() {
         r.status.as_ref().is_some_and(|s| s.pod_name.is_some())
     })
     .await;
-    pods::mark_ready(&f.admin, &f.ns, &name).await.unwrap();
+    pods::wait_ready(&f.admin, &f.ns, &name).await.unwrap();
     f.wait_for("heal", RequestPhase::Ready).await;
     let first_uid = f.pod(&name).await.unwrap().uid();
 
@@ -366,9 +366,10 @@ async fn a_pod_deleted_mid_grant_is_recreated_and_a_failed_pod_is_reported() {
     )
     .await;
     assert_eq!(recreated.name_any(), name, "same name, as in Oz");
-    pods::mark_ready(&f.admin, &f.ns, &name).await.unwrap();
+    pods::wait_ready(&f.admin, &f.ns, &name).await.unwrap();
     f.wait_for("heal", RequestPhase::Ready).await;
 
+    // A status test: the pod's container failing is written by hand, as its kubelet would.
     pods::mark_failed(&f.admin, &f.ns, &name).await.unwrap();
     let failed = f.wait_for("heal", RequestPhase::Failed).await;
     let message = condition_message(&failed, condition_type::ACCESS_RESOURCES_CREATED);
@@ -390,7 +391,7 @@ async fn at_expiry_the_pod_role_and_binding_are_gone_within_a_second() {
         r.status.as_ref().is_some_and(|s| s.pod_name.is_some())
     })
     .await;
-    pods::mark_ready(&f.admin, &f.ns, &name).await.unwrap();
+    pods::wait_ready(&f.admin, &f.ns, &name).await.unwrap();
     let ready = f.wait_for("short", RequestPhase::Ready).await;
     let expires_at = ready.status.unwrap().expires_at.unwrap().0;
     assert!(can_exec("alice", &f.ns, &name).await);

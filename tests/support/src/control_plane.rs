@@ -27,8 +27,11 @@ pub struct ReadyInfo {
     pub admin_kubeconfig: PathBuf,
     /// Each test user's kubeconfig, by user name.
     pub users: BTreeMap<String, PathBuf>,
-    /// The in-process controllers that run (`gc`, `namespace`).
+    /// The in-process controllers that run (`gc`, `namespace`, `deployment`, ...).
     pub controllers: Vec<String>,
+    /// The simulated (kwok) nodes pods run on.
+    #[serde(default)]
+    pub nodes: Vec<String>,
     /// Seconds from process start to ready.
     pub startup_seconds: f64,
 }
@@ -38,11 +41,18 @@ pub struct ReadyInfo {
 pub struct ControlPlaneOptions {
     users: Vec<(String, Vec<String>)>,
     controllers: Vec<String>,
+    nodes: usize,
     restartable: bool,
 }
 
+/// How many simulated nodes the shared control plane has: two, so a DaemonSet has two pods and
+/// a workload's pods spread over nodes.
+pub const DEFAULT_NODES: usize = 2;
+
 impl Default for ControlPlaneOptions {
-    /// The shared setup: [`USERS`], and the garbage collector and namespace controllers.
+    /// The shared setup: [`USERS`], every controller kube-testenv can run (garbage collector,
+    /// namespace, the workload controllers, ClusterRole aggregation and a pod binder), and
+    /// [`DEFAULT_NODES`] kwok nodes on which pods run and `kubectl exec` works.
     fn default() -> Self {
         Self {
             users: USERS
@@ -54,20 +64,35 @@ impl Default for ControlPlaneOptions {
                     )
                 })
                 .collect(),
-            controllers: vec!["gc".into(), "namespace".into()],
+            controllers: vec!["all".into()],
+            nodes: DEFAULT_NODES,
             restartable: false,
         }
     }
 }
 
 impl ControlPlaneOptions {
-    /// No users and no controllers.
+    /// No users, no controllers and no nodes.
     pub fn empty() -> Self {
         Self {
             users: vec![],
             controllers: vec![],
+            nodes: 0,
             restartable: false,
         }
+    }
+
+    /// Runs `count` simulated nodes (kwok); 0 for none.
+    pub fn nodes(mut self, count: usize) -> Self {
+        self.nodes = count;
+        self
+    }
+
+    /// Runs these in-process controllers (`all`, or names such as `gc`, `namespace`,
+    /// `deployment`, `scheduler`) instead of the current choice.
+    pub fn controllers(mut self, names: &[&str]) -> Self {
+        self.controllers = names.iter().map(|n| n.to_string()).collect();
+        self
     }
 
     /// Lets the control plane be stopped and started again with its data
@@ -132,6 +157,10 @@ impl ControlPlane {
         ];
         if !options.restartable {
             args.push("--remove-work-dir-on-exit".into());
+        }
+        if options.nodes > 0 {
+            args.push(format!("--nodes={}", options.nodes));
+            args.push(format!("--kwok-dir={}", kwok_dir()?.display()));
         }
         for (name, groups) in &options.users {
             args.push(format!("--user={name}:{}", groups.join(",")));
@@ -347,19 +376,29 @@ async fn client_from(path: &Path) -> Result<Client> {
 /// The kube-testenv binary: `$OZ_TESTENV_BIN`, or what `hack/testenv.sh build` prints, which
 /// builds it once per machine (under a lock, so parallel test binaries wait for one build).
 fn testenv_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("OZ_TESTENV_BIN") {
+    built("OZ_TESTENV_BIN", "build")
+}
+
+/// The directory with kwok and its configuration: `$OZ_KWOK_DIR`, or what
+/// `hack/testenv.sh build-kwok` prints (built once per machine, like kube-testenv).
+fn kwok_dir() -> Result<PathBuf> {
+    built("OZ_KWOK_DIR", "build-kwok")
+}
+
+fn built(variable: &str, command: &str) -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(variable) {
         return Ok(PathBuf::from(path));
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/testenv.sh");
     let output = Command::new("bash")
         .arg(&script)
-        .arg("build")
+        .arg(command)
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| Error::Binary(format!("running {}: {e}", script.display())))?;
     if !output.status.success() {
         return Err(Error::Binary(format!(
-            "{} build failed ({})",
+            "{} {command} failed ({})",
             script.display(),
             output.status
         )));

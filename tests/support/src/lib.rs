@@ -4,8 +4,12 @@
 //! - an admin client and one client per test user, each authenticated by its own client
 //!   certificate, so RBAC and admission see the real user;
 //! - a fresh namespace per test;
-//! - Deployments, StatefulSets and DaemonSets together with their pods, which the helpers create
-//!   and mark Ready themselves, because no kubelet runs.
+//! - simulated nodes (kwok) on which pods run: the workload controllers and a binder in the
+//!   control plane make and place a workload's pods, kwok makes them Ready, and `kubectl exec`,
+//!   attach, logs and port-forward reach them through the apiserver (an exec runs its command as
+//!   a local process);
+//! - Deployments, StatefulSets, DaemonSets and Argo Rollouts, created and waited for until
+//!   their pods are Ready.
 #![forbid(unsafe_code)]
 
 mod control_plane;
@@ -13,7 +17,7 @@ mod error;
 pub mod pods;
 pub mod workloads;
 
-pub use control_plane::{ControlPlane, ControlPlaneOptions, ReadyInfo};
+pub use control_plane::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES, ReadyInfo};
 pub use error::{Error, Result};
 
 /// The users every shared control plane has: alice and carol in `devs`, bob in `qa`, and

@@ -1,18 +1,22 @@
-//! Pods without a kubelet: the helpers create them and move their status to Running and Ready
-//! through the status subresource, as a kubelet would.
+//! Pods on the simulated nodes: the helpers create them and wait until kwok, playing their
+//! kubelet, reports them Running and Ready. [`mark_ready`] and [`mark_failed`] write a status by
+//! hand, for tests about status itself.
 
 use k8s_openapi::{
     api::core::v1::{Container, Pod, PodSpec},
     apimachinery::pkg::apis::meta::v1::OwnerReference,
     jiff::Timestamp,
 };
+use std::time::Duration;
+
 use kube::{
     Api, Client,
     api::{ObjectMeta, Patch, PatchParams, PostParams},
+    runtime::wait::await_condition,
 };
 use serde_json::json;
 
-use crate::Result;
+use crate::{Error, Result};
 
 /// The container every test workload runs.
 pub fn test_container() -> Container {
@@ -31,8 +35,12 @@ pub fn test_pod_spec() -> PodSpec {
     }
 }
 
-/// Creates a pod with the labels and annotations of `template` and the given owner, then marks
-/// it Running and Ready.
+/// How long a pod may take to be bound and made Ready by its node. kwok needs ~0.4 s; the rest
+/// is room for a busy 2-core machine.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Creates a pod with the labels and annotations of `template` and the given owner, and waits
+/// until it runs on a simulated node and is Ready.
 pub async fn create_ready_pod(
     client: &Client,
     namespace: &str,
@@ -54,11 +62,47 @@ pub async fn create_ready_pod(
         ..Default::default()
     };
     pods.create(&PostParams::default(), &pod).await?;
-    mark_ready(client, namespace, name).await
+    wait_ready(client, namespace, name).await
+}
+
+/// Waits until the pod is Ready (up to [`READY_TIMEOUT`]) and returns it.
+pub async fn wait_ready(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let ready = tokio::time::timeout(
+        READY_TIMEOUT,
+        await_condition(pods.clone(), name, |pod: Option<&Pod>| {
+            pod.is_some_and(is_ready)
+        }),
+    )
+    .await;
+    match ready {
+        Ok(Ok(Some(pod))) => Ok(pod),
+        Ok(Ok(None)) => Err(Error::Timeout(format!(
+            "pod {namespace}/{name} was deleted while waiting for it to be Ready"
+        ))),
+        Ok(Err(e)) => Err(Error::Timeout(format!(
+            "watching pod {namespace}/{name}: {e}"
+        ))),
+        Err(_) => {
+            let status = pods.get_opt(name).await?.and_then(|p| p.status);
+            Err(Error::Timeout(format!(
+                "pod {namespace}/{name} not Ready within {READY_TIMEOUT:?}; status: {status:?}"
+            )))
+        }
+    }
+}
+
+/// Whether a pod's Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// Sets a pod's status to what a kubelet reports for a running, ready pod: phase Running, an
-/// IP, every condition True and a running status for each container in the spec.
+/// IP, every condition True and a running status for each container in the spec. Only for tests
+/// about status itself: a pod on a node is made Ready by kwok.
 pub async fn mark_ready(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod = pods.get(name).await?;

@@ -1,8 +1,14 @@
-//! Workload controllers together with their pods. Nothing reconciles them here, so the helpers
-//! create what the Deployment, StatefulSet and DaemonSet controllers and the kubelet would: the
-//! ReplicaSet, the pods with matching labels and controller owner references, and Ready status.
+//! Workloads whose pods the real controllers make: the helpers create a Deployment, StatefulSet,
+//! DaemonSet or Argo Rollout, and the control plane's controllers, binder and kwok nodes do the
+//! rest, as in a cluster. The helpers return once the pods are Ready.
+//!
+//! Argo's controller does not run here: [`rollout`] installs its CRD and creates the Rollout's
+//! ReplicaSet as that controller would, and the ReplicaSet controller makes the pods.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
 
 use k8s_openapi::{
     api::{
@@ -10,27 +16,34 @@ use k8s_openapi::{
             DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec,
             StatefulSet, StatefulSetSpec,
         },
-        core::v1::{Pod, PodSpec, PodTemplateSpec},
+        core::v1::{Node, Pod, PodSpec, PodTemplateSpec},
     },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference},
 };
 use kube::{
-    Api, Client, Resource, ResourceExt,
-    api::{ObjectMeta, PostParams},
+    Api, Client, ResourceExt,
+    api::{DynamicObject, ListParams, ObjectMeta, PostParams},
+    core::GroupVersionKind,
+    discovery::ApiResource,
 };
+use serde_json::json;
 
-use crate::{Result, pods};
+use crate::{Error, Result, pods};
 
-/// A workload controller and the ready pods that belong to it.
+/// How long a workload's pods may take to be created, bound and made Ready.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A workload controller and its Ready pods.
 #[derive(Debug, Clone)]
 pub struct Workload {
-    /// `Deployment`, `StatefulSet` or `DaemonSet`.
+    /// `Deployment`, `StatefulSet`, `DaemonSet` or `Rollout`.
     pub kind: &'static str,
     /// The controller's name.
     pub name: String,
     /// The controller's selector labels, which its pods carry.
     pub selector: BTreeMap<String, String>,
-    /// The pods, Running and Ready.
+    /// The pods, Running and Ready, by name.
     pub pods: Vec<Pod>,
 }
 
@@ -47,7 +60,7 @@ impl Workload {
 pub struct WorkloadSpec {
     /// The controller's name.
     pub name: String,
-    /// How many pods to create.
+    /// How many pods it runs. A DaemonSet ignores it: it runs one pod per node.
     pub replicas: usize,
     /// The pod template's spec.
     pub pod_spec: PodSpec,
@@ -93,13 +106,20 @@ impl WorkloadSpec {
             ..Default::default()
         }
     }
+
+    fn workload(&self, kind: &'static str, pods: Vec<Pod>) -> Workload {
+        Workload {
+            kind,
+            name: self.name.clone(),
+            selector: self.selector(),
+            pods,
+        }
+    }
 }
 
-/// Creates a Deployment, its ReplicaSet and its ready pods, owned as the controllers would own
-/// them: Deployment → ReplicaSet → Pod.
+/// Creates a Deployment and waits until its ReplicaSet's pods are Ready.
 pub async fn deployment(client: &Client, namespace: &str, spec: WorkloadSpec) -> Result<Workload> {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let deployment = deployments
+    Api::<Deployment>::namespaced(client.clone(), namespace)
         .create(
             &PostParams::default(),
             &Deployment {
@@ -114,57 +134,17 @@ pub async fn deployment(client: &Client, namespace: &str, spec: WorkloadSpec) ->
             },
         )
         .await?;
-
-    // The Deployment controller adds pod-template-hash to the ReplicaSet's selector and pods.
-    let hash = format!("{:x}", spec.name.len() * 7919 + 1_000_000_007);
-    let hash_label = BTreeMap::from([("pod-template-hash".to_string(), hash.clone())]);
-    let mut rs_selector = spec.label_selector();
-    rs_selector
-        .match_labels
-        .get_or_insert_default()
-        .extend(hash_label.clone());
-    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-    let rs_name = format!("{}-{hash}", spec.name);
-    let mut rs_meta = named(&rs_name);
-    rs_meta.owner_references = Some(vec![owner_of(&deployment)]);
-    let replica_set = replica_sets
-        .create(
-            &PostParams::default(),
-            &ReplicaSet {
-                metadata: rs_meta,
-                spec: Some(ReplicaSetSpec {
-                    replicas: Some(spec.replicas as i32),
-                    selector: rs_selector,
-                    template: Some(spec.template(&hash_label)),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
-        .await?;
-
-    let owner = owner_of(&replica_set);
-    let names = (0..spec.replicas).map(|i| format!("{rs_name}-p{i}"));
-    create_pods(
-        client,
-        namespace,
-        &spec,
-        "Deployment",
-        owner,
-        &hash_label,
-        names,
-    )
-    .await
+    let pods = ready_pods(client, namespace, &spec, spec.replicas).await?;
+    Ok(spec.workload("Deployment", pods))
 }
 
-/// Creates a StatefulSet and its ready pods `NAME-0`, `NAME-1`, ...
+/// Creates a StatefulSet and waits until its pods `NAME-0`, `NAME-1`, ... are Ready.
 pub async fn stateful_set(
     client: &Client,
     namespace: &str,
     spec: WorkloadSpec,
 ) -> Result<Workload> {
-    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
-    let set = sets
+    Api::<StatefulSet>::namespaced(client.clone(), namespace)
         .create(
             &PostParams::default(),
             &StatefulSet {
@@ -180,23 +160,18 @@ pub async fn stateful_set(
             },
         )
         .await?;
-    let names = (0..spec.replicas).map(|i| format!("{}-{i}", spec.name));
-    create_pods(
-        client,
-        namespace,
-        &spec,
-        "StatefulSet",
-        owner_of(&set),
-        &BTreeMap::new(),
-        names,
-    )
-    .await
+    let pods = ready_pods(client, namespace, &spec, spec.replicas).await?;
+    Ok(spec.workload("StatefulSet", pods))
 }
 
-/// Creates a DaemonSet and `replicas` ready pods, as if it ran on that many nodes.
+/// Creates a DaemonSet and waits until it has a Ready pod on every node.
 pub async fn daemon_set(client: &Client, namespace: &str, spec: WorkloadSpec) -> Result<Workload> {
-    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
-    let set = sets
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .len();
+    Api::<DaemonSet>::namespaced(client.clone(), namespace)
         .create(
             &PostParams::default(),
             &DaemonSet {
@@ -210,48 +185,144 @@ pub async fn daemon_set(client: &Client, namespace: &str, spec: WorkloadSpec) ->
             },
         )
         .await?;
-    let names = (0..spec.replicas).map(|i| format!("{}-node{i}", spec.name));
-    create_pods(
-        client,
-        namespace,
-        &spec,
-        "DaemonSet",
-        owner_of(&set),
-        &BTreeMap::new(),
-        names,
-    )
-    .await
+    let pods = ready_pods(client, namespace, &spec, nodes).await?;
+    Ok(spec.workload("DaemonSet", pods))
 }
 
-async fn create_pods(
+/// The Argo Rollouts CRD, trimmed to what oz reads (it keeps every field it is given).
+const ROLLOUT_CRD: &str = "rollouts.argoproj.io";
+
+/// Creates an Argo Rollout and, as Argo's controller would, its ReplicaSet (owned by the
+/// Rollout, labelled `rollouts-pod-template-hash`), then waits until the pods the ReplicaSet
+/// controller makes are Ready. Installs the Rollout CRD first if it is missing.
+pub async fn rollout(client: &Client, namespace: &str, spec: WorkloadSpec) -> Result<Workload> {
+    install_rollout_crd(client).await?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout"),
+        "rollouts",
+    );
+    let rollouts: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let object = DynamicObject::new(&spec.name, &resource).data(json!({
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": spec.label_selector(),
+            "template": spec.template(&BTreeMap::new()),
+            "strategy": {"canary": {}},
+        }
+    }));
+    let rollout = rollouts.create(&PostParams::default(), &object).await?;
+
+    let hash = format!("{:08x}", fnv(&spec.name));
+    let hash_label = BTreeMap::from([("rollouts-pod-template-hash".to_string(), hash.clone())]);
+    let mut selector = spec.label_selector();
+    selector
+        .match_labels
+        .get_or_insert_default()
+        .extend(hash_label.clone());
+    let mut meta = named(&format!("{}-{hash}", spec.name));
+    meta.owner_references = Some(vec![OwnerReference {
+        api_version: "argoproj.io/v1alpha1".into(),
+        kind: "Rollout".into(),
+        name: spec.name.clone(),
+        uid: rollout
+            .metadata
+            .uid
+            .clone()
+            .expect("the apiserver gives every object a uid"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+        .create(
+            &PostParams::default(),
+            &ReplicaSet {
+                metadata: meta,
+                spec: Some(ReplicaSetSpec {
+                    replicas: Some(spec.replicas as i32),
+                    selector,
+                    template: Some(spec.template(&hash_label)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let pods = ready_pods(client, namespace, &spec, spec.replicas).await?;
+    Ok(spec.workload("Rollout", pods))
+}
+
+async fn install_rollout_crd(client: &Client) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": ROLLOUT_CRD},
+        "spec": {
+            "group": "argoproj.io",
+            "names": {"kind": "Rollout", "plural": "rollouts", "singular": "rollout", "listKind": "RolloutList"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}},
+            }],
+        }
+    }))
+    .expect("a well-formed CRD");
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let established = kube::runtime::wait::conditions::is_crd_established();
+    tokio::time::timeout(
+        READY_TIMEOUT,
+        kube::runtime::wait::await_condition(crds, ROLLOUT_CRD, established),
+    )
+    .await
+    .map_err(|_| Error::Timeout(format!("CRD {ROLLOUT_CRD} not established")))?
+    .map_err(|e| Error::Timeout(format!("watching CRD {ROLLOUT_CRD}: {e}")))?;
+    Ok(())
+}
+
+/// Waits until exactly `count` pods of the workload exist and are Ready (none being deleted),
+/// and returns them sorted by name.
+async fn ready_pods(
     client: &Client,
     namespace: &str,
     spec: &WorkloadSpec,
-    kind: &'static str,
-    owner: OwnerReference,
-    extra_labels: &BTreeMap<String, String>,
-    names: impl Iterator<Item = String>,
-) -> Result<Workload> {
-    let template = spec.template(extra_labels).metadata.unwrap_or_default();
-    let mut created = Vec::new();
-    for name in names {
-        let pod = pods::create_ready_pod(
-            client,
-            namespace,
-            &name,
-            &template,
-            Some(owner.clone()),
-            spec.pod_spec.clone(),
-        )
-        .await?;
-        created.push(pod);
+    count: usize,
+) -> Result<Vec<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("app={}", spec.name);
+    let params = ListParams::default().labels(&selector);
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let mut listed: Vec<Pod> = pods
+            .list(&params)
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        if listed.len() == count && listed.iter().all(pods::is_ready) {
+            listed.sort_by_key(|p| p.name_any());
+            return Ok(listed);
+        }
+        if Instant::now() > deadline {
+            let states: Vec<_> = listed
+                .iter()
+                .map(|p| {
+                    let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+                    (p.name_any(), phase, pods::is_ready(p))
+                })
+                .collect();
+            return Err(Error::Timeout(format!(
+                "{namespace}: wanted {count} Ready pods labelled {selector} within {READY_TIMEOUT:?}; have {states:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(Workload {
-        kind,
-        name: spec.name.clone(),
-        selector: spec.selector(),
-        pods: created,
-    })
 }
 
 fn named(name: &str) -> ObjectMeta {
@@ -261,8 +332,8 @@ fn named(name: &str) -> ObjectMeta {
     }
 }
 
-fn owner_of<K: Resource<DynamicType = ()>>(object: &K) -> OwnerReference {
-    object
-        .controller_owner_ref(&())
-        .expect("objects read back from the apiserver have a name and uid")
+// A stable hash for the Rollout's pod-template-hash label.
+fn fnv(text: &str) -> u32 {
+    text.bytes()
+        .fold(0x811c_9dc5, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
 }
