@@ -25,7 +25,7 @@ use axum::body::Body;
 use futures::future::join_all;
 use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod, rbac::v1::Role};
 use kube::{
-    Api, Client, Resource, ResourceExt,
+    Api, Client, ResourceExt,
     api::{DynamicObject, ListParams, ObjectMeta, PostParams},
 };
 use oz_api::duration::parse_go_duration;
@@ -134,37 +134,43 @@ async fn scene() -> Scene {
     create_manifest(&admin, &other, &exec_template("elsewhere", "web"))
         .await
         .unwrap();
-    // Two pods with web's labels (pod-template-hash included) that are not web's: one made by
-    // hand, and one controlled by another ReplicaSet.
-    let labels = web.pods[0].metadata.labels.clone();
+    // Two pods that match web's selector (app=web) but are not web's: one made by hand, and one
+    // made by another ReplicaSet. Neither carries web's pod-template-hash, or web's own
+    // ReplicaSet would adopt them, as it does in any cluster.
+    let web_selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    let bare = ObjectMeta {
+        labels: Some(web_selector.clone()),
+        ..Default::default()
+    };
+    pods::create_ready_pod(&admin, &ns, "bare", &bare, None, pods::test_pod_spec())
+        .await
+        .unwrap();
+    let impostor_labels = json!({"app": "web", "impostor": "true"});
     let impostor: ReplicaSet = serde_json::from_value(json!({
         "metadata": {"name": "impostor"},
         "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": "impostor"}},
+            "replicas": 1,
+            "selector": {"matchLabels": impostor_labels},
             "template": {
-                "metadata": {"labels": {"app": "impostor"}},
+                "metadata": {"labels": impostor_labels},
                 "spec": serde_json::to_value(pods::test_pod_spec()).unwrap(),
             },
         },
     }))
     .unwrap();
-    let impostor = Api::<ReplicaSet>::namespaced(admin.clone(), &ns)
+    Api::<ReplicaSet>::namespaced(admin.clone(), &ns)
         .create(&PostParams::default(), &impostor)
         .await
         .unwrap();
-    for (name, owner) in [
-        ("bare", None),
-        ("adopted", impostor.controller_owner_ref(&())),
-    ] {
-        let meta = ObjectMeta {
-            labels: labels.clone(),
-            ..Default::default()
-        };
-        pods::create_ready_pod(&admin, &ns, name, &meta, owner, pods::test_pod_spec())
+    let adopted = eventually(Duration::from_secs(60), "the impostor's pod", || async {
+        let pods = Api::<Pod>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default().labels("impostor=true"))
             .await
-            .unwrap();
-    }
+            .ok()?;
+        pods.items.first().map(|p| p.name_any())
+    })
+    .await;
+    pods::wait_ready(&admin, &ns, &adopted).await.unwrap();
     let_groups_request(&admin, &ns, &["devs", "qa"]).await;
     let oz = WebhookOperator::start(&ns, &[]);
     oz.wait_until_admitting("alice", "web-exec").await;
@@ -174,7 +180,7 @@ async fn scene() -> Scene {
             ("$OTHER", other),
             ("$DBPOD", db.pod_names()[0].clone()),
             ("$BAREPOD", "bare".into()),
-            ("$ADOPTEDPOD", "adopted".into()),
+            ("$ADOPTEDPOD", adopted),
             ("$PAD300K", "x".repeat(300_000)),
         ],
         ns,

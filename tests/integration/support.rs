@@ -249,19 +249,37 @@ pub async fn may_exec(client: &Client, namespace: &str, pod: &str) -> bool {
         && client_can(client, "get", "pods", Some("exec"), namespace, pod).await
 }
 
-/// POSTs an exec as kubectl's SPDY fallback does and returns the apiserver's answer: no kubelet
-/// runs, so an exec that passes authorization and admission ends with 400 "does not have a host
-/// assigned".
-pub async fn exec(client: &Client, ns: &str, pod: &str, command: &[&str]) -> kube::core::Status {
-    let query: String = command.iter().map(|c| format!("command={c}&")).collect();
-    let request = http::Request::post(format!(
-        "/api/v1/namespaces/{ns}/pods/{pod}/exec?{query}stdout=true&stderr=true"
-    ))
-    .body(Vec::new())
-    .unwrap();
-    match client.request_text(request).await {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("an exec without a kubelet cannot succeed: {other:?}"),
+/// What a `kubectl exec` printed, and whether it succeeded.
+#[derive(Debug)]
+pub struct ExecOutcome {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ExecOutcome {
+    /// Refused by the apiserver's authorization: RBAC does not let the user exec into the pod.
+    pub fn is_forbidden(&self) -> bool {
+        !self.success && self.stderr.contains("is forbidden") && self.stderr.contains("pods/exec")
+    }
+}
+
+/// Runs `kubectl exec` into `pod` as `user`, as that user would, through the apiserver to the
+/// pod's kwok node, which runs `command` as a local process. Gives up after a minute.
+pub async fn exec(user: &str, ns: &str, pod: &str, command: &[&str]) -> ExecOutcome {
+    let mut kubectl = tokio::process::Command::from(env().kubectl(Some(user)).unwrap());
+    kubectl
+        .args(["exec", "-n", ns, pod, "--"])
+        .args(command)
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(60), kubectl.output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl exec into {ns}/{pod} as {user} hung"))
+        .unwrap();
+    ExecOutcome {
+        success: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 
