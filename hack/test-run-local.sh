@@ -40,7 +40,8 @@ set -m
 (cd "$root" && exec make --no-print-directory run) >"$out" 2>&1 &
 leader=$!
 set +m
-for _ in $(seq 3000); do grep -q 'Press Ctrl-C' "$out" && break; kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
+# Up to 20 minutes: on a new machine make run first builds oz-manager, the control plane and kwok.
+for _ in $(seq 12000); do grep -q 'Press Ctrl-C' "$out" && break; kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
 grep -q 'Press Ctrl-C' "$out" || fail "make run did not get ready"
 
 # 1. The free-port fallback: another webhook port, said so, and registered with the apiserver.

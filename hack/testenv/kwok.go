@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -126,7 +127,41 @@ func startKwok(ctx context.Context, workDir, kwokDir string, count int, pki *pki
 		k.stop()
 		return nil, err
 	}
+	if err := k.removeNotReadyTaints(ctx); err != nil {
+		k.stop()
+		return nil, err
+	}
 	return k, nil
+}
+
+// removeNotReadyTaints does for the Ready nodes what the node lifecycle controller (which does
+// not run here) does: the apiserver taints every new node node.kubernetes.io/not-ready, and
+// only that controller lifts it. DaemonSet pods do not tolerate it.
+func (k *kwokNodes) removeNotReadyTaints(ctx context.Context) error {
+	for _, name := range k.names {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			kept := node.Spec.Taints[:0]
+			for _, t := range node.Spec.Taints {
+				if t.Key != v1.TaintNodeNotReady {
+					kept = append(kept, t)
+				}
+			}
+			if len(kept) == len(node.Spec.Taints) {
+				return nil
+			}
+			node.Spec.Taints = kept
+			_, err = k.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("removing the not-ready taint from node %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // writeKwokConfig writes kwok's --config: the stages that make nodes and pods Ready and delete
