@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# `make run`: a local control plane, oz's CRDs, oz-manager with its webhooks on 127.0.0.1, and a
-# demo namespace with a Deployment, its (simulated) pods and two templates for group devs.
-# It prints the commands to get access as alice. Ctrl-C stops everything.
+# `make run`: a local control plane with the workload controllers and two simulated nodes (kwok),
+# oz's CRDs, oz-manager with its webhooks on 127.0.0.1, and a demo namespace with Deployment web,
+# whose pods the controllers create and the nodes run, and two templates for group devs.
+# It prints the commands that get alice access, ending with a real `kubectl exec` into the pod
+# oz granted her. Ctrl-C stops everything.
+#
+# oz-manager listens on three ports: admission webhooks (9443), metrics (8080) and health probes
+# (8081). When one is taken it uses the next free port above it, and says so.
+# OZ_WEBHOOK_PORT, OZ_METRICS_PORT and OZ_HEALTH_PORT move where that search starts.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 run="$root/.run"
 dir="$run/testenv"
 testenv="$root/hack/testenv.sh"
-webhook_port=${OZ_WEBHOOK_PORT:-9443}
-metrics_port=${OZ_METRICS_PORT:-8080}
 
 mkdir -p "$run"
 "$testenv" down "$dir" 2>/dev/null || true
@@ -16,7 +20,7 @@ echo "building oz-manager..." >&2
 cargo build --quiet --bin oz-manager --manifest-path "$root/Cargo.toml"
 manager="${CARGO_TARGET_DIR:-$root/target}/debug/oz-manager"
 
-"$testenv" up "$dir" --user alice:devs --user carol:devs --user bob:qa --controllers gc,namespace
+"$testenv" up "$dir" --user alice:devs --user carol:devs --user bob:qa --controllers all --nodes 2
 # shellcheck disable=SC1091
 source "$dir/env"
 manager_pid=""
@@ -28,73 +32,92 @@ cleanup() {
     wait "$manager_pid" 2>/dev/null || true
     kill "$watchdog" 2>/dev/null || true
   fi
+  # Also ends kwok and every command anyone exec'd into a demo pod.
   "$testenv" down "$dir"
   echo; echo "stopped."
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
+# pick_port VAR PORT WHAT: sets VAR to the first port from PORT up that nothing answers on and
+# that no earlier pick_port chose.
+chosen=" "
+pick_port() {
+  local port=$2
+  while [[ $chosen == *" $port "* ]] || (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    port=$((port + 1))
+  done
+  chosen+="$port "
+  printf -v "$1" %s "$port"
+  [ "$port" = "$2" ] || echo "port $2 is taken: oz-manager's $3 use port $port" >&2
+}
+
+# start_manager: picks its ports, starts oz-manager and waits until it serves its webhooks
+# (/readyz). Fails if oz-manager exits first, e.g. because a port was taken meanwhile.
+start_manager() {
+  pick_port webhook_port "${OZ_WEBHOOK_PORT:-9443}" webhooks
+  pick_port metrics_port "${OZ_METRICS_PORT:-8080}" metrics
+  pick_port health_port "${OZ_HEALTH_PORT:-8081}" "health probes"
+  # The apiserver calls the webhooks at this URL; oz-manager registers it, with its CA, itself.
+  "$manager" --namespace=oz-system \
+    --webhook-url-base="https://127.0.0.1:$webhook_port" --webhook-port="$webhook_port" \
+    --metrics-bind-address="127.0.0.1:$metrics_port" \
+    --health-probe-bind-address="127.0.0.1:$health_port" \
+    --audit-log-path="$run/audit.jsonl" --log-level=info >>"$run/oz-manager.log" 2>&1 &
+  manager_pid=$!
+  local waited=0
+  until curl -fs "http://127.0.0.1:$health_port/readyz" >/dev/null; do
+    if ! kill -0 "$manager_pid" 2>/dev/null; then
+      manager_pid=""
+      return 1
+    fi
+    [ $waited -lt 600 ] || { echo "oz-manager is not ready after 60s" >&2; exit 1; }
+    sleep 0.1; waited=$((waited + 1))
+  done
+}
+
 "$manager" crds | kubectl apply --server-side --field-manager=oz-make-run -f - >/dev/null
 kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 kubectl create namespace oz-system >/dev/null
-"$manager" --namespace=oz-system \
-  --webhook-url-base="https://127.0.0.1:$webhook_port" --webhook-port="$webhook_port" \
-  --metrics-bind-address="127.0.0.1:$metrics_port" --health-probe-bind-address=0 \
-  --audit-log-path="$run/audit.jsonl" --log-level=info >"$run/oz-manager.log" 2>&1 &
-manager_pid=$!
-# The webhooks must be registered before anyone creates a request.
-for _ in $(seq 300); do
-  kubectl get mutatingwebhookconfiguration oz-requests >/dev/null 2>&1 && break
-  kill -0 "$manager_pid" 2>/dev/null || { tail -20 "$run/oz-manager.log" >&2; echo "oz-manager exited" >&2; exit 1; }
-  sleep 0.1
+: >"$run/oz-manager.log"
+for attempt in 1 2 3; do
+  start_manager && break
+  tail -5 "$run/oz-manager.log" >&2
+  if [ $attempt = 3 ] || ! grep -q 'in use' "$run/oz-manager.log"; then
+    echo "oz-manager exited; its log: $run/oz-manager.log" >&2
+    exit 1
+  fi
+  echo "a port was taken while oz-manager started; choosing others" >&2
 done
 
 kubectl create namespace demo >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/workload.yaml" >/dev/null
-# The pods the ReplicaSet would make, controlled by it.
-rs_uid=$(kubectl get replicaset web-7c5d8b6f9d -n demo -o jsonpath='{.metadata.uid}')
-for i in 0 1; do
-  kubectl create -n demo -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web-$i
-  labels: {app: web, pod-template-hash: 7c5d8b6f9d}
-  ownerReferences:
-    - {apiVersion: apps/v1, kind: ReplicaSet, name: web-7c5d8b6f9d, uid: "$rs_uid", controller: true, blockOwnerDeletion: true}
-spec:
-  containers:
-    - name: app
-      image: nginx:stable
-YAML
-done
-# No kubelet runs: report the demo pods Running and Ready, as a kubelet would.
-now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-for i in 0 1; do
-  kubectl patch pod "web-$i" -n demo --subresource=status --type=merge -p "{\"status\":{\"phase\":\"Running\",\
-\"podIP\":\"10.244.0.1$i\",\"startTime\":\"$now\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\
-\"lastTransitionTime\":\"$now\"},{\"type\":\"ContainersReady\",\"status\":\"True\",\"lastTransitionTime\":\"$now\"}],\
-\"containerStatuses\":[{\"name\":\"app\",\"image\":\"nginx\",\"imageID\":\"\",\"ready\":true,\"started\":true,\
-\"restartCount\":0,\"state\":{\"running\":{\"startedAt\":\"$now\"}}}]}}" >/dev/null
-done
 for sample in exec_access_template pod_access_template; do
   kubectl apply -n demo -f "$root/config/samples/$sample.yaml" >/dev/null
 done
+# The Deployment and ReplicaSet controllers create its pods, the binder puts them on the kwok
+# nodes, and kwok reports them Running and Ready.
+kubectl rollout status deployment/web -n demo --timeout=120s >/dev/null
+pods=$(kubectl get pods -n demo -l app=web -o jsonpath='{.items[*].metadata.name}')
 
 cat <<TXT
 
-oz is running against a real kube-apiserver $(kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1) on 127.0.0.1
-(logs: $run/oz-manager.log, audit records: $run/audit.jsonl, metrics: http://127.0.0.1:$metrics_port/metrics).
-Namespace demo has Deployment web (pods web-0, web-1) and templates web-exec and web-debug for group devs.
+oz is running against a real kube-apiserver $(kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1) on 127.0.0.1, with nodes $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}')
+(simulated by kwok: \`kubectl exec\` runs its command as a local process, whatever the image).
+oz-manager: webhooks on port $webhook_port, metrics http://127.0.0.1:$metrics_port/metrics, health http://127.0.0.1:$health_port/readyz
+(logs: $run/oz-manager.log, audit records: $run/audit.jsonl).
+Namespace demo has Deployment web (pods ${pods// /, }) and templates web-exec and web-debug for group devs.
 
 Get exec access as alice (in group devs), in another terminal:
 
   export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/alice.kubeconfig"
   kubectl create -n demo -f $root/config/samples/exec_access_request.yaml
+  kubectl wait -n demo execaccessrequests --all --for=jsonpath='{.status.phase}'=Ready --timeout=60s
   kubectl get execaccessrequests -n demo          # PHASE Ready, with POD and EXPIRES
-  kubectl get oz -n demo -o wide
-  kubectl auth can-i create pods/exec -n demo --subresource=exec    # no: only the granted pod
   kubectl describe execaccessrequests -n demo     # the access command and the conditions
+  kubectl auth can-i create pods/exec -n demo     # no: only the granted pod
+  pod=\$(kubectl get execaccessrequests -n demo -o jsonpath='{.items[0].status.podName}')
+  kubectl exec -n demo "\$pod" -- sh -c 'echo "hello from \$POD_NAME"'
 
 bob (group qa) is refused at creation:
   kubectl --kubeconfig $dir/users/bob.kubeconfig create -n demo -f $root/config/samples/exec_access_request.yaml

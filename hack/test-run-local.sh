@@ -1,47 +1,105 @@
 #!/usr/bin/env bash
-# Checks `make run` as a newcomer uses it: start it, follow the commands it prints as alice until
-# her request is Ready, check bob is refused, then Ctrl-C it and check nothing is left running.
+# Checks `make run` as a newcomer uses it, on a machine where port 9443 is already taken: it
+# starts anyway on other ports, and its webhooks, metrics and health probes follow them; the
+# commands it prints get alice a Ready request and a real `kubectl exec` into the granted pod
+# (and no other), recorded by the audit webhook; bob is refused; Ctrl-C leaves nothing running,
+# not even a command still exec'd into a pod.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir="$root/.run/testenv"
 out=$(mktemp)
-# Free ports of its own, so nothing else on the machine (a developer's own `make run`) collides.
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-export OZ_WEBHOOK_PORT=${OZ_WEBHOOK_PORT:-$(free_port)} OZ_METRICS_PORT=${OZ_METRICS_PORT:-$(free_port)}
+leader=""
+# On any failure: stop `make run` and show what it printed.
+failed() {
+  [ -z "$leader" ] || { kill -INT -- "-$leader" 2>/dev/null || true; sleep 2; }
+  echo "--- make run printed:" >&2; cat "$out" >&2
+}
+fail() { echo "$*" >&2; failed; exit 1; }
+trap failed ERR
+
+# Hold 9443 (oz-manager's default webhook port) the way any other program would. If something
+# already holds it, that serves as well.
+python3 -c '
+import socket, sys, time
+s = socket.socket()
+# As servers do: a port left in TIME_WAIT by an earlier run is free.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", 9443)); s.listen()
+except OSError as e:
+    print("9443 is already held:", e, flush=True)
+print("holding", flush=True)
+time.sleep(3600)' >"$out.holder" 2>&1 &
+holder=$!
+trap 'kill $holder 2>/dev/null || true' EXIT
+until grep -q holding "$out.holder"; do kill -0 $holder || fail "the port holder exited"; sleep 0.1; done
+
 # Job control gives `make run` a process group of its own (pgid = its pid), so the whole group can
 # be signalled the way a terminal's Ctrl-C would.
 set -m
 (cd "$root" && exec make --no-print-directory run) >"$out" 2>&1 &
 leader=$!
 set +m
-stop() { kill -INT -- "-$leader" 2>/dev/null || true; }
-failed() { stop; sleep 2; echo "--- make run printed:" >&2; cat "$out" >&2; }
-trap failed ERR
-for _ in $(seq 1800); do grep -q 'Press Ctrl-C' "$out" && break; kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
-grep -q 'Press Ctrl-C' "$out" || { echo "make run did not get ready"; false; }
+# Up to 20 minutes: on a new machine make run first builds oz-manager, the control plane and kwok.
+for _ in $(seq 12000); do grep -q 'Press Ctrl-C' "$out" && break; kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
+grep -q 'Press Ctrl-C' "$out" || fail "make run did not get ready"
 
-# Run exactly the commands it printed for alice.
-eval "$(grep -E '^  export PATH=' "$out")"
-eval "$(grep -E '^  kubectl create -n demo' "$out" | head -1)"
-for _ in $(seq 200); do
-  phase=$(kubectl get execaccessrequests -n demo -o jsonpath='{.items[0].status.phase}')
-  [ "$phase" = Ready ] && break
-  sleep 0.1
-done
-[ "$phase" = Ready ] || { echo "alice's request is $phase, not Ready"; false; }
-kubectl get execaccessrequests -n demo
+# 1. The free-port fallback: another webhook port, said so, and registered with the apiserver.
+webhook_port=$(sed -n 's/^oz-manager: webhooks on port \([0-9]*\),.*/\1/p' "$out")
+[ -n "$webhook_port" ] && [ "$webhook_port" != 9443 ] || fail "make run did not move off port 9443"
+grep -q "port 9443 is taken: oz-manager's webhooks use port $webhook_port" "$out" \
+  || fail "make run did not say it moved the webhooks to port $webhook_port"
+admin() { KUBECONFIG="$dir/kubeconfig" "$dir/bin/kubectl" "$@"; }
+urls=$(admin get mutatingwebhookconfigurations,validatingwebhookconfigurations \
+  -o jsonpath='{range .items[*].webhooks[*]}{.clientConfig.url}{"\n"}{end}' | grep 127.0.0.1 || true)
+[ -n "$urls" ] || fail "no webhook is registered"
+if grep -v "^https://127.0.0.1:$webhook_port/" <<<"$urls"; then fail "webhooks registered on another port than $webhook_port"; fi
+metrics_url=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$out")
+health_url=$(grep -o 'http://127.0.0.1:[0-9]*/readyz' "$out")
+curl -fsS "$metrics_url" >"$out.metrics" && grep -q '^# TYPE' "$out.metrics" || fail "no metrics at $metrics_url"
+curl -fsS "$health_url" >"$out.health" && grep -qx ok "$out.health" || fail "not ready at $health_url"
+
+# 2. Run exactly the commands it printed for alice, as she would paste them.
+alice=$(sed -n '/^Get exec access as alice/,/^bob/p' "$out" | grep '^  ')
+grep -q 'kubectl exec' <<<"$alice" || fail "no kubectl exec among alice's commands"
+alice_out=$(bash -c "$alice" 2>&1) || true
+echo "$alice_out"
+eval "$(grep -E '^  export PATH=' <<<"$alice")"
+phase=$(kubectl get execaccessrequests -n demo -o jsonpath='{.items[0].status.phase}')
+[ "$phase" = Ready ] || fail "alice's request is $phase, not Ready"
+pod=$(kubectl get execaccessrequests -n demo -o jsonpath='{.items[0].status.podName}')
+# $POD_NAME is set in the pod, so this line shows the command ran there.
+grep -qx "hello from $pod" <<<"$alice_out" || fail "alice's kubectl exec did not print 'hello from $pod'"
+# The grant is for that pod only.
+other=$(admin get pods -n demo -l app=web -o name | grep -v "^pod/$pod\$" | head -1)
+[ -n "$other" ] || fail "the demo has only one pod"
+if kubectl exec -n demo "${other#pod/}" -- true 2>"$out.other"; then fail "alice could exec into $other too"; fi
+grep -q Forbidden "$out.other" || fail "exec into $other failed, but not as Forbidden: $(cat "$out.other")"
+grep '"subresource":"exec"' "$root/.run/audit.jsonl" | grep '"user":"alice"' | grep "\"pod\":\"$pod\"" \
+  | grep -q '"grant":{"kind":"ExecAccessRequest"' || fail "no audit record of alice's exec into $pod"
+
+# 3. bob is refused, and told why.
 if eval "$(grep -E '^  kubectl --kubeconfig .*bob' "$out")" 2>"$out.bob"; then
-  echo "bob's request was accepted"; false
+  fail "bob's request was accepted"
 fi
-grep -q 'allowedGroups' "$out.bob" || { echo "bob's refusal does not say why:"; cat "$out.bob"; false; }
+grep -q 'allowedGroups' "$out.bob" || fail "bob's refusal does not say why: $(cat "$out.bob")"
 
-stop
+# 4. Ctrl-C, with a command still running in alice's pod, ends everything. Processes exec'd into
+# a pod carry the control plane's work dir in their environment.
+in_pods() { grep -lxzF "OZ_TESTENV_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
+sleeping() { for p in $(in_pods); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" != sleep ] || return 0; done; return 1; }
+kubectl exec -n demo "$pod" -- sleep 600 >/dev/null 2>&1 &
+exec_client=$!
+for _ in $(seq 300); do sleeping && break; sleep 0.1; done
+sleeping || fail "alice's kubectl exec -- sleep 600 did not start"
+kill -INT -- "-$leader"
 wait "$leader" 2>/dev/null || true
-# The script's cleanup stops oz-manager gracefully, then the control plane.
+# The script's cleanup stops oz-manager gracefully, then the control plane, kwok and the sleep.
+left() { pgrep -fa "$root/.run/testenv|$root/target/debug/oz-manager" || true; in_pods; }
 for _ in $(seq 600); do
-  pgrep -f "$root/.run/testenv|$root/target/debug/oz-manager" >/dev/null || break
+  [ -z "$(left)" ] && break
   sleep 0.1
 done
-if pgrep -f "$root/.run/testenv|$root/target/debug/oz-manager" >/dev/null; then
-  echo "Ctrl-C left processes behind"; pgrep -fa "$root/.run/testenv|$root/target/debug/oz-manager"; exit 1
-fi
-echo "make run: 3 passed, 0 failed"
+[ -z "$(left)" ] || fail "Ctrl-C left processes behind: $(left)"
+wait "$exec_client" 2>/dev/null || true
+echo "make run: 4 passed, 0 failed"
