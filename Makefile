@@ -4,7 +4,7 @@ CARGO ?= cargo
 
 .PHONY: run test bench crds manifests fmt-check clippy doc-check testenv-script-test cargo-test make-run-test testenv
 
-## run: start a local control plane (and, as it lands, the operator); Ctrl-C stops everything
+## run: start a local control plane with two kwok nodes, oz-manager and a demo; Ctrl-C stops everything
 run:
 	hack/run-local.sh
 
@@ -37,10 +37,11 @@ clippy:
 doc-check:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
 
-# Builds (or reuses) the control plane binary before the tests ask for it, so its build time
-# shows up as its own step.
+# Builds (or reuses) the control plane and kwok (its simulated nodes) before the tests ask for
+# them, so their build time shows up as its own step.
 testenv:
 	hack/testenv.sh build >/dev/null
+	hack/testenv.sh build-kwok >/dev/null
 
 testenv-script-test: testenv
 	hack/test-testenv-script.sh
@@ -51,7 +52,8 @@ cargo-test: testenv
 	$(CARGO) build -p ozctl
 	$(CARGO) test --workspace
 
-# `make run` as a newcomer uses it: the printed commands get alice a Ready request.
+# `make run` as a newcomer uses it: the printed commands get alice a Ready request and a real
+# exec into her pod, with oz-manager moved to free ports when the default ones are taken.
 make-run-test: testenv
 	hack/test-run-local.sh
 

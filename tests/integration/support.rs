@@ -258,9 +258,10 @@ pub struct ExecOutcome {
 }
 
 impl ExecOutcome {
-    /// Refused by the apiserver's authorization: RBAC does not let the user exec into the pod.
+    /// Refused by the apiserver's authorization: RBAC lets the user neither read the pod (which
+    /// kubectl does first) nor exec into it.
     pub fn is_forbidden(&self) -> bool {
-        !self.success && self.stderr.contains("is forbidden") && self.stderr.contains("pods/exec")
+        !self.success && self.stderr.contains("Error from server (Forbidden)")
     }
 }
 
