@@ -749,7 +749,8 @@ async fn with_the_webhook_server_down_creation_fails_closed_and_exec_keeps_worki
             .flatten()
     })
     .await;
-    let ran = |outcome: &ExecOutcome| outcome.success && outcome.stdout == format!("ran in {pod}\n");
+    let ran =
+        |outcome: &ExecOutcome| outcome.success && outcome.stdout == format!("ran in {pod}\n");
     let command = ["sh", "-c", "echo ran in $POD_NAME"];
     let outcome = exec("alice", &ns, &pod, &command).await;
     assert!(ran(&outcome), "{outcome:?}");

@@ -27,19 +27,17 @@ pub async fn verify_template<B: AccessBuilder>(
     pass: &mut Pass,
 ) -> Step<Template<B>> {
     let templates: Api<Template<B>> = Api::namespaced(r.ctx.client.clone(), &r.grant.namespace);
-    let Some(template) = templates.get_opt(r.request.template_name()).await? else {
-        // No template, no access: a grant made through it ends now (its template may have been
-        // deleted without cascading to its requests), rather than waiting for no one.
-        let why = Observation::no(
-            kind::TARGET_TEMPLATE_EXISTS,
-            reason::NOT_FOUND,
-            missing_template_message(
-                &Template::<B>::kind(&()),
-                r.request.template_name(),
-                &r.grant.namespace,
-            ),
-        );
-        return Ok(ControlFlow::Break(r.withdraw(pass, why).await?));
+    let (kind, name) = (Template::<B>::kind(&()), r.request.template_name());
+    let template = match templates.get_opt(name).await? {
+        Some(t) if t.meta().deletion_timestamp.is_none() => t,
+        // A template on its way out grants nothing more. Adopting the request again would also
+        // undo an orphaning delete: the garbage collector has just removed the ownerReference,
+        // and a new one would have the request deleted with the template after all.
+        Some(_) => return no_template(r, pass, deleted_template_message(&kind, name)).await,
+        None => {
+            let message = missing_template_message(&kind, name, &r.grant.namespace);
+            return no_template(r, pass, message).await;
+        }
     };
     pass.observe(Observation::yes(
         kind::TARGET_TEMPLATE_EXISTS,
@@ -50,10 +48,28 @@ pub async fn verify_template<B: AccessBuilder>(
     Ok(ControlFlow::Continue(template))
 }
 
+/// No template, no access: a grant made through it ends now (its template may have been deleted
+/// without cascading to its requests), rather than waiting for no one.
+async fn no_template<B: AccessBuilder, T>(
+    r: &Reconciling<'_, B>,
+    pass: &mut Pass,
+    message: String,
+) -> Step<T> {
+    let why = Observation::no(kind::TARGET_TEMPLATE_EXISTS, reason::NOT_FOUND, message);
+    Ok(ControlFlow::Break(r.withdraw(pass, why).await?))
+}
+
 /// What a request whose template is missing says, and how to fix it.
 fn missing_template_message(kind: &str, name: &str, namespace: &str) -> String {
     format!(
         "Error: template does not exist: no {kind} named {name:?} in namespace {namespace:?}; fix spec.templateName or create the template"
+    )
+}
+
+/// What a request whose template is being deleted says.
+fn deleted_template_message(kind: &str, name: &str) -> String {
+    format!(
+        "Error: {kind} {name:?} is being deleted and grants no access; create a new request once a template exists again"
     )
 }
 
@@ -96,6 +112,14 @@ mod tests {
         assert_eq!(
             missing_template_message("ExecAccessTemplate", "web", "shop"),
             "Error: template does not exist: no ExecAccessTemplate named \"web\" in namespace \"shop\"; fix spec.templateName or create the template"
+        );
+    }
+
+    #[test]
+    fn a_template_being_deleted_is_named_and_says_what_to_do() {
+        assert_eq!(
+            deleted_template_message("PodAccessTemplate", "debug"),
+            "Error: PodAccessTemplate \"debug\" is being deleted and grants no access; create a new request once a template exists again"
         );
     }
 }
