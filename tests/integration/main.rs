@@ -13,5 +13,7 @@ mod manager;
 mod ozctl;
 mod pod;
 mod security;
+mod streams;
 mod support;
+mod targets;
 mod webhooks;

@@ -14,6 +14,7 @@
 
 mod control_plane;
 mod error;
+pub mod exec;
 pub mod pods;
 pub mod workloads;
 
