@@ -27,7 +27,7 @@ use kube::{
 };
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::{
-    ControlPlane, ControlPlaneOptions,
+    ControlPlane, ControlPlaneOptions, exec,
     workloads::{self, WorkloadSpec},
 };
 use serde_json::json;
@@ -37,9 +37,7 @@ use crate::{
         RevocationClock, SETTLE, WebhookOperator, create_requests, exec_requests, exec_template,
         grant_name, grant_problems, let_groups_request, wait_until_all_in,
     },
-    support::{
-        ExecOutcome, Operator, create_manifest, env, eventually, exec, install_crds, may_exec,
-    },
+    support::{Operator, create_manifest, env, eventually, exec, install_crds, may_exec},
 };
 
 /// The strict bound: access ends within this of its expiry, or of oz or the apiserver coming
@@ -750,7 +748,7 @@ async fn with_the_webhook_server_down_creation_fails_closed_and_exec_keeps_worki
     })
     .await;
     let ran =
-        |outcome: &ExecOutcome| outcome.success && outcome.stdout == format!("ran in {pod}\n");
+        |outcome: &exec::Output| outcome.success() && outcome.stdout == format!("ran in {pod}\n");
     let command = ["sh", "-c", "echo ran in $POD_NAME"];
     let outcome = exec("alice", &ns, &pod, &command).await;
     assert!(ran(&outcome), "{outcome:?}");
@@ -802,7 +800,7 @@ async fn with_the_webhook_server_down_creation_fails_closed_and_exec_keeps_worki
     })
     .await;
     let outcome = exec("alice", &ns, &pod, &command).await;
-    assert!(outcome.is_forbidden(), "{outcome:?}");
+    assert!(!outcome.success() && outcome.forbidden(), "{outcome:?}");
 
     // And admission comes back with oz-manager.
     oz.operator.restart();

@@ -179,7 +179,7 @@ async fn exec_connect_reaches_a_validating_webhook_over_tls() {
     )
     .await;
     assert!(
-        !denial.success
+        !denial.success()
             && denial
                 .stderr
                 .contains("exec refused by the oz test webhook"),

@@ -196,7 +196,8 @@ impl Fixture {
 /// path cargo reports: nearly free once `make test` (or `cargo build -p ozctl`) has built it,
 /// and never stale, however these tests are run. Cargo releases its build lock before it runs
 /// tests, so this does not wait on the cargo that started us.
-fn ozctl_bin() -> &'static Path {
+/// ozctl, as built for this run.
+pub(crate) fn ozctl_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(build_ozctl)
 }

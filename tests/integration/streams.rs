@@ -8,7 +8,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::OnceLock,
     time::Duration,
 };
 
@@ -31,6 +30,7 @@ use oz_testenv::{
 };
 use serde_json::{Value, json};
 
+use crate::ozctl::ozctl_bin;
 use crate::support::{
     Operator, create_manifest, env, eventually, grant, install_crds, rule, subject,
 };
@@ -338,44 +338,6 @@ async fn alice_execs_into_her_granted_pod_and_everyone_else_is_refused_until_it_
     f.wait_for::<ExecAccessRequest>("alice-web", RequestPhase::Expired)
         .await;
     assert_exec_forbidden(&hello(&f, "alice", &pod).await, "alice", &pod, &f.ns);
-}
-
-/// ozctl, as built for this run (see `ozctl.rs`, whose `ozctl_bin` this is a copy of: it is
-/// private there).
-fn ozctl_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let profile = match Path::new(env!("CARGO_BIN_EXE_oz-manager"))
-            .parent()
-            .and_then(Path::file_name)
-            .and_then(|dir| dir.to_str())
-        {
-            Some("debug") | None => "dev".to_string(),
-            Some(dir) => dir.to_string(),
-        };
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-        let mut build = std::process::Command::new(cargo);
-        build
-            .args(["build", "--package", "ozctl", "--bin", "ozctl"])
-            .args(["--profile", &profile])
-            .args(["--message-format", "json-render-diagnostics"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(std::process::Stdio::inherit());
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            if key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_MANIFEST_") {
-                build.env_remove(key.as_ref());
-            }
-        }
-        let output = build.output().expect("cannot run cargo to build ozctl");
-        assert!(output.status.success(), "cargo build -p ozctl failed");
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|message| message["target"]["name"] == "ozctl")
-            .find_map(|message| message["executable"].as_str().map(PathBuf::from))
-            .expect("cargo built ozctl but did not say where")
-    })
 }
 
 /// A directory holding only `kubectl`: a script that runs the control plane's bundled kubectl

@@ -7,7 +7,7 @@ use kube::{
     Api, Client, ResourceExt,
     api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
 };
-use oz_testenv::ControlPlane;
+use oz_testenv::{ControlPlane, exec};
 use tokio::sync::OnceCell;
 
 /// The shared control plane of this test binary.
@@ -249,39 +249,12 @@ pub async fn may_exec(client: &Client, namespace: &str, pod: &str) -> bool {
         && client_can(client, "get", "pods", Some("exec"), namespace, pod).await
 }
 
-/// What a `kubectl exec` printed, and whether it succeeded.
-#[derive(Debug)]
-pub struct ExecOutcome {
-    pub success: bool,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl ExecOutcome {
-    /// Refused by the apiserver's authorization: RBAC lets the user neither read the pod (which
-    /// kubectl does first) nor exec into it.
-    pub fn is_forbidden(&self) -> bool {
-        !self.success && self.stderr.contains("Error from server (Forbidden)")
-    }
-}
-
 /// Runs `kubectl exec` into `pod` as `user`, as that user would, through the apiserver to the
-/// pod's kwok node, which runs `command` as a local process. Gives up after a minute.
-pub async fn exec(user: &str, ns: &str, pod: &str, command: &[&str]) -> ExecOutcome {
-    let mut kubectl = tokio::process::Command::from(env().kubectl(Some(user)).unwrap());
-    kubectl
-        .args(["exec", "-n", ns, pod, "--"])
-        .args(command)
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(60), kubectl.output())
-        .await
-        .unwrap_or_else(|_| panic!("kubectl exec into {ns}/{pod} as {user} hung"))
-        .unwrap();
-    ExecOutcome {
-        success: output.status.success(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+/// pod's kwok node, which runs `command` as a local process.
+pub async fn exec(user: &str, ns: &str, pod: &str, command: &[&str]) -> exec::Output {
+    let mut kubectl = env().kubectl(Some(user)).unwrap();
+    kubectl.args(["exec", "-n", ns, pod, "--"]).args(command);
+    exec::run(kubectl, exec::RUN_TIMEOUT).await.unwrap()
 }
 
 /// An RBAC rule: `verbs` on `resources` of the API `groups` (`""` is the core group).

@@ -661,7 +661,7 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
     })
     .await;
     // Audited, never blocked: the command ran (kwok runs it on this machine).
-    assert!(outcome.success, "{outcome:?}");
+    assert!(outcome.success(), "{outcome:?}");
 
     let records = read_records();
     assert_eq!(records.len(), 1, "one record per exec: {records:?}");
@@ -714,7 +714,7 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
     fixture.stop().await;
     let outcome = exec("alice", &ns, "target", &["sh", "-c", "echo still here"]).await;
     assert!(
-        outcome.success && outcome.stdout == "still here\n",
+        outcome.success() && outcome.stdout == "still here\n",
         "{outcome:?}"
     );
     assert_eq!(read_records().len(), 1);
@@ -755,7 +755,7 @@ async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_ca
     // have seen the change yet, the record names the grant all the same.
     make_alices_request_ready(&fixture.admin, &ns).await;
     let outcome = exec("alice", &ns, "target", &["cat", "/etc/hostname"]).await;
-    assert!(outcome.success, "{outcome:?}");
+    assert!(outcome.success(), "{outcome:?}");
     let records = read_records();
     assert_eq!(records.len(), 2, "one record per exec: {records:?}");
     assert_eq!(
