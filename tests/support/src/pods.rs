@@ -1,6 +1,6 @@
 //! Pods on the simulated nodes: the helpers create them and wait until kwok, playing their
-//! kubelet, reports them Running and Ready. [`mark_ready`] and [`mark_failed`] write a status by
-//! hand, for tests about status itself.
+//! kubelet, reports them Running and Ready. [`mark_failed`] writes a status by hand, for
+//! tests about status itself.
 
 use k8s_openapi::{
     api::core::v1::{Container, Pod, PodSpec},
@@ -100,52 +100,6 @@ pub fn is_ready(pod: &Pod) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-/// Sets a pod's status to what a kubelet reports for a running, ready pod: phase Running, an
-/// IP, every condition True and a running status for each container in the spec. Only for tests
-/// about status itself: a pod on a node is made Ready by kwok.
-pub async fn mark_ready(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let pod = pods.get(name).await?;
-    let now = Timestamp::now().to_string();
-    let containers = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.clone())
-        .unwrap_or_default();
-    let statuses: Vec<_> = containers
-        .iter()
-        .map(|c| {
-            json!({
-                "name": c.name,
-                "image": c.image.clone().unwrap_or_default(),
-                "imageID": "",
-                "ready": true,
-                "started": true,
-                "restartCount": 0,
-                "state": {"running": {"startedAt": now}},
-            })
-        })
-        .collect();
-    let conditions: Vec<_> = ["PodScheduled", "Initialized", "ContainersReady", "Ready"]
-        .iter()
-        .map(|t| json!({"type": t, "status": "True", "lastTransitionTime": now}))
-        .collect();
-    let ip = fake_pod_ip(name);
-    let status = json!({
-        "status": {
-            "phase": "Running",
-            "podIP": ip,
-            "podIPs": [{"ip": ip}],
-            "startTime": now,
-            "conditions": conditions,
-            "containerStatuses": statuses,
-        }
-    });
-    Ok(pods
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await?)
-}
-
 /// Sets a pod's phase to Failed with its containers terminated, as a kubelet does when the pod's
 /// process exits with an error and nothing restarts it.
 pub async fn mark_failed(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
@@ -160,12 +114,4 @@ pub async fn mark_failed(client: &Client, namespace: &str, name: &str) -> Result
     Ok(pods
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await?)
-}
-
-// A stable, valid address per pod name, in the service range's neighbour 10.244.0.0/16.
-fn fake_pod_ip(name: &str) -> String {
-    let hash = name
-        .bytes()
-        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
-    format!("10.244.{}.{}", (hash >> 8) % 256, hash % 254 + 1)
 }
