@@ -13,13 +13,14 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
 use oz_api::{PodAccessRequest, RequestPhase, condition_type};
 use oz_testenv::{
     pods,
     workloads::{self, WorkloadSpec},
 };
+use serde_json::json;
 
 use crate::support::{Operator, can, can_exec, create_manifest, env, eventually, install_crds};
 
@@ -158,6 +159,13 @@ async fn oz_scenario_10_builds_the_mutated_pod_and_waits_for_it_to_be_ready() {
     f.oz_example_deployment().await;
     let template =
         std::fs::read_to_string(format!("{OZ_EXAMPLES}/pod_access_template.yaml")).unwrap();
+    // Oz's example, plus a scheduler no one runs, so the access pod waits unbound until this
+    // test binds it: the request's Pending state can be seen before the pod runs.
+    let template = template.replace(
+        "        value: dennis\n",
+        "        value: dennis\n      - {op: add, path: /spec/schedulerName, value: oz-test-held}\n",
+    );
+    assert!(template.contains("oz-test-held"));
     create_manifest(&f.admin, &f.ns, &template).await.unwrap();
     let request = f
         .request(
@@ -168,7 +176,7 @@ async fn oz_scenario_10_builds_the_mutated_pod_and_waits_for_it_to_be_ready() {
         .await;
     let name = grant_name(&request);
 
-    // The pod exists but is not ready: neither is the request.
+    // The pod exists but does not run: the request is not ready either.
     let pending = f
         .wait_until("deployment-example", "the access pod to be created", |r| {
             r.status.as_ref().is_some_and(|s| s.pod_name.is_some())
@@ -254,7 +262,22 @@ async fn oz_scenario_10_builds_the_mutated_pod_and_waits_for_it_to_be_ready() {
             && container.startup_probe.is_none()
     );
 
-    // Its node runs it: the pod becomes ready, and so does the request.
+    // Bound to a node, as a scheduler would: the node runs it, the pod becomes ready, and so
+    // does the request.
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": crate::support::env().ready.nodes[0]},
+    });
+    Api::<Pod>::namespaced(f.admin.clone(), &f.ns)
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            &name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .unwrap();
     pods::wait_ready(&f.admin, &f.ns, &name).await.unwrap();
     let ready = f.wait_for("deployment-example", RequestPhase::Ready).await;
     let status = ready.status.as_ref().unwrap();
