@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks hack/testenv.sh's interface as a user would use it: up with a user, kubectl as that
-# user, and down leaving nothing behind.
+# user, and down leaving nothing behind; then up with kwok nodes, a pod that runs, an exec into
+# it, and down ending every process kwok started, even after the control plane was killed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=$(mktemp -d)/testenv
@@ -18,4 +19,24 @@ grep -q 'Groups *\[devs auditors system:authenticated\]' <<<"$whoami" \
 "$here/testenv.sh" down "$dir"
 if kill -0 "$pid" 2>/dev/null; then echo "the control plane (pid $pid) survived down"; exit 1; fi
 [ ! -e "$dir" ] || { echo "down left $dir behind"; exit 1; }
-echo "testenv.sh: 3 passed, 0 failed"
+
+# Nodes: a Deployment's pod runs on a kwok node and exec reaches it. Then the control plane is
+# killed outright (kwok dies with it, the exec'd process does not) and down ends what is left.
+"$here/testenv.sh" up "$dir" --nodes 1 --controllers all
+(
+  source "$dir/env"
+  kubectl create deployment web --image=any >/dev/null
+  kubectl rollout status deployment/web --timeout=120s >/dev/null
+  pod=$(kubectl get pods -l app=web -o jsonpath='{.items[0].metadata.name}')
+  out=$(kubectl exec "$pod" -- sh -c 'echo ran in $POD_NAME')
+  [ "$out" = "ran in $pod" ] || { echo "exec printed: $out"; exit 1; }
+  kubectl exec "$pod" -- sleep 600 >/dev/null 2>&1 &
+  for _ in $(seq 100); do pgrep -f '^sleep 600$' >/dev/null && break; sleep 0.1; done
+)
+marker="OZ_TESTENV_DIR=$(cd "$dir" && pwd)"
+left() { grep -lzxF "$marker" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
+[ -n "$(left)" ] || { echo "no process carries $marker: the exec did not run"; exit 1; }
+kill -9 "$(cat "$dir/pid")"
+"$here/testenv.sh" down "$dir"
+[ -z "$(left)" ] || { echo "down left processes of the control plane behind: $(left)"; exit 1; }
+echo "testenv.sh: 5 passed, 0 failed"
