@@ -54,6 +54,9 @@ type kwokNodes struct {
 	dynamic dynamic.Interface
 	cmd     *exec.Cmd
 	exited  chan struct{}
+	// prepared holds the UIDs of pods whose Exec config exists: the binder and the pod watcher
+	// both ask for it, and only the first asks the apiserver.
+	prepared sync.Map
 }
 
 // nodeName is the name of the i-th simulated node.
@@ -303,6 +306,17 @@ func nodeReady(node *v1.Node) bool {
 // prepare gives a pod its kwok Exec config before it lands on a node: commands exec'd into it
 // run in its own directory and carry its markers. Owned by the pod, so it goes with it.
 func (k *kwokNodes) prepare(ctx context.Context, pod *v1.Pod) error {
+	if _, done := k.prepared.LoadOrStore(pod.UID, struct{}{}); done {
+		return nil
+	}
+	if err := k.createExec(ctx, pod); err != nil {
+		k.prepared.Delete(pod.UID) // asked again at the pod's next event
+		return err
+	}
+	return nil
+}
+
+func (k *kwokNodes) createExec(ctx context.Context, pod *v1.Pod) error {
 	dir := filepath.Join(k.workDir, "pods", pod.Namespace, pod.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -339,40 +353,26 @@ func (k *kwokNodes) prepare(ctx context.Context, pod *v1.Pod) error {
 // stopping its containers would.
 func (k *kwokNodes) watchPods(ctx context.Context) {
 	factory := informers.NewSharedInformerFactory(k.client, 12*time.Hour)
-	var prepared sync.Map
 	onPod := func(obj any) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok {
-			if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
-				pod, ok = tomb.Obj.(*v1.Pod)
-			}
-			if !ok {
-				return
-			}
-		}
-		key := pod.Namespace + "/" + pod.Name
+		pod := obj.(*v1.Pod)
 		if pod.DeletionTimestamp != nil {
-			killProcesses(k.workDir, key)
+			killProcesses(k.workDir, pod.Namespace+"/"+pod.Name)
 			return
 		}
-		if pod.Spec.NodeName != "" && !k.isOurNode(pod.Spec.NodeName) {
-			return
-		}
-		if pod.Spec.NodeName != "" {
-			if _, done := prepared.LoadOrStore(string(pod.UID), true); !done {
-				if err := k.prepare(ctx, pod); err != nil {
-					prepared.Delete(string(pod.UID))
-				}
-			}
+		if pod.Spec.NodeName != "" && k.isOurNode(pod.Spec.NodeName) {
+			_ = k.prepare(ctx, pod) // on failure, retried at the pod's next event
 		}
 	}
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onPod,
 		UpdateFunc: func(_, obj any) { onPod(obj) },
 		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
 			if pod, ok := obj.(*v1.Pod); ok {
 				killProcesses(k.workDir, pod.Namespace+"/"+pod.Name)
-				prepared.Delete(string(pod.UID))
+				k.prepared.Delete(pod.UID)
 			}
 		},
 	})
