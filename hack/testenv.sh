@@ -39,26 +39,36 @@ ldflags="-s -w -X main.kubernetesVersion=$k8s_version \
 -X k8s.io/component-base/version.gitTreeState=clean \
 -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
 
-cmd_build() {
-  local key; key=$(cache_key)
-  local bin="$cache/$key/kube-testenv"
-  if [ ! -x "$bin" ]; then
-    mkdir -p "$cache/$key"
-    # Several test binaries may ask at once: one builds, the others wait and reuse its result.
+# build_once DIR FILE WHAT BUILD: unless DIR/FILE exists, runs `BUILD TMP` under a lock (several
+# test binaries may ask at once: one builds, the others wait and reuse its result) and moves TMP
+# to DIR, so a cache entry is either complete or absent.
+build_once() {
+  local dir=$1 file=$2 what=$3 build=$4
+  if [ ! -x "$dir/$file" ]; then
+    mkdir -p "$cache"
     exec 9>"$cache/.lock"
     flock 9
-    if [ ! -x "$bin" ]; then
-      echo "testenv: building kube-testenv (kube-apiserver $k8s_version, etcd 3.6); a cold build takes minutes" >&2
-      local start=$SECONDS tmp="$bin.tmp.$$"
-      (cd "$src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
-        go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$tmp" .) >&2 \
-        || { rm -f "$tmp"; die "go build failed"; }
-      mv "$tmp" "$bin"
-      echo "testenv: built in $((SECONDS - start))s: $bin" >&2
+    if [ ! -x "$dir/$file" ]; then
+      echo "testenv: building $what; a cold build takes minutes" >&2
+      local start=$SECONDS tmp="$dir.tmp.$$"
+      rm -rf "$tmp"; mkdir -p "$tmp"
+      "$build" "$tmp" >&2 || { rm -rf "$tmp"; die "building $what failed"; }
+      rm -rf "$dir"; mv "$tmp" "$dir"
+      echo "testenv: built $what in $((SECONDS - start))s: $dir" >&2
     fi
     exec 9>&-
   fi
-  echo "$bin"
+}
+
+go_build_testenv() {
+  (cd "$src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
+    go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$1/kube-testenv" .)
+}
+
+cmd_build() {
+  local dir; dir="$cache/$(cache_key)"
+  build_once "$dir" kube-testenv "kube-testenv (kube-apiserver $k8s_version, etcd 3.6)" go_build_testenv
+  echo "$dir/kube-testenv"
 }
 
 # kwok is its own Go module (hack/kwok: it needs k8s.io 0.36 libraries, the control plane pins
@@ -77,34 +87,21 @@ kwok_cache_key() {
   } | sha256sum | cut -c1-16
 }
 
+go_build_kwok() {
+  (cd "$kwok_src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
+    go build -trimpath -ldflags '-s -w' -o "$1/kwok" sigs.k8s.io/kwok/cmd/kwok) || return
+  local module stage
+  module=$(cd "$kwok_src" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) || return
+  for stage in $kwok_stages; do
+    { cat "$module/$stage"; echo "---"; } >>"$1/stages.yaml"
+  done
+  cp "$module/$kwok_crd" "$1/execs-crd.yaml"
+}
+
 cmd_build_kwok() {
-  local key; key=$(kwok_cache_key)
-  local out="$cache/kwok-$key"
-  if [ ! -x "$out/kwok" ]; then
-    mkdir -p "$cache"
-    exec 8>"$cache/.kwok.lock"
-    flock 8
-    if [ ! -x "$out/kwok" ]; then
-      echo "testenv: building kwok (the simulated nodes); a cold build takes a few minutes" >&2
-      local start=$SECONDS tmp="$out.tmp.$$"
-      rm -rf "$tmp"; mkdir -p "$tmp"
-      (cd "$kwok_src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
-        go build -trimpath -ldflags '-s -w' -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok) >&2 \
-        || { rm -rf "$tmp"; die "go build of kwok failed"; }
-      local module
-      module=$(cd "$kwok_src" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) \
-        || { rm -rf "$tmp"; die "cannot find the kwok module's sources"; }
-      local stage
-      for stage in $kwok_stages; do
-        { cat "$module/$stage"; echo "---"; } >>"$tmp/stages.yaml"
-      done
-      cp "$module/$kwok_crd" "$tmp/execs-crd.yaml"
-      rm -rf "$out"; mv "$tmp" "$out"
-      echo "testenv: built kwok in $((SECONDS - start))s: $out" >&2
-    fi
-    exec 8>&-
-  fi
-  echo "$out"
+  local dir; dir="$cache/kwok-$(kwok_cache_key)"
+  build_once "$dir" kwok "kwok (the simulated nodes)" go_build_kwok
+  echo "$dir"
 }
 
 cmd_up() {
