@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test bench crds manifests fmt-check clippy doc-check testenv-script-test cargo-test make-run-test testenv
+.PHONY: run test bench crds manifests fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane with two kwok nodes, oz-manager and a demo; Ctrl-C stops everything
 run:
 	hack/run-local.sh
 
 ## test: everything CI checks: formatting, lints, CRD and install drift, unit and integration tests
-test: fmt-check clippy doc-check testenv-script-test cargo-test make-run-test
+test: fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test
 
 ## bench: time to access, revocation lag, scale and webhook latency of a release oz-manager on a
 ##        private local control plane; prints a table, writes target/bench/results.json. Takes
@@ -36,6 +36,12 @@ clippy:
 # The module docs say which file holds each step and link to it: a moved file breaks the build.
 doc-check:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
+
+# The fuzz targets are a workspace of their own (cargo-fuzz instruments them), so nothing else
+# compiles them: checking them here keeps them building as the code they call changes. It shares
+# target/ so the dependencies they have in common with oz are checked once.
+fuzz-check:
+	$(CARGO) check --manifest-path fuzz/Cargo.toml --target-dir target --bins --locked
 
 # Builds (or reuses) the control plane and kwok (its simulated nodes) before the tests ask for
 # them, so their build time shows up as its own step.
