@@ -33,6 +33,10 @@ pub struct Cli {
     #[arg(long, env = "OZ_BENCH_QUICK")]
     pub quick: bool,
 
+    /// Exit non-zero when a target is missed (the run's errors always make it fail).
+    #[arg(long, env = "OZ_BENCH_CHECK")]
+    pub check: bool,
+
     /// Run only these parts (comma-separated); default all.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<Part>,
