@@ -241,7 +241,11 @@ async fn main() -> ExitCode {
         }
     }
     // Only with --check does a missed target fail the run: without it, a run is for reading.
-    let missed = if cli.check { results.missed() } else { Vec::new() };
+    let missed = if cli.check {
+        results.missed()
+    } else {
+        Vec::new()
+    };
     for line in &missed {
         eprintln!("oz-bench: target missed: {line}");
     }

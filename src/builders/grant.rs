@@ -41,9 +41,11 @@ pub fn grant_identity<R: AccessRequest>(request: &R) -> Result<GrantIdentity, Er
     let uid = request
         .uid()
         .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?;
-    let owner = request
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?;
+    let owner = blocking(
+        request
+            .controller_owner_ref(&())
+            .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?,
+    );
     let labels = BTreeMap::from([
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
         (REQUEST_LABEL.to_string(), label_safe(&name)),
@@ -55,6 +57,18 @@ pub fn grant_identity<R: AccessRequest>(request: &R) -> Result<GrantIdentity, Er
         labels,
         owner,
     })
+}
+
+/// An owner reference that blocks its owner's foreground deletion until the garbage collector
+/// has deleted the owned object, as controller-runtime's (and so Oz's) controller references do:
+/// a request deleted with `--cascade=foreground` is gone only once its grant is. kube's
+/// `controller_owner_ref` leaves it unset. Setting it needs `update` on the owner's
+/// `finalizers` where OwnerReferencesPermissionEnforcement is on, which oz's RBAC grants.
+pub fn blocking(owner: OwnerReference) -> OwnerReference {
+    OwnerReference {
+        block_owner_deletion: Some(true),
+        ..owner
+    }
 }
 
 /// `<request>-<first 8 characters of its uid>`, as Oz names every object of a grant.
@@ -93,6 +107,22 @@ mod tests {
         let name = resource_name("test-req", "1a2b3c4d-5e6f-7a8b-9c0d-112233445566");
         assert_eq!(name, "test-req-1a2b3c4d");
         assert_eq!(name.len(), 17);
+    }
+
+    #[test]
+    fn a_grants_owner_blocks_the_requests_foreground_deletion() {
+        let mut request = crate::controllers::fixtures::request(oz_api::RequestPhase::Ready, None);
+        request.metadata.namespace = Some("shop".into());
+        request.metadata.uid = Some("1a2b3c4d-0000".into());
+        let owner = grant_identity(&request).unwrap().owner;
+        assert_eq!(
+            (
+                owner.kind.as_str(),
+                owner.controller,
+                owner.block_owner_deletion
+            ),
+            ("ExecAccessRequest", Some(true), Some(true))
+        );
     }
 
     #[test]

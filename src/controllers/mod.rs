@@ -14,7 +14,7 @@ use crate::{
 };
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 pub mod request;
 pub mod template;
 pub mod watches;

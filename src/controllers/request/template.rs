@@ -17,7 +17,10 @@ use super::{
     reconciling::{Reconciling, Step},
     status::Pass,
 };
-use crate::{FIELD_MANAGER, Result, builders::AccessBuilder};
+use crate::{
+    FIELD_MANAGER, Result,
+    builders::{AccessBuilder, blocking},
+};
 
 type Template<B> = <<B as AccessBuilder>::Request as AccessRequest>::Template;
 
@@ -80,6 +83,7 @@ async fn own_by_template<B: AccessBuilder>(
 ) -> Result<()> {
     let owner = template
         .controller_owner_ref(&())
+        .map(blocking)
         .ok_or_else(|| crate::Error::MissingMetadata(template.name_any(), "uid"))?;
     if r.request
         .owner_references()
