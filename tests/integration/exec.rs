@@ -16,7 +16,9 @@ use oz_api::{ExecAccessRequest, ExecAccessTemplate, RequestPhase, condition_type
 use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 use serde_json::json;
 
-use crate::support::{Operator, can_exec, create_manifest, env, eventually, install_crds};
+use crate::support::{
+    Operator, can_exec, create_manifest, env, eventually, install_crds, strict_timing,
+};
 
 /// A namespace with Deployment `web` (2 ready pods), ExecAccessTemplate `web-exec` for devs
 /// (default 1h, max 2h), and an oz-manager watching it.
@@ -83,6 +85,43 @@ impl Fixture {
                 async move {
                     let request = requests.get(name).await.ok()?;
                     (request.status.as_ref()?.phase == Some(phase)).then_some(request)
+                }
+            },
+        )
+        .await
+    }
+
+    /// Edits request `name`'s spec with `spec` (a change oz tolerates, such as the same
+    /// duration spelt differently) and waits for the positive marker that a reconcile has run
+    /// since: every condition's observedGeneration is the new generation.
+    async fn reconciled_after(&self, name: &str, spec: serde_json::Value) -> ExecAccessRequest {
+        let edited = self
+            .requests()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .unwrap();
+        let generation = edited.metadata.generation;
+        let requests = self.requests();
+        eventually(
+            Duration::from_secs(20),
+            &format!(
+                "{name}'s conditions to observe generation {generation:?} (log: {})",
+                self.operator.log.display()
+            ),
+            || {
+                let requests = requests.clone();
+                async move {
+                    let request = requests.get(name).await.ok()?;
+                    let conditions = &request.status.as_ref()?.conditions;
+                    (!conditions.is_empty()
+                        && conditions
+                            .iter()
+                            .all(|c| c.observed_generation == generation))
+                    .then_some(request)
                 }
             },
         )
@@ -230,25 +269,16 @@ async fn alice_gets_exec_on_the_recorded_pod_only_and_no_one_else_does() {
     assert!(!can_exec("carol", &f.ns, &pod).await, "carol did not ask");
     assert!(!can_exec("bob", &f.ns, &pod).await, "bob is not in devs");
 
-    // The choice never changes across reconciles (Oz re-picked every 5 minutes).
-    f.requests()
-        .patch(
-            "alice-web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The choice never changes across reconciles (Oz re-picked every 5 minutes): once a
+    // reconcile has observed an edit, the pod is the same.
+    let again = f
+        .reconciled_after("alice-web", json!({"duration": "300s"}))
+        .await;
+    assert_eq!(again.status.unwrap().pod_name, Some(pod.clone()));
+    let role = roles.get(&name).await.unwrap();
     assert_eq!(
-        f.requests()
-            .get("alice-web")
-            .await
-            .unwrap()
-            .status
-            .unwrap()
-            .pod_name,
-        Some(pod)
+        role.rules.unwrap()[0].resource_names.as_deref(),
+        Some(&[pod][..])
     );
 }
 
@@ -272,19 +302,14 @@ async fn allowed_groups_grants_every_member_of_devs_as_oz_does() {
         )
         .await
         .unwrap();
-    f.requests()
-        .patch(
-            "alice-web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A reconcile after the edit (the template's change wakes it too; this one is observed).
+    f.reconciled_after("alice-web", json!({"duration": "1h"}))
+        .await;
     assert!(
         !can_exec("bob", &f.ns, &pod).await,
         "a template edit must not widen an existing grant"
     );
+    assert!(can_exec("carol", &f.ns, &pod).await);
 }
 
 #[tokio::test]
@@ -303,8 +328,9 @@ async fn bob_is_denied_and_nothing_is_created() {
         reason.message
     );
     assert!(!denied.status.unwrap().ready);
+    // The Denied status and Event are written by the pass that decided, and Denied is final:
+    // no later pass builds anything.
     f.events_once("bob-web", "Denied").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         f.oz_roles().await.is_empty(),
         "a denied request creates nothing"
@@ -317,6 +343,8 @@ async fn bob_is_denied_and_nothing_is_created() {
 #[tokio::test]
 async fn access_ends_within_a_second_of_expires_at() {
     let f = Fixture::new("exec-expiry", "", &[]).await;
+    // From before the grant is made until its end is measured: never under a burst.
+    let _timing = strict_timing().await;
     f.request("alice-short", "alice", "  duration: 3s\n").await;
     let ready = f.wait_for("alice-short", RequestPhase::Ready).await;
     let status = ready.status.unwrap();
@@ -359,15 +387,22 @@ async fn access_ends_within_a_second_of_expires_at() {
 #[tokio::test]
 async fn a_grant_is_revoked_on_time_across_operator_restarts() {
     let mut f = Fixture::new("exec-restart", "", &[]).await;
-    f.request("alice-restart", "alice", "  duration: 8s\n")
+    let _timing = strict_timing().await;
+    f.request("alice-restart", "alice", "  duration: 12s\n")
         .await;
     let ready = f.wait_for("alice-restart", RequestPhase::Ready).await;
     let status = ready.status.unwrap();
     let (pod, expires_at) = (status.pod_name.unwrap(), status.expires_at.unwrap().0);
 
-    // Restarted while the grant is active: the new process re-arms the timer.
+    // Restarted while the grant is active: once the new process has reconciled the request,
+    // the grant is still there (and its timer re-armed).
     f.operator.restart();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    f.reconciled_after("alice-restart", json!({"duration": "12000ms"}))
+        .await;
+    assert!(
+        Timestamp::now() < expires_at,
+        "the test needs the grant to outlive the restart"
+    );
     assert!(
         can_exec("alice", &f.ns, &pod).await,
         "the grant survives a restart"

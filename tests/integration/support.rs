@@ -342,3 +342,33 @@ pub async fn grant(
         .await
         .unwrap();
 }
+
+impl Operator {
+    /// Asks the process to stop with SIGTERM, as Kubernetes does: its shutdown code runs.
+    pub fn terminate(&mut self) {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM {}", self.pid());
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        !self.is_running()
+    }
+
+    /// What the process has logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// The value of the sample `sample` (its name and labels exactly as exported, e.g.
+/// `oz_expiry_timers{kind="ExecAccessRequest"}`) in a Prometheus text exposition.
+pub fn metric_value(exposition: &str, sample: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let value = line.strip_prefix(sample)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}

@@ -103,6 +103,40 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         );
     }
 
+    /// Forgets the timer of a request that is gone: deleted by a user, with its template, or
+    /// with its namespace. Its access resources are owned by it, so the garbage collector
+    /// removes them; its timer would only find nothing to revoke, at `expiresAt`, hours later.
+    pub fn forget(&self, request: &B::Request) {
+        let Ok(grant) = grant_identity(request) else {
+            return;
+        };
+        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(timer) = armed.remove(&(grant.namespace, grant.name)) {
+            timer.task.abort();
+        }
+        self.gauge().set(armed.len() as i64);
+    }
+
+    /// Forgets the timers of the requests no longer in `store`: deletions that a watch missed
+    /// and a re-list reveals.
+    pub fn forget_absent(&self, store: &Store<B::Request>) {
+        let present: std::collections::HashSet<Key> = store
+            .state()
+            .iter()
+            .filter_map(|r| grant_identity(&**r).ok())
+            .map(|g| (g.namespace, g.name))
+            .collect();
+        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        armed.retain(|key, timer| {
+            let keep = present.contains(key);
+            if !keep {
+                timer.task.abort();
+            }
+            keep
+        });
+        self.gauge().set(armed.len() as i64);
+    }
+
     fn gauge(&self) -> prometheus_client::metrics::gauge::Gauge {
         timers_gauge::<B>(&self.ctx)
     }
