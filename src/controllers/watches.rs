@@ -196,16 +196,31 @@ fn requests_naming<R: AccessRequest>(
     }
 }
 
-/// Keeps `oz_active_grants` equal to the number of Ready requests in the cache.
+/// Keeps `oz_active_grants` counting the Ready requests in the cache. The gauge is shared by
+/// every scope (one controller per watched namespace), so each adds what it counts, and takes
+/// it back when it stops.
 async fn count_active_grants<R: AccessRequest>(ctx: Context, store: Store<R>, kind: String) {
-    let gauge = ctx.metrics.active_grants_of(&kind);
+    struct Counted {
+        gauge: prometheus_client::metrics::gauge::Gauge,
+        ready: i64,
+    }
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.gauge.dec_by(self.ready);
+        }
+    }
+    let mut counted = Counted {
+        gauge: ctx.metrics.active_grants_of(&kind),
+        ready: 0,
+    };
     loop {
         let ready = store
             .state()
             .iter()
             .filter(|r| r.request_status().and_then(|s| s.phase) == Some(RequestPhase::Ready))
-            .count();
-        gauge.set(ready as i64);
+            .count() as i64;
+        counted.gauge.inc_by(ready - counted.ready);
+        counted.ready = ready;
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }

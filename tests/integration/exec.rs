@@ -752,3 +752,120 @@ async fn a_template_notices_its_target_appearing_without_polling() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_expired_request_is_kept_for_its_history_retention_then_deleted() {
+    let retention = 20.0;
+    let f = Fixture::new("exec-retain", "", &["--history-retention=20s"]).await;
+    f.request("alice-kept", "alice", "  duration: 2s\n").await;
+    let expired = f.wait_for("alice-kept", RequestPhase::Expired).await;
+    let expires_at = expired.status.clone().unwrap().expires_at.unwrap().0;
+    assert_eq!(
+        f.grant_objects_exist(&grant_name(&expired)).await,
+        (false, false),
+        "kept as a record, with its access revoked"
+    );
+    // Watched until it goes: when it was last seen (Expired), and when it was gone.
+    let requests = f.requests();
+    let mut last_seen = Timestamp::now();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let gone_at = loop {
+        let before = Timestamp::now();
+        match requests.get_opt("alice-kept").await.unwrap() {
+            Some(r) => {
+                assert_eq!(r.status.and_then(|s| s.phase), Some(RequestPhase::Expired));
+                last_seen = before;
+            }
+            None => break Timestamp::now(),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the expired request was never deleted (log: {})",
+            f.operator.log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let kept = last_seen.duration_since(expires_at).as_secs_f64();
+    let deleted = gone_at.duration_since(expires_at).as_secs_f64();
+    eprintln!(
+        "retention {retention}s: last seen {kept:.1}s after expiresAt, gone {deleted:.1}s after"
+    );
+    assert!(
+        kept >= retention / 2.0,
+        "deleted too early: last seen {kept:.1}s into a {retention}s retention"
+    );
+    assert!(
+        deleted < retention + 15.0,
+        "kept {deleted:.1}s past expiresAt with a {retention}s retention"
+    );
+}
+
+#[tokio::test]
+async fn lowering_a_templates_max_duration_shortens_existing_grants_raising_it_never_lengthens()
+{
+    // Template: default 1h, max 2h.
+    let f = Fixture::new("exec-maxdown", "", &[]).await;
+    f.request("long", "alice", "  duration: 2h\n").await;
+    f.request("short", "alice", "  duration: 10m\n").await;
+    let long = f.wait_for("long", RequestPhase::Ready).await;
+    let short = f.wait_for("short", RequestPhase::Ready).await;
+    let created = |r: &ExecAccessRequest| r.metadata.creation_timestamp.clone().unwrap().0;
+    let expires = |r: &ExecAccessRequest| r.status.as_ref().unwrap().expires_at.clone().unwrap().0;
+    let after = |r: &ExecAccessRequest| expires(r).duration_since(created(r)).as_secs();
+    assert_eq!((after(&long), after(&short)), (7200, 600));
+    let pod = long.status.clone().unwrap().pod_name.unwrap();
+
+    let templates: Api<ExecAccessTemplate> = Api::namespaced(f.admin.clone(), &f.ns);
+    let set_durations = |default: &'static str, max: &'static str| {
+        let templates = templates.clone();
+        async move {
+            templates
+                .patch(
+                    "web-exec",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"accessConfig": {
+                        "defaultDuration": default, "maxDuration": max}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    // Lowered to 30m: the 2h grant now ends 30m after its creation; the 10m one is unchanged.
+    set_durations("20m", "30m").await;
+    let requests = f.requests();
+    let shortened = eventually(
+        Duration::from_secs(20),
+        "the 2h grant to be shortened to 30m",
+        || {
+            let requests = requests.clone();
+            async move {
+                let r = requests.get("long").await.ok()?;
+                (after(&r) == 1800).then_some(r)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        condition(&shortened, condition_type::ACCESS_DURATIONS_VALID).message,
+        "Access requested duration (2h0m0s) larger than template maximum duration (30m0s)"
+    );
+    let short = f.reconciled_after("short", json!({"duration": "600s"})).await;
+    assert_eq!(after(&short), 600);
+
+    // Raised again: nothing grows back.
+    set_durations("1h", "2h").await;
+    let long = f.reconciled_after("long", json!({"duration": "120m"})).await;
+    assert_eq!(after(&long), 1800, "raising the maximum never lengthens a grant");
+    assert!(can_exec("alice", &f.ns, &pod).await);
+
+    // Lowered below the grants' age: both end now.
+    set_durations("1s", "1s").await;
+    for name in ["long", "short"] {
+        let expired = f.wait_for(name, RequestPhase::Expired).await;
+        assert_eq!(
+            f.grant_objects_exist(&grant_name(&expired)).await,
+            (false, false)
+        );
+    }
+    assert!(!can_exec("alice", &f.ns, &pod).await);
+}

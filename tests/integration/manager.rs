@@ -586,7 +586,12 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
         Duration::from_secs(15),
     )
     .await;
-    assert!(reconciled(&leader, &ns, "before"));
+    eventually(
+        Duration::from_secs(10),
+        "the leader to log its reconcile",
+        || async { reconciled(&leader, &ns, "before").then_some(()) },
+    )
+    .await;
 
     // An admin hands the Lease to the other replica while the leader keeps running.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);

@@ -40,7 +40,8 @@ struct Armed {
     task: AbortHandle,
 }
 
-/// The armed timers of one request kind. Dropping it (the controller stopping, leadership lost)
+/// The armed timers of one request kind in one scope. The gauge is shared by every scope (one
+/// controller per watched namespace), so each adds and removes its own. Dropping it (the controller stopping, leadership lost)
 /// cancels them all: only the leader revokes.
 pub struct ExpiryTimers<B: AccessBuilder> {
     ctx: Context,
@@ -72,10 +73,12 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
             Arc::downgrade(&self.armed),
         ))
         .abort_handle();
-        if let Some(replaced) = armed.insert(key, Armed { at, task }) {
-            replaced.task.abort();
+        match armed.insert(key, Armed { at, task }) {
+            Some(replaced) => replaced.task.abort(),
+            None => {
+                self.gauge().inc();
+            }
         }
-        self.gauge().set(armed.len() as i64);
     }
 
     /// Arms a timer for every grant in force in `store`, once the store has been filled by its
@@ -113,8 +116,8 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(timer) = armed.remove(&(grant.namespace, grant.name)) {
             timer.task.abort();
+            self.gauge().dec();
         }
-        self.gauge().set(armed.len() as i64);
     }
 
     /// Forgets the timers of the requests no longer in `store`: deletions that a watch missed
@@ -127,6 +130,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
             .map(|g| (g.namespace, g.name))
             .collect();
         let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        let before = armed.len();
         armed.retain(|key, timer| {
             let keep = present.contains(key);
             if !keep {
@@ -134,7 +138,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
             }
             keep
         });
-        self.gauge().set(armed.len() as i64);
+        self.gauge().dec_by((before - armed.len()) as i64);
     }
 
     fn gauge(&self) -> prometheus_client::metrics::gauge::Gauge {
@@ -145,10 +149,11 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
 impl<B: AccessBuilder> Drop for ExpiryTimers<B> {
     fn drop(&mut self) {
         let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        let count = armed.len();
         for (_, timer) in armed.drain() {
             timer.task.abort();
         }
-        self.gauge().set(0);
+        self.gauge().dec_by(count as i64);
     }
 }
 
@@ -199,8 +204,8 @@ async fn fire<B: AccessBuilder>(
         let key = (grant.namespace.clone(), grant.name.clone());
         if armed.get(&key).is_some_and(|timer| timer.at == at) {
             armed.remove(&key);
+            timers_gauge::<B>(&ctx).dec();
         }
-        timers_gauge::<B>(&ctx).set(armed.len() as i64);
     }
 }
 
