@@ -82,12 +82,16 @@ pub async fn start(
         election: election.clone(),
     };
     // Fail at start-up, not in the background, when the Lease cannot even be read.
-    elector.leases.get_opt(&election.lease_name).await.map_err(|e| {
-        format!(
-            "cannot set up leader election on Lease {namespace}/{}: {e}",
-            election.lease_name
-        )
-    })?;
+    elector
+        .leases
+        .get_opt(&election.lease_name)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot set up leader election on Lease {namespace}/{}: {e}",
+                election.lease_name
+            )
+        })?;
     let (leading_tx, leading) = watch::channel(false);
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(elector.run(leading_tx, stopped));
@@ -124,10 +128,7 @@ enum Decision {
 }
 
 fn decide(spec: &LeaseSpec, identity: &str, now: Timestamp) -> Decision {
-    let holder = spec
-        .holder_identity
-        .as_deref()
-        .filter(|h| !h.is_empty());
+    let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
     match holder {
         None => Decision::Take,
         Some(h) if h == identity => Decision::Renew,
@@ -277,9 +278,7 @@ impl Elector {
                 let acquired = spec.acquire_time.map_or(now, |t| t.0);
                 self.held_spec(acquired, now, spec.lease_transitions.unwrap_or(0))
             }
-            Decision::Take => {
-                self.held_spec(now, now, spec.lease_transitions.unwrap_or(0) + 1)
-            }
+            Decision::Take => self.held_spec(now, now, spec.lease_transitions.unwrap_or(0) + 1),
         };
         match self.swap(resource_version, &written).await {
             Ok(()) => Ok(Held::ByUs),
@@ -367,20 +366,35 @@ mod tests {
         assert_eq!(decide(&spec(None, None, 15), "me", now), Decision::Take);
         assert_eq!(decide(&spec(Some(""), None, 15), "me", now), Decision::Take);
         assert_eq!(
-            decide(&spec(Some("me"), Some("2026-01-01T00:00:00Z"), 5), "me", now),
+            decide(
+                &spec(Some("me"), Some("2026-01-01T00:00:00Z"), 5),
+                "me",
+                now
+            ),
             Decision::Renew
         );
         assert_eq!(
-            decide(&spec(Some("you"), Some("2026-01-01T00:00:00Z"), 15), "me", now),
+            decide(
+                &spec(Some("you"), Some("2026-01-01T00:00:00Z"), 15),
+                "me",
+                now
+            ),
             Decision::Wait {
                 holder: "you".into(),
                 left: Duration::from_secs(5)
             }
         );
         assert_eq!(
-            decide(&spec(Some("you"), Some("2026-01-01T00:00:00Z"), 5), "me", now),
+            decide(
+                &spec(Some("you"), Some("2026-01-01T00:00:00Z"), 5),
+                "me",
+                now
+            ),
             Decision::Take
         );
-        assert_eq!(decide(&spec(Some("you"), None, 15), "me", now), Decision::Take);
+        assert_eq!(
+            decide(&spec(Some("you"), None, 15), "me", now),
+            Decision::Take
+        );
     }
 }

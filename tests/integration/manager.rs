@@ -197,11 +197,15 @@ async fn wait_until_idle(metrics: u16, kind: &str) {
     let started = format!("oz_reconciles_total{{controller=\"request\",kind=\"{kind}\"}}");
     let ended =
         format!("oz_reconcile_duration_seconds_count{{controller=\"request\",kind=\"{kind}\"}}");
-    eventually(Duration::from_secs(20), "the request controller to be idle", || async {
-        let text = get_text(&format!("http://127.0.0.1:{metrics}/metrics")).await;
-        let (started, ended) = (metric_value(&text, &started)?, metric_value(&text, &ended)?);
-        (started > 0.0 && started == ended).then_some(())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the request controller to be idle",
+        || async {
+            let text = get_text(&format!("http://127.0.0.1:{metrics}/metrics")).await;
+            let (started, ended) = (metric_value(&text, &started)?, metric_value(&text, &ended)?);
+            (started > 0.0 && started == ended).then_some(())
+        },
+    )
     .await;
 }
 
@@ -570,9 +574,7 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
     let holder = lease_holder(&admin, &ns).await.unwrap();
     let follower_identity = format!(
         "{}-{}",
-        holder
-            .strip_suffix(&format!("-{}", leader.pid()))
-            .unwrap(),
+        holder.strip_suffix(&format!("-{}", leader.pid())).unwrap(),
         follower.pid()
     );
     create_manifest(&admin, &ns, &request("before", "5m"))
@@ -618,12 +620,16 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
         },
     )
     .await;
-    eventually(Duration::from_secs(15), "the new leader to lead", || async {
-        follower
-            .log_text()
-            .contains("leading: starting the controllers")
-            .then_some(())
-    })
+    eventually(
+        Duration::from_secs(15),
+        "the new leader to lead",
+        || async {
+            follower
+                .log_text()
+                .contains("leading: starting the controllers")
+                .then_some(())
+        },
+    )
     .await;
 
     create_manifest(&admin, &ns, &request("meanwhile", "5m"))
@@ -719,7 +725,14 @@ async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_
     eventually(
         Duration::from_secs(60),
         "the namespace to be gone",
-        || async { namespaces.get_opt(&doomed).await.unwrap().is_none().then_some(()) },
+        || async {
+            namespaces
+                .get_opt(&doomed)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
     )
     .await;
     // No timer left waiting an hour for grants that no longer exist; no grant counted.
