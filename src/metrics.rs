@@ -54,6 +54,8 @@ pub struct Metrics {
     pub expiry_timers: Family<KindLabels, Gauge>,
     /// 1 while oz lacks the permissions it needs in a watched namespace.
     pub namespace_access_denied: Family<NamespaceLabels, Gauge>,
+    /// 1 while this replica leads (runs the controllers), with `--leader-elect`.
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -110,8 +112,15 @@ impl Default for Metrics {
             "1 while oz lacks the permissions it needs in a watched namespace",
             namespace_access_denied.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica leads and runs the controllers",
+            leader.clone(),
+        );
         Self {
             registry,
+            leader,
             reconciles,
             errors,
             reconcile_duration,

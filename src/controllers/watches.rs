@@ -135,9 +135,20 @@ pub async fn request_controller<B: AccessBuilder>(
     // request's memory (a tree of every field each manager set), and oz never reads them.
     // oz-bench measured ~30 KB per grant with them.
     let (store, writer) = reflector::store();
+    let concurrency = ctx.settings.max_concurrent_reconciles;
+    let kind = <B::Request as Resource>::kind(&()).to_string();
+    let counting = count_active_grants(ctx.clone(), store.clone(), kind.clone());
+    let reconciler = Arc::new(RequestReconciler::new(ctx, builder));
+    let (forgetting, cached) = (reconciler.clone(), store.clone());
     let requests = watcher::watcher(scope.api::<B::Request>(&client), watcher::Config::default())
         .modify(|request| oz_api::strip_unread_metadata(request.meta_mut()))
         .reflect(writer)
+        // A request that is gone needs no timer (its access goes with it, by owner reference).
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Delete(request)) => forgetting.timers.forget(request),
+            Ok(watcher::Event::InitDone) => forgetting.timers.forget_absent(&cached),
+            _ => {}
+        })
         .applied_objects();
     let controller = Controller::for_stream(requests, store.clone());
     let mut controller = controller
@@ -151,14 +162,6 @@ pub async fn request_controller<B: AccessBuilder>(
     if B::OWNS_PODS {
         controller = controller.owns(scope.api::<Pod>(&client), owned);
     }
-    let kind = <B::Request as Resource>::kind(&()).to_string();
-    tokio::spawn(count_active_grants(
-        ctx.clone(),
-        store.clone(),
-        kind.clone(),
-    ));
-    let concurrency = ctx.settings.max_concurrent_reconciles;
-    let reconciler = Arc::new(RequestReconciler::new(ctx, builder));
     let run = drain(
         controller
             .with_config(controller::Config::default().concurrency(concurrency))
@@ -171,7 +174,10 @@ pub async fn request_controller<B: AccessBuilder>(
             ),
         &kind,
     );
-    futures::future::join(run, reconciler.timers.arm_from_cache(store)).await;
+    let running = futures::future::join(run, reconciler.timers.arm_from_cache(store));
+    // The grant count ends with the controller: a controller started again (leadership
+    // regained) counts from its own cache, not alongside a stale one.
+    futures::future::select(Box::pin(running), Box::pin(counting)).await;
 }
 
 /// Maps a changed template to the requests that name it.
@@ -190,16 +196,31 @@ fn requests_naming<R: AccessRequest>(
     }
 }
 
-/// Keeps `oz_active_grants` equal to the number of Ready requests in the cache.
+/// Keeps `oz_active_grants` counting the Ready requests in the cache. The gauge is shared by
+/// every scope (one controller per watched namespace), so each adds what it counts, and takes
+/// it back when it stops.
 async fn count_active_grants<R: AccessRequest>(ctx: Context, store: Store<R>, kind: String) {
-    let gauge = ctx.metrics.active_grants_of(&kind);
+    struct Counted {
+        gauge: prometheus_client::metrics::gauge::Gauge,
+        ready: i64,
+    }
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.gauge.dec_by(self.ready);
+        }
+    }
+    let mut counted = Counted {
+        gauge: ctx.metrics.active_grants_of(&kind),
+        ready: 0,
+    };
     loop {
         let ready = store
             .state()
             .iter()
             .filter(|r| r.request_status().and_then(|s| s.phase) == Some(RequestPhase::Ready))
-            .count();
-        gauge.set(ready as i64);
+            .count() as i64;
+        counted.gauge.inc_by(ready - counted.ready);
+        counted.ready = ready;
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
@@ -269,14 +290,15 @@ impl<B: AccessBuilder> HasContext for RequestReconciler<B> {
     }
 }
 
-async fn drain<T: std::fmt::Debug, E: std::fmt::Display>(
-    stream: impl Stream<Item = Result<T, E>>,
+async fn drain<T: std::fmt::Display, A, E: std::fmt::Display>(
+    stream: impl Stream<Item = Result<(T, A), E>>,
     kind: &str,
 ) {
     stream
         .for_each(|result| async move {
             match result {
-                Ok(_) => {}
+                // Which replica reconciled what, for whoever reads its log (and the tests).
+                Ok((object, _)) => tracing::debug!(kind, %object, "reconciled"),
                 Err(e) => tracing::debug!(kind, error = %e, "controller event"),
             }
         })

@@ -53,18 +53,15 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
         health.clone(),
     ));
 
-    let (leadership, lease) = match &config.leader_election {
-        Some(election) => {
-            let (rx, task) = leader::start(client.clone(), &config.namespace, election).await?;
-            (Some(rx), Some(task))
-        }
-        None => (None, None),
+    let leadership = match &config.leader_election {
+        Some(election) => Some(leader::start(client.clone(), &config.namespace, election).await?),
+        None => None,
     };
     // Serving webhooks does not wait for leadership: followers answer admission too; only the
     // leader writes the certificate Secrets and the configurations.
     let webhook_server = match config.webhooks.clone() {
         Some(mut webhooks) => {
-            webhooks.leader = leadership.clone();
+            webhooks.leader = leadership.as_ref().map(|l| l.leading.clone());
             let server = oz_webhooks::WebhookServer::start(client.clone(), webhooks)
                 .await
                 .map_err(|e| format!("cannot start the webhook server: {e}"))?;
@@ -76,7 +73,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     health.set_serving(true);
 
     let ctx = Context::new(client, metrics, config.settings.clone());
-    match leadership.clone() {
+    match leadership.as_ref().map(|l| l.leading.clone()) {
         None => run_controllers(&ctx, &config, shutdown.clone()).await,
         Some(mut leading) => loop {
             tracing::info!("waiting to become the leader");
@@ -86,6 +83,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
             }
             tracing::info!("leading: starting the controllers");
             health.set_leader(true);
+            ctx.metrics.leader.set(1);
             let mut watching = leading.clone();
             let lost = async move {
                 let _ = wait_for(&mut watching, false).await;
@@ -96,20 +94,20 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
                 .shared();
             run_controllers(&ctx, &config, stop).await;
             health.set_leader(false);
+            ctx.metrics.leader.set(0);
             if shutdown.peek().is_some() {
                 break;
             }
             tracing::warn!("lost the leadership: controllers stopped");
         },
     }
+    // The controllers have stopped: release the Lease first, so a follower takes over at once
+    // rather than after the lease duration, and while this replica still finishes its webhooks.
+    if let Some(leadership) = leadership {
+        leadership.release(Duration::from_secs(5)).await;
+    }
     if let Some(server) = webhook_server {
         let _ = server.shutdown(Duration::from_secs(5)).await;
-    }
-    // Dropping the last receiver releases the Lease, so a follower takes over at once rather
-    // than after the lease duration.
-    drop(leadership);
-    if let Some(task) = lease {
-        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
     Ok(())
 }

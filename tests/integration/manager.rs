@@ -18,8 +18,8 @@ use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, grant, install_crds, role_binding, rule,
-    subject,
+    Operator, can_exec, create_manifest, env, eventually, grant, install_crds, metric_value,
+    role_binding, rule, strict_timing, subject,
 };
 
 fn template(deployment: &str) -> String {
@@ -83,6 +83,7 @@ async fn lease_holder(admin: &Client, ns: &str) -> Option<String> {
 #[tokio::test]
 async fn a_follower_takes_over_and_a_grant_still_expires_on_time() {
     let (ns, admin) = namespace_with_template("failover").await;
+    let _timing = strict_timing().await;
     let args = [
         "--leader-elect",
         "--leader-elect-lease-duration=3",
@@ -160,13 +161,19 @@ async fn a_follower_takes_over_and_a_grant_still_expires_on_time() {
 async fn requests_outside_the_watched_namespaces_are_ignored() {
     let (watched, admin) = namespace_with_template("scope-a").await;
     let (ignored, _) = namespace_with_template("scope-b").await;
-    let _operator = Operator::start(&watched, &[]);
+    // Both exist before oz starts, so an operator watching too widely would find both in its
+    // first LIST and reconcile them together.
     create_manifest(&admin, &ignored, &request("elsewhere", "5m"))
         .await
         .unwrap();
     create_manifest(&admin, &watched, &request("here", "5m"))
         .await
         .unwrap();
+    let metrics = free_port();
+    let _operator = Operator::start(
+        &watched,
+        &[&format!("--metrics-bind-address=127.0.0.1:{metrics}")],
+    );
     wait_for_phase(
         &admin,
         &watched,
@@ -175,12 +182,31 @@ async fn requests_outside_the_watched_namespaces_are_ignored() {
         Duration::from_secs(15),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The positive marker: every reconcile begun has ended (the first LIST's included).
+    wait_until_idle(metrics, "ExecAccessRequest").await;
     assert_eq!(
         phase_of(&admin, &ignored, "elsewhere").await,
         None,
         "a request in an unwatched namespace is untouched"
     );
+}
+
+/// Waits until oz's request controller of `kind` has finished every reconcile it began, and
+/// has begun at least one.
+async fn wait_until_idle(metrics: u16, kind: &str) {
+    let started = format!("oz_reconciles_total{{controller=\"request\",kind=\"{kind}\"}}");
+    let ended =
+        format!("oz_reconcile_duration_seconds_count{{controller=\"request\",kind=\"{kind}\"}}");
+    eventually(
+        Duration::from_secs(20),
+        "the request controller to be idle",
+        || async {
+            let text = get_text(&format!("http://127.0.0.1:{metrics}/metrics")).await;
+            let (started, ended) = (metric_value(&text, &started)?, metric_value(&text, &ended)?);
+            (started > 0.0 && started == ended).then_some(())
+        },
+    )
+    .await;
 }
 
 /// What oz-manager needs in a watched namespace (without webhooks or leader election).
@@ -274,6 +300,11 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
     create_manifest(&admin, &ns, &request("before", "5m"))
         .await
         .unwrap();
+    // A grant that expires while oz has no access: it cannot be revoked until access returns.
+    let expiring = create_manifest(&admin, &ns, &request("expiring", "20s"))
+        .await
+        .unwrap();
+    let expiring_grant = format!("expiring-{}", &expiring.metadata.uid.unwrap()[..8]);
     wait_for_phase(
         &admin,
         &ns,
@@ -282,12 +313,29 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
         Duration::from_secs(15),
     )
     .await;
+    let expires_at = wait_for_phase(
+        &admin,
+        &ns,
+        "expiring",
+        RequestPhase::Ready,
+        Duration::from_secs(15),
+    )
+    .await
+    .status
+    .unwrap()
+    .expires_at
+    .unwrap()
+    .0;
 
     // Access is taken away: the operator stays up, reports it, and processes nothing.
     bindings
         .delete("oz-manager", &DeleteParams::default())
         .await
         .unwrap();
+    assert!(
+        Timestamp::now() < expires_at,
+        "the test needs oz to lose its access before the grant expires"
+    );
     let readiness = eventually(
         Duration::from_secs(15),
         "the readiness detail to name the namespace",
@@ -308,24 +356,56 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
         )),
         "{exported}"
     );
+    let refusals = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("ExecAccessRequest") && l.contains("forbidden"))
+            .count()
+    };
+    let refused_before = refusals(&operator.log_text());
     create_manifest(&admin, &ns, &request("during", "5m"))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The positive marker: oz tried again (to watch, or to reconcile) after the request was
+    // created, and was refused.
+    eventually(
+        Duration::from_secs(20),
+        "oz to be refused again after the request was created",
+        || async { (refusals(&operator.log_text()) >= refused_before + 2).then_some(()) },
+    )
+    .await;
     assert_eq!(
         phase_of(&admin, &ns, "during").await,
         None,
         "nothing is processed without access"
     );
     assert!(operator_alive(&mut operator), "no crash loop");
-    let log = std::fs::read_to_string(&operator.log).unwrap();
+    let log = operator.log_text();
     assert_eq!(
         log.matches("oz cannot work in this namespace").count(),
         1,
         "logged once:\n{log}"
     );
 
-    // Access returns: the request is processed without a restart.
+    // The grant expires meanwhile: its timer fires and is refused.
+    eventually(
+        Duration::from_secs(40),
+        "the expiry timer to try to revoke and be refused",
+        || async {
+            operator
+                .log_text()
+                .contains("revoking an expired grant failed; retrying")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        bindings.get_opt(&expiring_grant).await.unwrap().is_some(),
+        "without its RBAC oz cannot revoke (the overdue case this test measures)"
+    );
+
+    // Access returns: the overdue grant is revoked at once, and the request is processed
+    // without a restart.
+    let _timing = strict_timing().await;
     bindings
         .create(
             &PostParams::default(),
@@ -333,6 +413,38 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
         )
         .await
         .unwrap();
+    let back = Instant::now();
+    eventually(
+        Duration::from_secs(20),
+        "the overdue grant to be revoked",
+        || async {
+            bindings
+                .get_opt(&expiring_grant)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    let revoked_after = back.elapsed();
+    eprintln!(
+        "an overdue grant was revoked {:.3}s after oz's RBAC came back ({:.1}s past its expiresAt)",
+        revoked_after.as_secs_f64(),
+        Timestamp::now().duration_since(expires_at).as_secs_f64()
+    );
+    assert!(
+        revoked_after < Duration::from_secs(5),
+        "revoked {revoked_after:?} after the RBAC came back"
+    );
+    wait_for_phase(
+        &admin,
+        &ns,
+        "expiring",
+        RequestPhase::Expired,
+        Duration::from_secs(20),
+    )
+    .await;
     wait_for_phase(
         &admin,
         &ns,
@@ -354,4 +466,312 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
 
 fn operator_alive(operator: &mut Operator) -> bool {
     operator.is_running()
+}
+
+/// Two replicas electing a leader with a `lease`-second Lease in `ns`: (leader, follower).
+async fn leader_and_follower(admin: &Client, ns: &str, lease: u64) -> (Operator, Operator) {
+    let args = [
+        "--leader-elect".to_string(),
+        format!("--leader-elect-lease-duration={lease}"),
+        format!("--namespace={ns}"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = Operator::start(ns, &args);
+    let second = Operator::start(ns, &args);
+    let holder = eventually(Duration::from_secs(15), "a leader", || {
+        lease_holder(admin, ns)
+    })
+    .await;
+    if holder.ends_with(&format!("-{}", first.pid())) {
+        (first, second)
+    } else {
+        assert!(
+            holder.ends_with(&format!("-{}", second.pid())),
+            "the holder {holder} is one of the two"
+        );
+        (second, first)
+    }
+}
+
+/// Whether `operator` logged that it reconciled request `name` in `ns`.
+fn reconciled(operator: &Operator, ns: &str, name: &str) -> bool {
+    let object = format!("/{name}.{ns}");
+    operator
+        .log_text()
+        .lines()
+        .any(|l| l.contains("reconciled") && l.contains(&object))
+}
+
+#[tokio::test]
+async fn a_leader_stopped_gracefully_hands_over_at_once_not_after_its_lease() {
+    let (ns, admin) = namespace_with_template("handover").await;
+    // A long Lease: a follower that waited for it to expire would take 30 s.
+    let (mut leader, follower) = leader_and_follower(&admin, &ns, 30).await;
+    let follower_suffix = format!("-{}", follower.pid());
+    create_manifest(&admin, &ns, &request("before", "5m"))
+        .await
+        .unwrap();
+    wait_for_phase(
+        &admin,
+        &ns,
+        "before",
+        RequestPhase::Ready,
+        Duration::from_secs(15),
+    )
+    .await;
+
+    let _timing = strict_timing().await;
+    leader.terminate();
+    let stopped = Instant::now();
+    eventually(
+        Duration::from_secs(45),
+        "the follower to take the Lease",
+        || async {
+            lease_holder(&admin, &ns)
+                .await
+                .filter(|h| h.ends_with(&follower_suffix))
+        },
+    )
+    .await;
+    let handover = stopped.elapsed();
+    eprintln!(
+        "graceful handover: the follower held the Lease {:.3}s after the leader's SIGTERM (lease 30 s)",
+        handover.as_secs_f64()
+    );
+    assert!(
+        handover < Duration::from_secs(5),
+        "the follower took over {handover:?} after SIGTERM, with a 30 s lease"
+    );
+    eventually(Duration::from_secs(15), "the old leader to exit", || {
+        let exited = leader.exited();
+        async move { exited.then_some(()) }
+    })
+    .await;
+    assert!(
+        leader.log_text().contains("released the Lease"),
+        "{}",
+        leader.log_text()
+    );
+
+    // The new leader works.
+    create_manifest(&admin, &ns, &request("after", "5m"))
+        .await
+        .unwrap();
+    wait_for_phase(
+        &admin,
+        &ns,
+        "after",
+        RequestPhase::Ready,
+        Duration::from_secs(15),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_leader_that_loses_its_lease_stops_reconciling() {
+    let (ns, admin) = namespace_with_template("stolen").await;
+    let (leader, follower) = leader_and_follower(&admin, &ns, 30).await;
+    let holder = lease_holder(&admin, &ns).await.unwrap();
+    let follower_identity = format!(
+        "{}-{}",
+        holder.strip_suffix(&format!("-{}", leader.pid())).unwrap(),
+        follower.pid()
+    );
+    create_manifest(&admin, &ns, &request("before", "5m"))
+        .await
+        .unwrap();
+    wait_for_phase(
+        &admin,
+        &ns,
+        "before",
+        RequestPhase::Ready,
+        Duration::from_secs(15),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "the leader to log its reconcile",
+        || async { reconciled(&leader, &ns, "before").then_some(()) },
+    )
+    .await;
+
+    // An admin hands the Lease to the other replica while the leader keeps running.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
+    leases
+        .patch(
+            "oz-manager",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "spec": {"holderIdentity": follower_identity, "acquireTime": now, "renewTime": now}
+            })),
+        )
+        .await
+        .unwrap();
+    // The positive markers: the old leader says its controllers stopped; the new one leads.
+    eventually(
+        Duration::from_secs(15),
+        "the old leader to stop its controllers",
+        || async {
+            leader
+                .log_text()
+                .contains("lost the leadership: controllers stopped")
+                .then_some(())
+        },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(15),
+        "the new leader to lead",
+        || async {
+            follower
+                .log_text()
+                .contains("leading: starting the controllers")
+                .then_some(())
+        },
+    )
+    .await;
+
+    create_manifest(&admin, &ns, &request("meanwhile", "5m"))
+        .await
+        .unwrap();
+    wait_for_phase(
+        &admin,
+        &ns,
+        "meanwhile",
+        RequestPhase::Ready,
+        Duration::from_secs(15),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "the new leader to log its reconcile",
+        || async { reconciled(&follower, &ns, "meanwhile").then_some(()) },
+    )
+    .await;
+    assert!(
+        !reconciled(&leader, &ns, "meanwhile"),
+        "the replica that lost the Lease reconciled a request created afterwards:\n{}",
+        leader.log_text()
+    );
+    assert_eq!(
+        lease_holder(&admin, &ns).await.as_deref(),
+        Some(follower_identity.as_str()),
+        "the old leader did not take the Lease back"
+    );
+}
+
+fn sum_of(exposition: &str, metric: &str) -> f64 {
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_loops() {
+    let (doomed, admin) = namespace_with_template("nsgone").await;
+    let (survivor, _) = namespace_with_template("nskept").await;
+    let metrics = free_port();
+    let operator = Operator::start(
+        &doomed,
+        &[
+            &format!("--watch-namespaces={survivor}"),
+            &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
+        ],
+    );
+    let url = format!("http://127.0.0.1:{metrics}/metrics");
+    let timers = r#"oz_expiry_timers{kind="ExecAccessRequest"}"#;
+    let grants = r#"oz_active_grants{kind="ExecAccessRequest"}"#;
+    let gauge_becomes = |sample: &'static str, value: f64| {
+        let url = url.clone();
+        async move {
+            eventually(
+                Duration::from_secs(30),
+                &format!("{sample} to be {value}"),
+                || async {
+                    let text = get_text(&url).await;
+                    (!text.is_empty() && metric_value(&text, sample).unwrap_or(0.0) == value)
+                        .then_some(())
+                },
+            )
+            .await
+        }
+    };
+    gauge_becomes(timers, 0.0).await;
+
+    for name in ["one", "two"] {
+        create_manifest(&admin, &doomed, &request(name, "1h"))
+            .await
+            .unwrap();
+        wait_for_phase(
+            &admin,
+            &doomed,
+            name,
+            RequestPhase::Ready,
+            Duration::from_secs(15),
+        )
+        .await;
+    }
+    gauge_becomes(timers, 2.0).await;
+    gauge_becomes(grants, 2.0).await;
+
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    namespaces
+        .delete(&doomed, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the namespace to be gone",
+        || async {
+            namespaces
+                .get_opt(&doomed)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    // No timer left waiting an hour for grants that no longer exist; no grant counted.
+    gauge_becomes(timers, 0.0).await;
+    gauge_becomes(grants, 0.0).await;
+
+    // No error loop: a grant made and expired in the other namespace (seconds of oz at work,
+    // the positive marker) adds no failed reconcile.
+    let errors = sum_of(&get_text(&url).await, "oz_reconcile_errors_total");
+    create_manifest(&admin, &survivor, &request("short", "3s"))
+        .await
+        .unwrap();
+    wait_for_phase(
+        &admin,
+        &survivor,
+        "short",
+        RequestPhase::Expired,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(
+        sum_of(&get_text(&url).await, "oz_reconcile_errors_total"),
+        errors,
+        "reconciles still failing after the namespace went (log: {})",
+        operator.log.display()
+    );
+    gauge_becomes(timers, 0.0).await;
+    gauge_becomes(grants, 0.0).await;
+    // And no warning or error said again and again.
+    let log = operator.log_text();
+    let mut said: std::collections::HashMap<String, usize> = Default::default();
+    for line in log
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+    {
+        // Without the timestamp that starts each line.
+        let what = line.split_once(' ').map_or(line, |(_, rest)| rest);
+        *said.entry(what.to_string()).or_default() += 1;
+    }
+    let repeated: Vec<_> = said.iter().filter(|(_, n)| **n > 2).collect();
+    assert!(repeated.is_empty(), "repeated in the log: {repeated:#?}");
 }

@@ -342,3 +342,48 @@ pub async fn grant(
         .await
         .unwrap();
 }
+
+impl Operator {
+    /// Asks the process to stop with SIGTERM, as Kubernetes does: its shutdown code runs.
+    pub fn terminate(&mut self) {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM {}", self.pid());
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        !self.is_running()
+    }
+
+    /// What the process has logged so far, without the terminal colour codes.
+    pub fn log_text(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut plain = String::with_capacity(text.len());
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                // An escape sequence: ESC [ ... letter.
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                plain.push(c);
+            }
+        }
+        plain
+    }
+}
+
+/// The value of the sample `sample` (its name and labels exactly as exported, e.g.
+/// `oz_expiry_timers{kind="ExecAccessRequest"}`) in a Prometheus text exposition.
+pub fn metric_value(exposition: &str, sample: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let value = line.strip_prefix(sample)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}

@@ -87,6 +87,24 @@ pub async fn reconcile<B: AccessBuilder>(
         .ctx
         .metrics
         .count_and_measure("request", &B::Request::kind(&()));
+    let result = reconcile_steps(&request, &this).await;
+    // Which version of which request was reconciled: what a reader of the log (or a test
+    // waiting for a reconcile of an edit) looks for.
+    tracing::debug!(
+        kind = %B::Request::kind(&()),
+        namespace = %request.meta().namespace.as_deref().unwrap_or_default(),
+        name = %request.meta().name.as_deref().unwrap_or_default(),
+        resource_version = %request.meta().resource_version.as_deref().unwrap_or_default(),
+        ok = result.is_ok(),
+        "request reconciled"
+    );
+    result
+}
+
+async fn reconcile_steps<B: AccessBuilder>(
+    request: &Arc<B::Request>,
+    this: &RequestReconciler<B>,
+) -> Result<Action> {
     if request.meta().deletion_timestamp.is_some() {
         // Its Role, RoleBinding and Pod are owned by it: the garbage collector removes them.
         return Ok(Action::await_change());
@@ -94,10 +112,10 @@ pub async fn reconcile<B: AccessBuilder>(
     let r = Reconciling {
         ctx: &this.ctx,
         builder: this.builder,
-        request: &*request,
-        grant: grant_identity(&*request)?,
+        request: &**request,
+        grant: grant_identity(&**request)?,
     };
-    let mut pass = Pass::new(&*request);
+    let mut pass = Pass::new(&**request);
 
     step!(expire::is_access_over(&r, &mut pass));
     let template = step!(template::verify_template(&r, &mut pass));

@@ -40,7 +40,8 @@ struct Armed {
     task: AbortHandle,
 }
 
-/// The armed timers of one request kind. Dropping it (the controller stopping, leadership lost)
+/// The armed timers of one request kind in one scope. The gauge is shared by every scope (one
+/// controller per watched namespace), so each adds and removes its own. Dropping it (the controller stopping, leadership lost)
 /// cancels them all: only the leader revokes.
 pub struct ExpiryTimers<B: AccessBuilder> {
     ctx: Context,
@@ -72,10 +73,12 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
             Arc::downgrade(&self.armed),
         ))
         .abort_handle();
-        if let Some(replaced) = armed.insert(key, Armed { at, task }) {
-            replaced.task.abort();
+        match armed.insert(key, Armed { at, task }) {
+            Some(replaced) => replaced.task.abort(),
+            None => {
+                self.gauge().inc();
+            }
         }
-        self.gauge().set(armed.len() as i64);
     }
 
     /// Arms a timer for every grant in force in `store`, once the store has been filled by its
@@ -103,6 +106,41 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         );
     }
 
+    /// Forgets the timer of a request that is gone: deleted by a user, with its template, or
+    /// with its namespace. Its access resources are owned by it, so the garbage collector
+    /// removes them; its timer would only find nothing to revoke, at `expiresAt`, hours later.
+    pub fn forget(&self, request: &B::Request) {
+        let Ok(grant) = grant_identity(request) else {
+            return;
+        };
+        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(timer) = armed.remove(&(grant.namespace, grant.name)) {
+            timer.task.abort();
+            self.gauge().dec();
+        }
+    }
+
+    /// Forgets the timers of the requests no longer in `store`: deletions that a watch missed
+    /// and a re-list reveals.
+    pub fn forget_absent(&self, store: &Store<B::Request>) {
+        let present: std::collections::HashSet<Key> = store
+            .state()
+            .iter()
+            .filter_map(|r| grant_identity(&**r).ok())
+            .map(|g| (g.namespace, g.name))
+            .collect();
+        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        let before = armed.len();
+        armed.retain(|key, timer| {
+            let keep = present.contains(key);
+            if !keep {
+                timer.task.abort();
+            }
+            keep
+        });
+        self.gauge().dec_by((before - armed.len()) as i64);
+    }
+
     fn gauge(&self) -> prometheus_client::metrics::gauge::Gauge {
         timers_gauge::<B>(&self.ctx)
     }
@@ -111,10 +149,11 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
 impl<B: AccessBuilder> Drop for ExpiryTimers<B> {
     fn drop(&mut self) {
         let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        let count = armed.len();
         for (_, timer) in armed.drain() {
             timer.task.abort();
         }
-        self.gauge().set(0);
+        self.gauge().dec_by(count as i64);
     }
 }
 
@@ -165,8 +204,8 @@ async fn fire<B: AccessBuilder>(
         let key = (grant.namespace.clone(), grant.name.clone());
         if armed.get(&key).is_some_and(|timer| timer.at == at) {
             armed.remove(&key);
+            timers_gauge::<B>(&ctx).dec();
         }
-        timers_gauge::<B>(&ctx).set(armed.len() as i64);
     }
 }
 
