@@ -318,8 +318,9 @@ pub fn operator_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
         "coordination.k8s.io",
         &["leases"],
         &[lease.as_str()],
-        &["get", "patch"],
-        "leader election (--leader-elect, kube-lease-manager): reads the Lease, takes and renews it by patch",
+        &["get", "list", "watch", "patch"],
+        "leader election (--leader-elect): reads and watches the Lease (a release or a new holder is seen at once), \
+         takes, renews and releases it by a patch carrying the resourceVersion it read",
     );
     rules.add(
         "coordination.k8s.io",
