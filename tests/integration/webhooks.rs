@@ -18,18 +18,25 @@ use kube::{
     Api, Client,
     api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
 };
-use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, Requester};
-use oz_testenv::pods::{create_ready_pod, test_pod_spec};
+use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestPhase, Requester};
+use oz_testenv::{
+    pods::{create_ready_pod, test_pod_spec},
+    workloads::{self, WorkloadSpec},
+};
 use oz_webhooks::{
     WebhookConfig, WebhookEndpoint, WebhookServer,
     certs::{
         self,
         secrets::{CA_CRT, TLS_CRT, TLS_SECRET_TYPE},
     },
+    registration::AUDIT_ENFORCED_WEBHOOK,
 };
 use serde_json::{Value, json};
 
-use crate::support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject};
+use crate::{
+    grants::{WebhookOperator, exec_template, let_groups_request},
+    support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject},
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -821,4 +828,150 @@ async fn make_alices_request_ready(admin: &Client, ns: &str) {
         )
         .await
         .unwrap();
+}
+
+/// `--audit-enforce-namespaces`, through the real apiserver and a real oz-manager: in an
+/// enforced namespace an exec needs a grant even from a user whose own RBAC allows it, and
+/// with oz down it is refused (the enforced namespaces' webhook fails closed), while in a
+/// namespace that is only audited exec keeps working.
+#[tokio::test]
+async fn an_enforced_namespace_denies_exec_without_a_grant_and_fails_closed_while_oz_is_down() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let ns = env().namespace("whenforce").await.unwrap();
+    let open = env().namespace("whenforce-open").await.unwrap();
+    let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
+        .await
+        .unwrap();
+    create_manifest(&admin, &ns, &exec_template("web-exec", "web"))
+        .await
+        .unwrap();
+    create_ready_pod(
+        &admin,
+        &open,
+        "target",
+        &ObjectMeta::default(),
+        None,
+        test_pod_spec(),
+    )
+    .await
+    .unwrap();
+    // devs may exec into every pod of both namespaces by RBAC of their own: what stops them in
+    // the enforced one is oz alone.
+    for namespace in [&ns, &open] {
+        let rules = vec![
+            rule(&[""], &["pods"], &["get", "list"]),
+            rule(&[""], &["pods/exec"], &["create", "get"]),
+        ];
+        grant(
+            &admin,
+            namespace,
+            "standing-exec",
+            rules,
+            vec![subject("Group", "devs")],
+        )
+        .await;
+    }
+    let_groups_request(&admin, &ns, &["devs"]).await;
+    let mut oz = WebhookOperator::start(
+        &ns,
+        &[
+            &format!("--watch-namespaces={open}"),
+            &format!("--audit-enforce-namespaces={ns}"),
+        ],
+    );
+    oz.wait_until_admitting("alice", "web-exec").await;
+    let log = oz.operator.log.display().to_string();
+    let denied = |pod: &str| {
+        format!(
+            "admission webhook \"{AUDIT_ENFORCED_WEBHOOK}\" denied the request: alice has no \
+             active access request for pod {ns}/{pod}"
+        )
+    };
+
+    // No grant: refused, by oz, saying why (the registration takes a moment to reach the
+    // apiserver; until then the command, `true`, just runs).
+    let pods = web.pod_names();
+    let refused = eventually(WAIT * 3, &format!("oz to deny alice (log: {log})"), || {
+        let (ns, pod, denied) = (&ns, &pods[0], denied(&pods[0]));
+        async move {
+            let outcome = exec("alice", ns, pod, &["true"]).await;
+            outcome.stderr.contains(&denied).then_some(outcome)
+        }
+    })
+    .await;
+    assert!(!refused.success(), "{refused:?}");
+
+    // Only audited elsewhere: alice's exec without a grant runs, and oz records it.
+    let outcome = exec("alice", &open, "target", &["sh", "-c", "echo open"]).await;
+    assert!(
+        outcome.success() && outcome.stdout == "open\n",
+        "{outcome:?}"
+    );
+    let events: Api<Event> = Api::namespaced(admin.clone(), &open);
+    eventually(WAIT, "the PodExec Event in the audited namespace", || {
+        let events = events.clone();
+        async move {
+            let events = events.list(&Default::default()).await.ok()?.items;
+            events
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("PodExec")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("target")
+                })
+                .then_some(())
+        }
+    })
+    .await;
+
+    // A grant lets alice into its pod, and into that pod only.
+    let alice = Api::<ExecAccessRequest>::namespaced(env().client_as("alice").await.unwrap(), &ns);
+    let mut request = request("alices", "web-exec", "alice");
+    request.spec.requester = None;
+    alice
+        .create(&PostParams::default(), &request)
+        .await
+        .unwrap();
+    let granted = eventually(
+        WAIT * 3,
+        &format!("alices to be Ready (log: {log})"),
+        || {
+            let alice = alice.clone();
+            async move {
+                let status = alice.get("alices").await.ok()?.status?;
+                (status.phase == Some(RequestPhase::Ready)).then_some(status.pod_name?)
+            }
+        },
+    )
+    .await;
+    let other = pods.iter().find(|p| **p != granted).unwrap();
+    let outcome = exec("alice", &ns, &granted, &["sh", "-c", "echo granted"]).await;
+    assert!(
+        outcome.success() && outcome.stdout == "granted\n",
+        "{outcome:?}"
+    );
+    let outcome = exec("alice", &ns, other, &["true"]).await;
+    assert!(
+        !outcome.success() && outcome.stderr.contains(&denied(other)),
+        "{outcome:?}"
+    );
+
+    // oz goes down. Its grant's Role outlives it, alice's own RBAC too, yet the apiserver
+    // refuses her exec in the enforced namespace: it cannot ask oz, and may not skip it.
+    oz.operator.kill();
+    let outcome = exec("alice", &ns, &granted, &["true"]).await;
+    assert!(!outcome.success(), "{outcome:?}");
+    assert!(
+        outcome.stderr.contains(&format!(
+            "failed calling webhook \"{AUDIT_ENFORCED_WEBHOOK}\""
+        )),
+        "{outcome:?}"
+    );
+    // Elsewhere the audit webhook is skipped: exec works.
+    let outcome = exec("alice", &open, "target", &["sh", "-c", "echo still open"]).await;
+    assert!(
+        outcome.success() && outcome.stdout == "still open\n",
+        "{outcome:?}"
+    );
+    oz.remove_configurations().await;
 }
