@@ -4,7 +4,12 @@
 //! named after that namespace, and every webhook scoped to it by namespaceSelector, so tests in
 //! this binary never see each other's webhooks.
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::{
@@ -17,6 +22,8 @@ use k8s_openapi::{
 use kube::{
     Api, Client,
     api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
+    client::ClientBuilder,
+    config::Kubeconfig,
 };
 use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestPhase, Requester};
 use oz_testenv::{
@@ -32,6 +39,7 @@ use oz_webhooks::{
     registration::AUDIT_ENFORCED_WEBHOOK,
 };
 use serde_json::{Value, json};
+use tower::util::MapRequestLayer;
 
 use crate::{
     grants::{WebhookOperator, exec_template, let_groups_request},
@@ -49,6 +57,8 @@ struct Fixture {
     /// Bound before the server starts, so the configuration can name its port.
     listener: Option<std::net::TcpListener>,
     server: Option<WebhookServer>,
+    /// Every request the server's client sent.
+    requests: Requests,
 }
 
 impl Fixture {
@@ -89,12 +99,14 @@ impl Fixture {
             config,
             listener: Some(listener),
             server: None,
+            requests: Requests::default(),
         }
     }
 
     async fn start(&mut self) {
         let listener = self.listener.take().expect("started once");
-        let server = WebhookServer::start_on(listener, self.admin.clone(), self.config.clone())
+        let client = self.requests.client().await;
+        let server = WebhookServer::start_on(listener, client, self.config.clone())
             .await
             .unwrap();
         self.server = Some(server);
@@ -196,6 +208,50 @@ impl Fixture {
                 .await
                 .unwrap();
         }
+    }
+}
+
+/// Every request a client sent, in order, as method and path: what shows a reconciler's passes
+/// (each of the leader's starts by reading the CA Secret) and that a follower only reads.
+#[derive(Clone, Default)]
+struct Requests(Arc<Mutex<Vec<(http::Method, String)>>>);
+
+impl Requests {
+    /// An admin client whose requests are recorded here.
+    async fn client(&self) -> Client {
+        let kubeconfig = Kubeconfig::read_from(env().admin_kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let log = self.0.clone();
+        let record = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+            let sent = (request.method().clone(), request.uri().path().to_string());
+            log.lock().unwrap().push(sent);
+            request
+        });
+        ClientBuilder::try_from(config)
+            .unwrap()
+            .with_layer(&record)
+            .build()
+    }
+
+    /// How many have been sent so far.
+    fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Those sent after the first `from`.
+    fn since(&self, from: usize) -> Vec<(http::Method, String)> {
+        self.0.lock().unwrap()[from..].to_vec()
+    }
+
+    /// Whether one sent after the first `from` reads the Secret `name` (a watch has no name in
+    /// its path).
+    fn read_secret_since(&self, from: usize, name: &str) -> bool {
+        let path = format!("/secrets/{name}");
+        self.since(from)
+            .iter()
+            .any(|(method, p)| method == http::Method::GET && p.ends_with(&path))
     }
 }
 
@@ -310,33 +366,78 @@ async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
         .await
         .unwrap();
 
-    // Settled: the reconciler's own writes do not wake it into writing again.
+    // Settled: the reconciler's own writes do not wake it into writing again. What it writes
+    // (the configurations, the serving Secret; the CA Secret is compared by the data below)
+    // keeps its resourceVersion through a pass woken by a change that needs no write: a label
+    // on the CA Secret. Each leader pass starts by reading the CA Secret once, and passes run
+    // one at a time: once a pass has started after label 2, the pass seen starting after
+    // label 1 is over, and it began after `before`.
     let versions = || async {
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(fixture.admin.clone());
-        let config = mutating
-            .get(&fixture.config.registration.requests_name())
-            .await
-            .unwrap();
-        let secrets = fixture.secrets();
-        (
-            config.metadata.resource_version,
-            secrets
-                .get(&names.ca)
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(fixture.admin.clone());
+        let registration = &fixture.config.registration;
+        let mut versions = vec![
+            mutating
+                .get(&registration.requests_name())
                 .await
                 .unwrap()
                 .metadata
                 .resource_version,
-            secrets
+        ];
+        for name in registration.validating_names() {
+            versions.push(
+                validating
+                    .get(&name)
+                    .await
+                    .unwrap()
+                    .metadata
+                    .resource_version,
+            );
+        }
+        versions.push(
+            fixture
+                .secrets()
                 .get(&names.serving)
                 .await
                 .unwrap()
                 .metadata
                 .resource_version,
-        )
+        );
+        versions
     };
     let before = versions().await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(versions().await, before);
+    let ca_before = fixture.secret_text(&names.ca, TLS_CRT).await.unwrap();
+    let mut labelled = None;
+    for mark in ["1", "2"] {
+        // Counted before the change: the pass it wakes may start before the patch returns.
+        let from = fixture.requests.count();
+        let label = json!({"metadata": {"labels": {"oz-test/wake": mark}}});
+        let patched = fixture
+            .secrets()
+            .patch(&names.ca, &PatchParams::default(), &Patch::Merge(&label))
+            .await
+            .unwrap();
+        eventually(
+            WAIT,
+            &format!("a reconciler pass after label {mark}"),
+            || {
+                let seen = fixture.requests.read_secret_since(from, &names.ca);
+                async move { seen.then_some(()) }
+            },
+        )
+        .await;
+        labelled = patched.metadata.resource_version;
+    }
+    assert_eq!(versions().await, before, "the reconciler wrote again");
+    let ca = fixture.secrets().get(&names.ca).await.unwrap();
+    assert_eq!(
+        ca.metadata.resource_version, labelled,
+        "the CA was rewritten"
+    );
+    assert_eq!(
+        fixture.secret_text(&names.ca, TLS_CRT).await.unwrap(),
+        ca_before
+    );
     fixture.cleanup().await;
 }
 
@@ -411,9 +512,10 @@ async fn a_follower_serves_the_leaders_certificate_and_takes_over_writing() {
     let (leading, leader) = tokio::sync::watch::channel(false);
     let mut follower_config = fixture.config.clone();
     follower_config.leader = Some(leader);
+    let follower_requests = Requests::default();
     let follower = WebhookServer::start_on(
         std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
-        fixture.admin.clone(),
+        follower_requests.client().await,
         follower_config,
     )
     .await
@@ -443,33 +545,72 @@ async fn a_follower_serves_the_leaders_certificate_and_takes_over_writing() {
     )
     .await;
 
-    // The leader goes away and the follower is elected: now it repairs the Secrets.
+    // The leader goes away. A serving certificate due for renewal (10 days left, inside the
+    // 30-day window) is stored: a leader would renew it, the follower serves it as it is, and
+    // that it serves it shows its pass over the change ran.
     fixture.stop().await;
-    let before = follower.served_certificate();
-    fixture
+    let ca = certs::PemPair {
+        cert: fixture.secret_text(&names.ca, TLS_CRT).await.unwrap(),
+        key: fixture.secret_text(&names.ca, "tls.key").await.unwrap(),
+    };
+    let due = certs::issue_serving_cert(
+        &ca,
+        &fixture.config.registration.endpoint.serving_names(),
+        Duration::from_secs(10 * 86_400),
+        certs::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let stored = fixture
         .secrets()
-        .delete(&names.serving, &DeleteParams::default())
+        .patch(
+            &names.serving,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"tls.crt": due.cert, "tls.key": due.key}})),
+        )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
+    let due_der = certs::certificates_der(&due.cert).unwrap().remove(0);
+    eventually(
+        WAIT,
+        "the follower to serve the certificate it read",
+        || {
+            let served = follower.served_certificate();
+            let due_der = &due_der;
+            async move { (served.as_ref() == due_der.as_slice()).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(
         fixture
             .secrets()
-            .get_opt(&names.serving)
+            .get(&names.serving)
             .await
             .unwrap()
-            .is_none(),
+            .metadata
+            .resource_version,
+        stored.metadata.resource_version,
         "a follower never writes"
     );
+    let writes: Vec<_> = follower_requests
+        .since(0)
+        .into_iter()
+        .filter(|(method, _)| method != http::Method::GET)
+        .collect();
+    assert_eq!(writes, [], "a follower only reads");
+
+    // Elected, it renews the certificate and serves the renewal.
     leading.send(true).unwrap();
     eventually(
         WAIT,
-        "the new leader to reissue the serving certificate",
+        "the new leader to renew the serving certificate",
         || {
-            let (fixture, follower, before, names) = (&fixture, &follower, &before, &names);
+            let (fixture, follower, names, due) = (&fixture, &follower, &names, &due);
             async move {
-                fixture.secrets().get_opt(&names.serving).await.ok()??;
-                (follower.served_certificate() != *before).then_some(())
+                let serving = fixture.secret_text(&names.serving, TLS_CRT).await?;
+                let renewed = certs::certificates_der(&serving).ok()?.remove(0);
+                (serving != due.cert
+                    && follower.served_certificate().as_ref() == renewed.as_slice())
+                .then_some(())
             }
         },
     )
