@@ -4,8 +4,6 @@
 //! create a Role beyond the pod access it grants, nor bind cluster-admin. `docs/rbac.md` lists
 //! the escalation rules these rely on.
 
-use std::time::Duration;
-
 use k8s_openapi::{
     api::rbac::v1::{ClusterRoleBinding, PolicyRule, Role, RoleBinding},
     jiff::Timestamp,
@@ -21,13 +19,13 @@ use serde_json::json;
 
 use crate::{
     grants::{
-        SETTLE, WebhookOperator, exec_request, exec_template, grant_name, grant_problems,
-        let_groups_request,
+        SETTLE, WebhookOperator, exec_request, exec_template, free_port, grant_name,
+        grant_problems, let_groups_request,
     },
     install::{apply_install, client_from, delete_cluster_scoped, service_account_kubeconfig},
     support::{
         Operator, create_manifest, env, eventually, install_crds, may_exec, role_binding, rule,
-        subject,
+        strict_timing, subject,
     },
 };
 
@@ -77,6 +75,33 @@ fn refusal(result: Result<impl std::fmt::Debug, kube::Error>) -> kube::core::Sta
     }
 }
 
+/// Asserts `result` was refused with `code`, saying `why` (the text that proves why it was
+/// refused, not just that it was).
+fn assert_refused(
+    what: &str,
+    result: Result<impl std::fmt::Debug, kube::Error>,
+    code: u16,
+    why: &str,
+) {
+    let status = refusal(result);
+    assert_eq!(status.code, code, "{what}: {status:?}");
+    assert!(
+        status.message.contains(why),
+        "{what}: refused, but not saying {why:?}: {}",
+        status.message
+    );
+}
+
+/// The apiserver's RBAC refusal of `user` doing `verb` on `resource` in `namespace`.
+fn rbac_denies(user: &str, verb: &str, resource: &str, group: &str, namespace: &str) -> String {
+    format!(
+        "User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" in the namespace \"{namespace}\""
+    )
+}
+
+/// What the apiserver says when a Role or RoleBinding would grant more than its author holds.
+const ESCALATION: &str = "attempting to grant RBAC permissions not currently held";
+
 #[tokio::test]
 async fn a_forged_requester_is_overwritten_and_grants_only_the_real_user() {
     let (ns, admin, web, _) = namespace("sec-forge").await;
@@ -125,9 +150,11 @@ async fn a_forged_requester_is_overwritten_and_grants_only_the_real_user() {
         status.message
     );
 
-    // Nor can a requester be changed after creation, by its creator or anyone.
+    // Nor can a requester be changed after creation, by its creator or anyone (both may
+    // patch requests): the CRD's immutability rule refuses it before any webhook is asked.
     for (who, api) in [("alice", &alice), ("bob", &bob)] {
-        let status = refusal(
+        assert_refused(
+            who,
             api.patch(
                 "forged",
                 &PatchParams::default(),
@@ -136,12 +163,8 @@ async fn a_forged_requester_is_overwritten_and_grants_only_the_real_user() {
                 ),
             )
             .await,
-        );
-        assert!(
-            status.message.contains("spec.requester")
-                || status.message.contains("immutable")
-                || status.code == 403,
-            "{who}: {status:?}"
+            422,
+            "spec is immutable: a request cannot be changed after it is created",
         );
     }
     oz.remove_configurations().await;
@@ -151,9 +174,15 @@ async fn a_forged_requester_is_overwritten_and_grants_only_the_real_user() {
 async fn users_cannot_write_status_and_an_admin_status_edit_does_not_widen_a_grant() {
     let (ns, admin, web, db) = namespace("sec-status").await;
     let_groups_request(&admin, &ns, &["devs"]).await;
-    let operator = Operator::start(&ns, &[]);
+    let metrics = free_port();
+    let operator = Operator::start(
+        &ns,
+        &[&format!("--metrics-bind-address=127.0.0.1:{metrics}")],
+    );
     let alice_client = env().client_as("alice").await.unwrap();
     let requests = Api::<ExecAccessRequest>::namespaced(admin.clone(), &ns);
+    // The grant's end is timed below: not under another test's burst.
+    let timing = strict_timing().await;
     create_manifest(
         &admin,
         &ns,
@@ -169,12 +198,20 @@ async fn users_cannot_write_status_and_an_admin_status_edit_does_not_widen_a_gra
     // alice may update and patch her requests, but has no status permission.
     let alice = Api::<ExecAccessRequest>::namespaced(alice_client.clone(), &ns);
     let widen = json!({"status": {"podName": other_web, "expiresAt": "2099-01-01T00:00:00Z"}});
-    let status = refusal(
+    assert_refused(
+        "alice's status patch",
         alice
             .patch_status("alices", &PatchParams::default(), &Patch::Merge(&widen))
             .await,
+        403,
+        &rbac_denies(
+            "alice",
+            "patch",
+            "execaccessrequests/status",
+            oz_api::GROUP,
+            &ns,
+        ),
     );
-    assert_eq!(status.code, 403, "{status:?}");
     // A status written through the main resource is dropped by the apiserver.
     alice
         .patch("alices", &PatchParams::default(), &Patch::Merge(&widen))
@@ -228,6 +265,7 @@ async fn users_cannot_write_status_and_an_admin_status_edit_does_not_widen_a_gra
         (!may_exec(&alice_client, &ns, &pod).await).then(Timestamp::now)
     })
     .await;
+    drop(timing);
     let late = revoked.duration_since(expires_at).as_secs_f64();
     assert!(late < 1.5, "the grant outlived its window by {late:.3}s");
 
@@ -237,6 +275,7 @@ async fn users_cannot_write_status_and_an_admin_status_edit_does_not_widen_a_gra
         (request.status.as_ref()?.phase == Some(RequestPhase::Expired)).then_some(request)
     })
     .await;
+    let finished_before = reconciles(metrics).await.1;
     requests
         .patch_status(
             "alices",
@@ -247,12 +286,24 @@ async fn users_cannot_write_status_and_an_admin_status_edit_does_not_widen_a_gra
         )
         .await
         .unwrap();
-    eventually(SETTLE, "oz to mark it Expired again", || async {
-        let status = requests.get("alices").await.ok()?.status?;
-        (status.phase == Some(RequestPhase::Expired)).then_some(())
-    })
+    // oz's reconcile of the edit ran to its end: the status is Expired again (oz rewrote it
+    // after the edit), and read after that, every reconcile started has finished.
+    eventually(
+        SETTLE,
+        &format!(
+            "oz to mark it Expired again and finish reconciling (log: {})",
+            operator.log.display()
+        ),
+        || async {
+            let status = requests.get("alices").await.ok()?.status?;
+            let (started, finished) = reconciles(metrics).await;
+            (status.phase == Some(RequestPhase::Expired)
+                && finished > finished_before
+                && started == finished)
+                .then_some(())
+        },
+    )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!may_exec(&alice_client, &ns, &pod).await);
     let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
     assert!(
@@ -285,7 +336,8 @@ async fn an_edited_role_or_binding_of_a_grant_is_put_back() {
 
     // Users may not touch it at all.
     let alices_roles: Api<Role> = Api::namespaced(alice_client.clone(), &ns);
-    let status = refusal(
+    assert_refused(
+        "alice's Role patch",
         alices_roles
             .patch(
                 &name,
@@ -293,8 +345,9 @@ async fn an_edited_role_or_binding_of_a_grant_is_put_back() {
                 &Patch::Merge(json!({"rules": []})),
             )
             .await,
+        403,
+        &rbac_denies("alice", "patch", "roles", "rbac.authorization.k8s.io", &ns),
     );
-    assert_eq!(status.code, 403, "{status:?}");
 
     // An admin widens the Role (secrets, and exec on every pod) and the binding (bob too).
     let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
@@ -417,6 +470,37 @@ async fn a_template_in_another_namespace_cannot_be_used() {
         grant_problems(&admin, &plain_ns).await,
         Vec::<String>::new()
     );
+}
+
+/// oz-manager's metrics, scraped from `127.0.0.1:port`.
+async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    text
+}
+
+/// How many ExecAccessRequest reconciles oz has started, and finished.
+async fn reconciles(port: u16) -> (u64, u64) {
+    let exported = scrape(port).await;
+    let value = |name: &str| {
+        let line = format!("{name}{{controller=\"request\",kind=\"ExecAccessRequest\"}} ");
+        exported
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+    };
+    (
+        value("oz_reconciles_total"),
+        value("oz_reconcile_duration_seconds_count"),
+    )
 }
 
 /// `support::rule`, limited to `names` when given.
@@ -582,19 +666,12 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
         ),
     ];
     for (name, rules) in escalations {
-        let status = refusal(create_role(name, rules).await);
-        assert_eq!(status.code, 403, "{name}: {status:?}");
-        assert!(
-            status
-                .message
-                .contains("attempting to grant RBAC permissions not currently held"),
-            "{name}: {}",
-            status.message
-        );
+        assert_refused(name, create_role(name, rules).await, 403, ESCALATION);
     }
 
     // Nor by changing a Role it may patch (its own included): the same check applies.
-    let status = refusal(
+    assert_refused(
+        "a patched grant",
         roles
             .patch(
                 "grant",
@@ -602,10 +679,12 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
                 &Patch::Merge(json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]})),
             )
             .await,
+        403,
+        ESCALATION,
     );
-    assert_eq!(status.code, 403, "{status:?}");
     let own_role = format!("{operator_ns}-manager");
-    let status = refusal(
+    assert_refused(
+        "its own Role",
         roles
             .patch(
                 &own_role,
@@ -615,8 +694,9 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
                 ),
             )
             .await,
+        403,
+        ESCALATION,
     );
-    assert_eq!(status.code, 403, "its own Role: {status:?}");
 
     // Binding: only to what it holds; cluster-admin and a ClusterRole with secrets are beyond it.
     let bindings = Api::<RoleBinding>::namespaced(oz.clone(), &ns);
@@ -649,24 +729,21 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
         .await
         .unwrap();
     for cluster_role in ["cluster-admin", "oz-test-secret-reader"] {
-        let status = refusal(
+        assert_refused(
+            cluster_role,
             bindings
                 .create(
                     &PostParams::default(),
                     &binding(cluster_role, "ClusterRole", cluster_role, "mallory"),
                 )
                 .await,
-        );
-        assert_eq!(status.code, 403, "{cluster_role}: {status:?}");
-        assert!(
-            status
-                .message
-                .contains("attempting to grant RBAC permissions not currently held"),
-            "{cluster_role}: {}",
-            status.message
+            403,
+            ESCALATION,
         );
     }
-    let status = refusal(
+    let oz_user = format!("system:serviceaccount:{operator_ns}:{operator_ns}-manager");
+    assert_refused(
+        "a ClusterRoleBinding",
         Api::<ClusterRoleBinding>::all(oz.clone())
             .create(
                 &PostParams::default(),
@@ -680,10 +757,14 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
                 },
             )
             .await,
+        403,
+        &format!(
+            "User \"{oz_user}\" cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
+        ),
     );
-    assert_eq!(status.code, 403, "{status:?}");
     // And nothing at all in a namespace it does not watch.
-    let status = refusal(
+    assert_refused(
+        "a Role elsewhere",
         Api::<Role>::namespaced(oz.clone(), &elsewhere)
             .create(
                 &PostParams::default(),
@@ -696,8 +777,15 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
                 },
             )
             .await,
+        403,
+        &rbac_denies(
+            &oz_user,
+            "create",
+            "roles",
+            "rbac.authorization.k8s.io",
+            &elsewhere,
+        ),
     );
-    assert_eq!(status.code, 403, "{status:?}");
 
     delete_cluster_scoped(&admin, &applied).await;
 }
@@ -745,7 +833,8 @@ async fn a_grant_whose_template_is_orphan_deleted_does_not_outlive_its_window() 
         after < 10.0,
         "the grant outlived its template by {after:.3}s"
     );
-    // Revoking deletes the Role, then the RoleBinding: wait for the settled state.
+    // Revoking deletes the RoleBinding (access ends), then the Role: wait for the settled
+    // state.
     eventually(SETTLE, "no grant left behind", || async {
         grant_problems(&admin, &ns).await.is_empty().then_some(())
     })

@@ -4,7 +4,12 @@
 //! named after that namespace, and every webhook scoped to it by namespaceSelector, so tests in
 //! this binary never see each other's webhooks.
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::{
@@ -17,19 +22,29 @@ use k8s_openapi::{
 use kube::{
     Api, Client,
     api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
+    client::ClientBuilder,
+    config::Kubeconfig,
 };
-use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, Requester};
-use oz_testenv::pods::{create_ready_pod, test_pod_spec};
+use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestPhase, Requester};
+use oz_testenv::{
+    pods::{create_ready_pod, test_pod_spec},
+    workloads::{self, WorkloadSpec},
+};
 use oz_webhooks::{
     WebhookConfig, WebhookEndpoint, WebhookServer,
     certs::{
         self,
         secrets::{CA_CRT, TLS_CRT, TLS_SECRET_TYPE},
     },
+    registration::AUDIT_ENFORCED_WEBHOOK,
 };
 use serde_json::{Value, json};
+use tower::util::MapRequestLayer;
 
-use crate::support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject};
+use crate::{
+    grants::{WebhookOperator, exec_template, let_groups_request},
+    support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject},
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -42,6 +57,8 @@ struct Fixture {
     /// Bound before the server starts, so the configuration can name its port.
     listener: Option<std::net::TcpListener>,
     server: Option<WebhookServer>,
+    /// Every request the server's client sent.
+    requests: Requests,
 }
 
 impl Fixture {
@@ -82,12 +99,14 @@ impl Fixture {
             config,
             listener: Some(listener),
             server: None,
+            requests: Requests::default(),
         }
     }
 
     async fn start(&mut self) {
         let listener = self.listener.take().expect("started once");
-        let server = WebhookServer::start_on(listener, self.admin.clone(), self.config.clone())
+        let client = self.requests.client().await;
+        let server = WebhookServer::start_on(listener, client, self.config.clone())
             .await
             .unwrap();
         self.server = Some(server);
@@ -189,6 +208,50 @@ impl Fixture {
                 .await
                 .unwrap();
         }
+    }
+}
+
+/// Every request a client sent, in order, as method and path: what shows a reconciler's passes
+/// (each of the leader's starts by reading the CA Secret) and that a follower only reads.
+#[derive(Clone, Default)]
+struct Requests(Arc<Mutex<Vec<(http::Method, String)>>>);
+
+impl Requests {
+    /// An admin client whose requests are recorded here.
+    async fn client(&self) -> Client {
+        let kubeconfig = Kubeconfig::read_from(env().admin_kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let log = self.0.clone();
+        let record = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+            let sent = (request.method().clone(), request.uri().path().to_string());
+            log.lock().unwrap().push(sent);
+            request
+        });
+        ClientBuilder::try_from(config)
+            .unwrap()
+            .with_layer(&record)
+            .build()
+    }
+
+    /// How many have been sent so far.
+    fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Those sent after the first `from`.
+    fn since(&self, from: usize) -> Vec<(http::Method, String)> {
+        self.0.lock().unwrap()[from..].to_vec()
+    }
+
+    /// Whether one sent after the first `from` reads the Secret `name` (a watch has no name in
+    /// its path).
+    fn read_secret_since(&self, from: usize, name: &str) -> bool {
+        let path = format!("/secrets/{name}");
+        self.since(from)
+            .iter()
+            .any(|(method, p)| method == http::Method::GET && p.ends_with(&path))
     }
 }
 
@@ -303,33 +366,78 @@ async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
         .await
         .unwrap();
 
-    // Settled: the reconciler's own writes do not wake it into writing again.
+    // Settled: the reconciler's own writes do not wake it into writing again. What it writes
+    // (the configurations, the serving Secret; the CA Secret is compared by the data below)
+    // keeps its resourceVersion through a pass woken by a change that needs no write: a label
+    // on the CA Secret. Each leader pass starts by reading the CA Secret once, and passes run
+    // one at a time: once a pass has started after label 2, the pass seen starting after
+    // label 1 is over, and it began after `before`.
     let versions = || async {
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(fixture.admin.clone());
-        let config = mutating
-            .get(&fixture.config.registration.requests_name())
-            .await
-            .unwrap();
-        let secrets = fixture.secrets();
-        (
-            config.metadata.resource_version,
-            secrets
-                .get(&names.ca)
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(fixture.admin.clone());
+        let registration = &fixture.config.registration;
+        let mut versions = vec![
+            mutating
+                .get(&registration.requests_name())
                 .await
                 .unwrap()
                 .metadata
                 .resource_version,
-            secrets
+        ];
+        for name in registration.validating_names() {
+            versions.push(
+                validating
+                    .get(&name)
+                    .await
+                    .unwrap()
+                    .metadata
+                    .resource_version,
+            );
+        }
+        versions.push(
+            fixture
+                .secrets()
                 .get(&names.serving)
                 .await
                 .unwrap()
                 .metadata
                 .resource_version,
-        )
+        );
+        versions
     };
     let before = versions().await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(versions().await, before);
+    let ca_before = fixture.secret_text(&names.ca, TLS_CRT).await.unwrap();
+    let mut labelled = None;
+    for mark in ["1", "2"] {
+        // Counted before the change: the pass it wakes may start before the patch returns.
+        let from = fixture.requests.count();
+        let label = json!({"metadata": {"labels": {"oz-test/wake": mark}}});
+        let patched = fixture
+            .secrets()
+            .patch(&names.ca, &PatchParams::default(), &Patch::Merge(&label))
+            .await
+            .unwrap();
+        eventually(
+            WAIT,
+            &format!("a reconciler pass after label {mark}"),
+            || {
+                let seen = fixture.requests.read_secret_since(from, &names.ca);
+                async move { seen.then_some(()) }
+            },
+        )
+        .await;
+        labelled = patched.metadata.resource_version;
+    }
+    assert_eq!(versions().await, before, "the reconciler wrote again");
+    let ca = fixture.secrets().get(&names.ca).await.unwrap();
+    assert_eq!(
+        ca.metadata.resource_version, labelled,
+        "the CA was rewritten"
+    );
+    assert_eq!(
+        fixture.secret_text(&names.ca, TLS_CRT).await.unwrap(),
+        ca_before
+    );
     fixture.cleanup().await;
 }
 
@@ -404,9 +512,10 @@ async fn a_follower_serves_the_leaders_certificate_and_takes_over_writing() {
     let (leading, leader) = tokio::sync::watch::channel(false);
     let mut follower_config = fixture.config.clone();
     follower_config.leader = Some(leader);
+    let follower_requests = Requests::default();
     let follower = WebhookServer::start_on(
         std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
-        fixture.admin.clone(),
+        follower_requests.client().await,
         follower_config,
     )
     .await
@@ -436,33 +545,72 @@ async fn a_follower_serves_the_leaders_certificate_and_takes_over_writing() {
     )
     .await;
 
-    // The leader goes away and the follower is elected: now it repairs the Secrets.
+    // The leader goes away. A serving certificate due for renewal (10 days left, inside the
+    // 30-day window) is stored: a leader would renew it, the follower serves it as it is, and
+    // that it serves it shows its pass over the change ran.
     fixture.stop().await;
-    let before = follower.served_certificate();
-    fixture
+    let ca = certs::PemPair {
+        cert: fixture.secret_text(&names.ca, TLS_CRT).await.unwrap(),
+        key: fixture.secret_text(&names.ca, "tls.key").await.unwrap(),
+    };
+    let due = certs::issue_serving_cert(
+        &ca,
+        &fixture.config.registration.endpoint.serving_names(),
+        Duration::from_secs(10 * 86_400),
+        certs::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let stored = fixture
         .secrets()
-        .delete(&names.serving, &DeleteParams::default())
+        .patch(
+            &names.serving,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"tls.crt": due.cert, "tls.key": due.key}})),
+        )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
+    let due_der = certs::certificates_der(&due.cert).unwrap().remove(0);
+    eventually(
+        WAIT,
+        "the follower to serve the certificate it read",
+        || {
+            let served = follower.served_certificate();
+            let due_der = &due_der;
+            async move { (served.as_ref() == due_der.as_slice()).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(
         fixture
             .secrets()
-            .get_opt(&names.serving)
+            .get(&names.serving)
             .await
             .unwrap()
-            .is_none(),
+            .metadata
+            .resource_version,
+        stored.metadata.resource_version,
         "a follower never writes"
     );
+    let writes: Vec<_> = follower_requests
+        .since(0)
+        .into_iter()
+        .filter(|(method, _)| method != http::Method::GET)
+        .collect();
+    assert_eq!(writes, [], "a follower only reads");
+
+    // Elected, it renews the certificate and serves the renewal.
     leading.send(true).unwrap();
     eventually(
         WAIT,
-        "the new leader to reissue the serving certificate",
+        "the new leader to renew the serving certificate",
         || {
-            let (fixture, follower, before, names) = (&fixture, &follower, &before, &names);
+            let (fixture, follower, names, due) = (&fixture, &follower, &names, &due);
             async move {
-                fixture.secrets().get_opt(&names.serving).await.ok()??;
-                (follower.served_certificate() != *before).then_some(())
+                let serving = fixture.secret_text(&names.serving, TLS_CRT).await?;
+                let renewed = certs::certificates_der(&serving).ok()?.remove(0);
+                (serving != due.cert
+                    && follower.served_certificate().as_ref() == renewed.as_slice())
+                .then_some(())
             }
         },
     )
@@ -821,4 +969,150 @@ async fn make_alices_request_ready(admin: &Client, ns: &str) {
         )
         .await
         .unwrap();
+}
+
+/// `--audit-enforce-namespaces`, through the real apiserver and a real oz-manager: in an
+/// enforced namespace an exec needs a grant even from a user whose own RBAC allows it, and
+/// with oz down it is refused (the enforced namespaces' webhook fails closed), while in a
+/// namespace that is only audited exec keeps working.
+#[tokio::test]
+async fn an_enforced_namespace_denies_exec_without_a_grant_and_fails_closed_while_oz_is_down() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let ns = env().namespace("whenforce").await.unwrap();
+    let open = env().namespace("whenforce-open").await.unwrap();
+    let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
+        .await
+        .unwrap();
+    create_manifest(&admin, &ns, &exec_template("web-exec", "web"))
+        .await
+        .unwrap();
+    create_ready_pod(
+        &admin,
+        &open,
+        "target",
+        &ObjectMeta::default(),
+        None,
+        test_pod_spec(),
+    )
+    .await
+    .unwrap();
+    // devs may exec into every pod of both namespaces by RBAC of their own: what stops them in
+    // the enforced one is oz alone.
+    for namespace in [&ns, &open] {
+        let rules = vec![
+            rule(&[""], &["pods"], &["get", "list"]),
+            rule(&[""], &["pods/exec"], &["create", "get"]),
+        ];
+        grant(
+            &admin,
+            namespace,
+            "standing-exec",
+            rules,
+            vec![subject("Group", "devs")],
+        )
+        .await;
+    }
+    let_groups_request(&admin, &ns, &["devs"]).await;
+    let mut oz = WebhookOperator::start(
+        &ns,
+        &[
+            &format!("--watch-namespaces={open}"),
+            &format!("--audit-enforce-namespaces={ns}"),
+        ],
+    );
+    oz.wait_until_admitting("alice", "web-exec").await;
+    let log = oz.operator.log.display().to_string();
+    let denied = |pod: &str| {
+        format!(
+            "admission webhook \"{AUDIT_ENFORCED_WEBHOOK}\" denied the request: alice has no \
+             active access request for pod {ns}/{pod}"
+        )
+    };
+
+    // No grant: refused, by oz, saying why (the registration takes a moment to reach the
+    // apiserver; until then the command, `true`, just runs).
+    let pods = web.pod_names();
+    let refused = eventually(WAIT * 3, &format!("oz to deny alice (log: {log})"), || {
+        let (ns, pod, denied) = (&ns, &pods[0], denied(&pods[0]));
+        async move {
+            let outcome = exec("alice", ns, pod, &["true"]).await;
+            outcome.stderr.contains(&denied).then_some(outcome)
+        }
+    })
+    .await;
+    assert!(!refused.success(), "{refused:?}");
+
+    // Only audited elsewhere: alice's exec without a grant runs, and oz records it.
+    let outcome = exec("alice", &open, "target", &["sh", "-c", "echo open"]).await;
+    assert!(
+        outcome.success() && outcome.stdout == "open\n",
+        "{outcome:?}"
+    );
+    let events: Api<Event> = Api::namespaced(admin.clone(), &open);
+    eventually(WAIT, "the PodExec Event in the audited namespace", || {
+        let events = events.clone();
+        async move {
+            let events = events.list(&Default::default()).await.ok()?.items;
+            events
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("PodExec")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("target")
+                })
+                .then_some(())
+        }
+    })
+    .await;
+
+    // A grant lets alice into its pod, and into that pod only.
+    let alice = Api::<ExecAccessRequest>::namespaced(env().client_as("alice").await.unwrap(), &ns);
+    let mut request = request("alices", "web-exec", "alice");
+    request.spec.requester = None;
+    alice
+        .create(&PostParams::default(), &request)
+        .await
+        .unwrap();
+    let granted = eventually(
+        WAIT * 3,
+        &format!("alices to be Ready (log: {log})"),
+        || {
+            let alice = alice.clone();
+            async move {
+                let status = alice.get("alices").await.ok()?.status?;
+                (status.phase == Some(RequestPhase::Ready)).then_some(status.pod_name?)
+            }
+        },
+    )
+    .await;
+    let other = pods.iter().find(|p| **p != granted).unwrap();
+    let outcome = exec("alice", &ns, &granted, &["sh", "-c", "echo granted"]).await;
+    assert!(
+        outcome.success() && outcome.stdout == "granted\n",
+        "{outcome:?}"
+    );
+    let outcome = exec("alice", &ns, other, &["true"]).await;
+    assert!(
+        !outcome.success() && outcome.stderr.contains(&denied(other)),
+        "{outcome:?}"
+    );
+
+    // oz goes down. Its grant's Role outlives it, alice's own RBAC too, yet the apiserver
+    // refuses her exec in the enforced namespace: it cannot ask oz, and may not skip it.
+    oz.operator.kill();
+    let outcome = exec("alice", &ns, &granted, &["true"]).await;
+    assert!(!outcome.success(), "{outcome:?}");
+    assert!(
+        outcome.stderr.contains(&format!(
+            "failed calling webhook \"{AUDIT_ENFORCED_WEBHOOK}\""
+        )),
+        "{outcome:?}"
+    );
+    // Elsewhere the audit webhook is skipped: exec works.
+    let outcome = exec("alice", &open, "target", &["sh", "-c", "echo still open"]).await;
+    assert!(
+        outcome.success() && outcome.stdout == "still open\n",
+        "{outcome:?}"
+    );
+    oz.remove_configurations().await;
 }

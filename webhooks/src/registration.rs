@@ -9,18 +9,27 @@
 //! | Mutating `oz-requests` | `requester.oz.wizardofoz.co` | CREATE of execaccessrequests, podaccessrequests | Fail |
 //! | Validating `oz-requests` | `requests.oz.wizardofoz.co` | CREATE, UPDATE of the same | Fail |
 //! | Validating `oz-audit` | `audit.oz.wizardofoz.co` | CONNECT of pods/exec, pods/attach, pods/portforward; UPDATE of pods/ephemeralcontainers | Ignore |
+//! | Validating `oz-audit` | `audit-enforced.oz.wizardofoz.co` (only with enforced namespaces) | the same, in the enforced namespaces alone | Fail |
 //!
 //! The audit webhook never has an objectSelector: CONNECT options have no labels, so an
 //! objectSelector would match nothing. Scope it with a namespaceSelector instead.
+//!
+//! Enforcement (`--audit-enforce-namespaces`) is decided by the handler, but it binds only if
+//! the apiserver cannot skip the handler: so the enforced namespaces get a webhook of their own
+//! that fails closed (with oz down, exec there is refused), and the audit webhook, which never
+//! blocks, leaves them out. Both select namespaces by the name label the apiserver sets on
+//! every Namespace ([`NAMESPACE_NAME_LABEL`]).
 
 use axum::http::Uri;
+use std::collections::BTreeSet;
+
 use k8s_openapi::{
     ByteString,
     api::admissionregistration::v1::{
         MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
         ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
     },
-    apimachinery::pkg::apis::meta::v1::LabelSelector,
+    apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement},
 };
 use kube::{
     Api, Client,
@@ -45,6 +54,12 @@ pub const REQUEST_DELETES_WEBHOOK: &str = "request-deletes.oz.wizardofoz.co";
 /// Name of the audit webhook inside its configuration; the apiserver prefixes the audit
 /// annotations it returns with this name.
 pub const AUDIT_WEBHOOK: &str = "audit.oz.wizardofoz.co";
+/// Name of the audit webhook for the enforced namespaces (same handler, failurePolicy Fail).
+pub const AUDIT_ENFORCED_WEBHOOK: &str = "audit-enforced.oz.wizardofoz.co";
+
+/// The label the apiserver sets on every Namespace, with its own name: what a namespaceSelector
+/// matches to name namespaces.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The request webhooks' timeout; the apiserver's default and well under its 30 s maximum.
 const REQUEST_TIMEOUT_SECONDS: i32 = 10;
@@ -199,6 +214,12 @@ pub struct Registration {
     pub audit_namespace_selector: Option<LabelSelector>,
     /// The audit webhook's failure policy. Default [`FailurePolicy::Ignore`].
     pub audit_failure_policy: FailurePolicy,
+    /// Namespaces where access without a grant is denied (`--audit-enforce-namespaces`). They
+    /// get [`AUDIT_ENFORCED_WEBHOOK`], which fails closed, and [`AUDIT_WEBHOOK`] leaves them
+    /// out. Default none. [`WebhookServer`](crate::WebhookServer) fills it in from
+    /// [`WebhookConfig::enforce`](crate::WebhookConfig::enforce), so enforcement is never
+    /// registered to be skipped.
+    pub audit_enforced_namespaces: BTreeSet<String>,
 }
 
 impl Registration {
@@ -211,7 +232,16 @@ impl Registration {
             audit: true,
             audit_namespace_selector: None,
             audit_failure_policy: FailurePolicy::Ignore,
+            audit_enforced_namespaces: BTreeSet::new(),
         }
+    }
+
+    /// This registration, with `namespaces` enforced (see
+    /// [`Registration::audit_enforced_namespaces`]).
+    pub fn enforcing(mut self, namespaces: &BTreeSet<String>) -> Self {
+        self.audit_enforced_namespaces
+            .extend(namespaces.iter().cloned());
+        self
     }
 
     /// Name of the mutating and of the request validating configuration.
@@ -283,24 +313,56 @@ impl Registration {
             ]),
         }];
         if self.audit {
-            configurations.push(ValidatingWebhookConfiguration {
-                metadata: metadata(self.audit_name()),
-                webhooks: Some(vec![ValidatingWebhook {
-                    name: AUDIT_WEBHOOK.into(),
+            let audit_webhook =
+                |name: &str,
+                 failure_policy: FailurePolicy,
+                 names: Option<(&str, &BTreeSet<String>)>| ValidatingWebhook {
+                    name: name.into(),
                     client_config: self.endpoint.client_config(AUDIT_PATH, ca_bundle),
                     rules: Some(vec![
                         pod_rule("CONNECT", &["pods/exec", "pods/attach", "pods/portforward"]),
                         pod_rule("UPDATE", &["pods/ephemeralcontainers"]),
                     ]),
-                    failure_policy: Some(self.audit_failure_policy.as_str().into()),
+                    failure_policy: Some(failure_policy.as_str().into()),
                     match_policy: Some("Equivalent".into()),
-                    namespace_selector: self.audit_namespace_selector.clone(),
+                    namespace_selector: match names {
+                        None => self.audit_namespace_selector.clone(),
+                        Some((operator, names)) => Some(and_names(
+                            self.audit_namespace_selector.clone(),
+                            operator,
+                            names,
+                        )),
+                    },
                     // It records Events, but never on a dry run.
                     side_effects: "NoneOnDryRun".into(),
                     admission_review_versions: vec!["v1".into()],
                     timeout_seconds: Some(AUDIT_TIMEOUT_SECONDS),
                     ..Default::default()
-                }]),
+                };
+            let enforced = &self.audit_enforced_namespaces;
+            let webhooks = if enforced.is_empty() {
+                vec![audit_webhook(
+                    AUDIT_WEBHOOK,
+                    self.audit_failure_policy,
+                    None,
+                )]
+            } else {
+                vec![
+                    audit_webhook(
+                        AUDIT_WEBHOOK,
+                        self.audit_failure_policy,
+                        Some(("NotIn", enforced)),
+                    ),
+                    audit_webhook(
+                        AUDIT_ENFORCED_WEBHOOK,
+                        FailurePolicy::Fail,
+                        Some(("In", enforced)),
+                    ),
+                ]
+            };
+            configurations.push(ValidatingWebhookConfiguration {
+                metadata: metadata(self.audit_name()),
+                webhooks: Some(webhooks),
             });
         }
         configurations
@@ -338,6 +400,25 @@ fn metadata(name: String) -> ObjectMeta {
         ),
         ..Default::default()
     }
+}
+
+/// `selector` (everything if `None`), further limited to the namespaces whose name is (`In`)
+/// or is not (`NotIn`) one of `names`.
+fn and_names(
+    selector: Option<LabelSelector>,
+    operator: &str,
+    names: &BTreeSet<String>,
+) -> LabelSelector {
+    let mut selector = selector.unwrap_or_default();
+    selector
+        .match_expressions
+        .get_or_insert_with(Vec::new)
+        .push(LabelSelectorRequirement {
+            key: NAMESPACE_NAME_LABEL.into(),
+            operator: operator.into(),
+            values: Some(names.iter().cloned().collect()),
+        });
+    selector
 }
 
 fn request_rule(operations: &[&str]) -> RuleWithOperations {
@@ -506,5 +587,46 @@ mod tests {
         registration.audit = false;
         assert_eq!(registration.validating_configurations("PEM").len(), 1);
         assert_eq!(registration.validating_names(), ["oz-requests"]);
+    }
+
+    #[test]
+    fn enforced_namespaces_get_a_webhook_that_fails_closed_and_the_audit_webhook_leaves_them_out() {
+        let mut registration =
+            Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap());
+        let scoped = LabelSelector {
+            match_labels: Some([("team".to_string(), "a".to_string())].into()),
+            ..Default::default()
+        };
+        registration.audit_namespace_selector = Some(scoped.clone());
+        let registration = registration.enforcing(&["prod".to_string(), "pci".to_string()].into());
+        let validating = registration.validating_configurations("PEM");
+        assert_eq!(validating.len(), 2, "no configuration of its own");
+        let webhooks = validating[1].webhooks.as_ref().unwrap();
+        assert_eq!(webhooks.len(), 2);
+        let names = |operator: &str| LabelSelector {
+            match_labels: scoped.match_labels.clone(),
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: NAMESPACE_NAME_LABEL.into(),
+                operator: operator.into(),
+                values: Some(vec!["pci".into(), "prod".into()]),
+            }]),
+        };
+        let (audit, enforced) = (&webhooks[0], &webhooks[1]);
+        assert_eq!(audit.name, AUDIT_WEBHOOK);
+        assert_eq!(audit.failure_policy.as_deref(), Some("Ignore"));
+        assert_eq!(audit.namespace_selector, Some(names("NotIn")));
+        assert_eq!(enforced.name, AUDIT_ENFORCED_WEBHOOK);
+        assert_eq!(enforced.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(enforced.namespace_selector, Some(names("In")));
+        // The same handler and operations: only the scope and the failure policy differ.
+        assert_eq!(enforced.client_config, audit.client_config);
+        assert_eq!(enforced.rules, audit.rules);
+        assert_eq!(enforced.object_selector, None);
+
+        // Nothing enforced: one audit webhook, as before.
+        let plain = Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap())
+            .enforcing(&BTreeSet::new());
+        let validating = plain.validating_configurations("PEM");
+        assert_eq!(validating[1].webhooks.as_ref().unwrap().len(), 1);
     }
 }

@@ -38,7 +38,9 @@ pub struct WebhookConfig {
     pub certs: CertSettings,
     /// `--audit-log-path`: audit records are also appended here as JSON lines.
     pub audit_log_path: Option<PathBuf>,
-    /// Which pod accesses are denied without a grant. Default: none.
+    /// Which pod accesses are denied without a grant. Default: none. Its namespaces are
+    /// registered with a webhook of their own that fails closed
+    /// ([`Registration::audit_enforced_namespaces`]).
     pub enforce: EnforceSettings,
     /// Groups whose members may delete anyone's requests, expired ones included (besides the
     /// cluster's controllers and oz itself). Default `system:masters`.
@@ -178,7 +180,11 @@ impl WebhookServer {
             client,
             namespace: config.namespace.clone(),
             store,
-            registration: config.registration.clone(),
+            // Enforced namespaces are registered fail-closed, whoever built the config.
+            registration: config
+                .registration
+                .clone()
+                .enforcing(&config.enforce.namespaces),
             certificate: certificate.clone(),
             served: initial.serving,
             leader,

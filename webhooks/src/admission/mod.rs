@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | [`MUTATE_REQUESTS_PATH`] | [`REQUESTER_WEBHOOK`](crate::registration::REQUESTER_WEBHOOK) | [`requests::mutate`] |
 //! | [`VALIDATE_REQUESTS_PATH`] | [`REQUESTS_WEBHOOK`](crate::registration::REQUESTS_WEBHOOK), [`REQUEST_DELETES_WEBHOOK`](crate::registration::REQUEST_DELETES_WEBHOOK) | [`requests::validate`] |
-//! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](crate::registration::AUDIT_WEBHOOK) | [`audit::audit`] |
+//! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](crate::registration::AUDIT_WEBHOOK), [`AUDIT_ENFORCED_WEBHOOK`](crate::registration::AUDIT_ENFORCED_WEBHOOK) | [`audit::audit`] |
 //!
 //! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.

@@ -11,9 +11,11 @@ use crate::admission::{AccessLookup, LookupError, RequestSummary};
 
 /// Which pod accesses are denied without a grant. Off (no namespaces) by default.
 ///
-/// Enforcement is only as strong as the audit webhook's failure policy: with the default
-/// `Ignore`, an unreachable oz lets every access through. Pair it with
-/// [`FailurePolicy::Fail`](crate::FailurePolicy) (and a namespaceSelector) to make it binding.
+/// Enforcement is only as strong as the webhook's failure policy: an unreachable oz behind
+/// `Ignore` lets every access through. So the [`WebhookServer`](crate::WebhookServer) registers
+/// these namespaces in a webhook of their own with `Fail`
+/// ([`Registration::audit_enforced_namespaces`](crate::Registration::audit_enforced_namespaces)):
+/// while oz is down, access there is refused; elsewhere it is only not audited.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnforceSettings {
     /// Namespaces in which an access without an active grant is denied.
