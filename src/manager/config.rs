@@ -109,7 +109,8 @@ pub struct RunArgs {
     pub audit_log_path: Option<PathBuf>,
 
     /// Deny exec/attach/port-forward/debug without an active grant in these namespaces (off by
-    /// default: the audit webhook only records).
+    /// default: the audit webhook only records). They are registered in a webhook of their own
+    /// with failurePolicy Fail: while oz is down, access there is refused.
     #[arg(long, env = "OZ_AUDIT_ENFORCE_NAMESPACES", value_delimiter = ',')]
     pub audit_enforce_namespaces: Vec<String>,
 
