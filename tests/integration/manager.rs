@@ -14,12 +14,13 @@ use kube::{
     Api, Client,
     api::{DeleteParams, PostParams},
 };
+use oz::install::{InstallOptions, watched_namespace_rules};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 
 use crate::support::{
     Operator, can_exec, create_manifest, env, eventually, grant, install_crds, metric_value,
-    role_binding, rule, strict_timing, subject,
+    role_binding, strict_timing, subject,
 };
 
 fn template(deployment: &str) -> String {
@@ -209,44 +210,17 @@ async fn wait_until_idle(metrics: u16, kind: &str) {
     .await;
 }
 
-/// What oz-manager needs in a watched namespace (without webhooks or leader election).
-fn operator_rules() -> Vec<PolicyRule> {
-    let kinds = [
-        "execaccesstemplates",
-        "execaccessrequests",
-        "podaccesstemplates",
-        "podaccessrequests",
-    ];
-    let statuses = kinds.map(|k| format!("{k}/status"));
-    vec![
-        rule(
-            &["crds.wizardofoz.co"],
-            &kinds,
-            &["get", "list", "watch", "patch", "delete"],
-        ),
-        rule(
-            &["crds.wizardofoz.co"],
-            &statuses.each_ref().map(String::as_str),
-            &["patch"],
-        ),
-        rule(
-            &["apps"],
-            &["deployments", "statefulsets", "daemonsets"],
-            &["get", "list", "watch"],
-        ),
-        rule(
-            &[""],
-            &["pods"],
-            &["get", "list", "watch", "create", "delete"],
-        ),
-        rule(&[""], &["pods/exec", "pods/attach"], &["create", "get"]),
-        rule(
-            &["rbac.authorization.k8s.io"],
-            &["roles", "rolebindings"],
-            &["get", "list", "watch", "create", "patch", "delete"],
-        ),
-        rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
-    ]
+/// What the install grants oz in a watched namespace (the same rules `oz-manager manifests`
+/// writes), which the test takes away and gives back.
+fn operator_rules(ns: &str) -> Vec<PolicyRule> {
+    let options = InstallOptions {
+        watch_namespaces: vec![ns.to_string()],
+        ..InstallOptions::default()
+    };
+    watched_namespace_rules(&options)
+        .into_iter()
+        .map(|r| r.rule)
+        .collect()
 }
 
 fn free_port() -> u16 {
@@ -282,7 +256,7 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
         &admin,
         &ns,
         "oz-manager",
-        operator_rules(),
+        operator_rules(&ns),
         operator_subjects(),
     )
     .await;
