@@ -161,15 +161,27 @@ pub async fn wait_until_all_of<R: AccessRequest>(
     phases: &[RequestPhase],
     why: &str,
 ) -> BTreeMap<String, R> {
-    eventually(SETTLE, why, || async {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
         let all = requests_of::<R>(admin, ns).await;
-        (all.len() == count
+        if all.len() == count
             && all
                 .values()
-                .all(|r| phase(r).is_some_and(|p| phases.contains(&p))))
-        .then_some(all)
-    })
-    .await
+                .all(|r| phase(r).is_some_and(|p| phases.contains(&p)))
+        {
+            return all;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+            for request in all.values() {
+                *seen.entry(format!("{:?}", phase(request))).or_default() += 1;
+            }
+            panic!(
+                "timed out after {SETTLE:?} waiting for {why}: {count} wanted in {phases:?}, found {seen:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `<request>-<first 8 characters of its uid>` (the request's name cut to fit 253 characters),
