@@ -864,10 +864,13 @@ async fn served_certificate(port: u16) -> Option<Vec<u8>> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(10), client.output())
-        .await
-        .ok()?
-        .ok()?;
+    let output = match tokio::time::timeout(Duration::from_secs(10), client.output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            panic!("reading the served certificate takes the openssl command line tool: {e}")
+        }
+        _ => return None,
+    };
     let text = String::from_utf8_lossy(&output.stdout);
     const END: &str = "-----END CERTIFICATE-----";
     let begin = text.find("-----BEGIN CERTIFICATE-----")?;
@@ -976,6 +979,9 @@ async fn certificates_recovered(
     }
     if !served_is_signed_by(oz.port, &ca).await {
         return Err("the stored CA did not sign the served certificate".into());
+    }
+    if served_is_signed_by(oz.port, old_ca).await {
+        return Err("the CA from before the fault still signs the served certificate".into());
     }
     Ok(served)
 }
