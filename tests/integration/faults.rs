@@ -347,7 +347,8 @@ async fn grants_expiring_behind_a_long_start_up_queue_are_revoked_on_time() {
         &admin,
         &ns,
         canary_expiries.keys().chain(&long_names).cloned().collect(),
-    );
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs_f64(until_restart)).await;
 
     operator.restart();
@@ -480,7 +481,7 @@ async fn fifty_grants_overdue_while_oz_is_down_are_revoked_within_a_second_of_it
     let mut expiries = expiries_of(ready.values());
     expiries.extend(expiries_of(ready_pods.values()));
     // Watched from before the kill: a grant revoked before its expiry is seen.
-    let clock = RevocationClock::start(&admin, &ns, expiries.keys().cloned().collect());
+    let clock = RevocationClock::start(&admin, &ns, expiries.keys().cloned().collect()).await;
     operator.kill();
     let first_expiry = expiries.values().min().copied().unwrap();
     let last_expiry = expiries.values().max().copied().unwrap();
@@ -632,7 +633,7 @@ async fn an_apiserver_restart_under_load_revokes_every_grant_within_a_second_of_
     )
     .await;
     let expiries = expiries_of(granted.values());
-    let clock = RevocationClock::start(&admin, &ns, expiries.keys().cloned().collect());
+    let clock = RevocationClock::start(&admin, &ns, expiries.keys().cloned().collect()).await;
 
     // Down from 5.5 s, under the reconciles and watches, until oz has met the outage: an
     // expiry's revocation failed for want of an apiserver (its log says so), and at least five
