@@ -1,6 +1,6 @@
 //! What the reliability and security tests (`faults`, `hostile`, `security`) share: requests in
-//! bulk, an audit of every grant in a namespace, a recorder of when grants disappear, and
-//! oz-manager running its webhooks on a local URL, as `install.rs` runs it.
+//! bulk (exec and pod access), an audit of every grant in a namespace, a recorder of when grants
+//! disappear, and oz-manager running its webhooks on a local URL, as `install.rs` runs it.
 
 use std::{
     collections::BTreeMap,
@@ -12,15 +12,16 @@ use futures::{StreamExt, stream};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+        core::v1::Pod,
         rbac::v1::{Role, RoleBinding},
     },
     jiff::Timestamp,
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, PartialObjectMeta, PostParams},
 };
-use oz_api::{ExecAccessRequest, RequestPhase};
+use oz_api::{AccessRequest, ExecAccessRequest, OzResource, PodAccessRequest, RequestPhase};
 use serde_json::json;
 
 use crate::support::{Operator, create_manifest, env, eventually, grant, rule, subject};
@@ -55,7 +56,23 @@ pub fn exec_request(name: &str, template: &str, user: &str, duration: &str) -> S
     )
 }
 
-/// Creates every `(name, user, duration)` request in `ns` as admin, `parallel` at a time.
+/// A PodAccessTemplate `name` copying `deployment`'s pod, open to `devs`, default 1h, max 2h.
+pub fn pod_template(name: &str, deployment: &str) -> String {
+    format!(
+        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: PodAccessTemplate\nmetadata: {{name: {name}}}\nspec:\n  \
+         accessConfig: {{allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}}\n  \
+         controllerTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {deployment}}}\n"
+    )
+}
+
+/// A PodAccessRequest as `user` gets it through oz's mutating webhook (see [`exec_request`]).
+pub fn pod_request(name: &str, template: &str, user: &str, duration: &str) -> String {
+    exec_request(name, template, user, duration)
+        .replace("kind: ExecAccessRequest\n", "kind: PodAccessRequest\n")
+}
+
+/// Creates every `(name, user, duration)` ExecAccessRequest in `ns` as admin, `parallel` at a
+/// time.
 pub async fn create_requests(
     admin: &Client,
     ns: &str,
@@ -63,9 +80,31 @@ pub async fn create_requests(
     requests: Vec<(String, &'static str, String)>,
     parallel: usize,
 ) {
+    create_all(admin, ns, template, requests, parallel, exec_request).await;
+}
+
+/// [`create_requests`] for PodAccessRequests.
+pub async fn create_pod_requests(
+    admin: &Client,
+    ns: &str,
+    template: &str,
+    requests: Vec<(String, &'static str, String)>,
+    parallel: usize,
+) {
+    create_all(admin, ns, template, requests, parallel, pod_request).await;
+}
+
+async fn create_all(
+    admin: &Client,
+    ns: &str,
+    template: &str,
+    requests: Vec<(String, &'static str, String)>,
+    parallel: usize,
+    manifest: fn(&str, &str, &str, &str) -> String,
+) {
     stream::iter(requests)
         .for_each_concurrent(parallel, |(name, user, duration)| {
-            let yaml = exec_request(&name, template, user, &duration);
+            let yaml = manifest(&name, template, user, &duration);
             async move {
                 // A create may race an apiserver hiccup; the name makes a retry safe.
                 for attempt in 0..5 {
@@ -83,7 +122,12 @@ pub async fn create_requests(
 
 /// Every ExecAccessRequest in `ns`, by name.
 pub async fn exec_requests(admin: &Client, ns: &str) -> BTreeMap<String, ExecAccessRequest> {
-    let api: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), ns);
+    requests_of(admin, ns).await
+}
+
+/// Every request of kind `R` in `ns`, by name.
+pub async fn requests_of<R: OzResource>(admin: &Client, ns: &str) -> BTreeMap<String, R> {
+    let api: Api<R> = Api::namespaced(admin.clone(), ns);
     api.list(&ListParams::default())
         .await
         .unwrap()
@@ -93,8 +137,9 @@ pub async fn exec_requests(admin: &Client, ns: &str) -> BTreeMap<String, ExecAcc
         .collect()
 }
 
-fn phase(request: &ExecAccessRequest) -> Option<RequestPhase> {
-    request.status.as_ref().and_then(|s| s.phase)
+/// A request's phase, if it has a status yet.
+pub fn phase<R: AccessRequest>(request: &R) -> Option<RequestPhase> {
+    request.request_status().and_then(|s| s.phase)
 }
 
 /// Waits until all `count` ExecAccessRequests of `ns` are in one of `phases`, and returns them.
@@ -105,30 +150,118 @@ pub async fn wait_until_all_in(
     phases: &[RequestPhase],
     why: &str,
 ) -> BTreeMap<String, ExecAccessRequest> {
-    eventually(SETTLE, why, || async {
-        let all = exec_requests(admin, ns).await;
-        (all.len() == count
+    wait_until_all_of(admin, ns, count, phases, why).await
+}
+
+/// [`wait_until_all_in`] for requests of kind `R`.
+pub async fn wait_until_all_of<R: AccessRequest>(
+    admin: &Client,
+    ns: &str,
+    count: usize,
+    phases: &[RequestPhase],
+    why: &str,
+) -> BTreeMap<String, R> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let all = requests_of::<R>(admin, ns).await;
+        if all.len() == count
             && all
                 .values()
-                .all(|r| phase(r).is_some_and(|p| phases.contains(&p))))
-        .then_some(all)
-    })
-    .await
+                .all(|r| phase(r).is_some_and(|p| phases.contains(&p)))
+        {
+            return all;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+            for request in all.values() {
+                *seen.entry(format!("{:?}", phase(request))).or_default() += 1;
+            }
+            panic!(
+                "timed out after {SETTLE:?} waiting for {why}: {count} wanted in {phases:?}, found {seen:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `<request>-<first 8 characters of its uid>` (the request's name cut to fit 253 characters),
-/// the name of a grant's Role and RoleBinding.
-pub fn grant_name(request: &ExecAccessRequest) -> String {
+/// the name of a grant's Role and RoleBinding (and of a pod grant's access Pod).
+pub fn grant_name<R: AccessRequest>(request: &R) -> String {
     oz::builders::resource_name(&request.name_any(), &request.uid().unwrap())
 }
 
-/// Everything wrong with the exec grants in `ns` (those of PodAccessRequests are left alone): each Ready request must have exactly its own
-/// Role and RoleBinding (named `<request>-<uid8>`, controlled by the request, the Role granting
-/// `get` on the pod and `create`, `get` on its exec subresource for `status.podName` only, the
-/// RoleBinding binding only the requester), no other request may have any, and no Role or
-/// RoleBinding oz made may be left without a Ready request. Empty when all is well.
+/// A request of either kind, as [`grant_problems`] judges it.
+struct Judged {
+    kind: &'static str,
+    name: String,
+    uid: String,
+    grant: String,
+    phase: Option<RequestPhase>,
+    pod: Option<String>,
+    requester: Option<String>,
+}
+
+impl Judged {
+    fn of<R: AccessRequest>(kind: &'static str, request: &R) -> Self {
+        let status = request.request_status();
+        Self {
+            kind,
+            name: request.name_any(),
+            uid: request.uid().unwrap(),
+            grant: grant_name(request),
+            phase: phase(request),
+            pod: status.and_then(|s| s.pod_name.clone()),
+            requester: request.requester().map(|r| r.username.clone()),
+        }
+    }
+
+    /// The rules its Role must have: get and exec on the granted pod; and attach, for the
+    /// private access Pod of a pod grant.
+    fn wanted_rules(&self) -> Vec<(Vec<String>, Vec<String>, Vec<String>)> {
+        let pod = vec![self.pod.clone().unwrap_or_default()];
+        let rule = |resource: &str, verbs: &[&str]| {
+            (
+                vec![resource.to_string()],
+                verbs.iter().map(|v| v.to_string()).collect(),
+                pod.clone(),
+            )
+        };
+        let mut rules = vec![
+            rule("pods", &["get"]),
+            rule("pods/exec", &["create", "get"]),
+        ];
+        if self.kind == "PodAccessRequest" {
+            rules.push(rule("pods/attach", &["create", "get"]));
+        }
+        rules
+    }
+}
+
+/// Everything wrong with the grants in `ns`, of ExecAccessRequests and PodAccessRequests alike.
+/// Each Ready request must have exactly its own Role and RoleBinding (named `<request>-<uid8>`,
+/// controlled by the request, the Role granting `get` on the pod and `create`, `get` on its exec
+/// subresource, and for a pod grant on its attach subresource, for `status.podName` only, the
+/// RoleBinding binding only the requester); a Ready PodAccessRequest also exactly one access Pod,
+/// its `status.podName`, named like its Role and controlled by it. No other request may own any
+/// Role, RoleBinding or Pod, and no Role, RoleBinding or Pod oz made may be left without a Ready
+/// request. Empty when all is well.
+///
+/// oz revokes first (the RoleBinding, then the Role, then a pod grant's Pod) and only then
+/// writes the status Expired: a request may be Ready for a moment with its grant already gone.
+/// Callers judge a settled namespace, so they wait for this to be empty (`eventually`) rather
+/// than assert it once while oz may still be writing.
 pub async fn grant_problems(admin: &Client, ns: &str) -> Vec<String> {
-    let requests = exec_requests(admin, ns).await;
+    let requests: Vec<Judged> = requests_of::<ExecAccessRequest>(admin, ns)
+        .await
+        .values()
+        .map(|r| Judged::of("ExecAccessRequest", r))
+        .chain(
+            requests_of::<PodAccessRequest>(admin, ns)
+                .await
+                .values()
+                .map(|r| Judged::of("PodAccessRequest", r)),
+        )
+        .collect();
     let roles: Vec<Role> = Api::<Role>::namespaced(admin.clone(), ns)
         .list(&ListParams::default())
         .await
@@ -139,50 +272,58 @@ pub async fn grant_problems(admin: &Client, ns: &str) -> Vec<String> {
         .await
         .unwrap()
         .items;
-    // Exec grants only: what oz made for a PodAccessRequest is not judged here.
+    let pods: Vec<Pod> = Api::<Pod>::namespaced(admin.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
     let oz_made = |meta: &ObjectMeta| {
+        let kinds = ["ExecAccessRequest", "PodAccessRequest"];
         meta.labels.as_ref().is_some_and(|l| {
-            l.get("oz.wizardofoz.co/request-kind").map(String::as_str) == Some("ExecAccessRequest")
+            l.get("oz.wizardofoz.co/request-kind")
+                .is_some_and(|k| kinds.contains(&k.as_str()))
         }) || meta
             .owner_references
             .iter()
             .flatten()
-            .any(|o| o.kind == "ExecAccessRequest")
+            .any(|o| kinds.contains(&o.kind.as_str()))
     };
     let owned_by =
         |meta: &ObjectMeta, uid: &str| meta.owner_references.iter().flatten().any(|o| o.uid == uid);
     let mut problems = Vec::new();
-    let mut accounted = 0;
-    for request in requests.values() {
-        let name = request.name_any();
-        let uid = request.uid().unwrap();
-        let expected = grant_name(request);
+    let mut ready_roles = 0;
+    let mut ready_pods = 0;
+    for request in &requests {
+        let Judged {
+            kind, name, uid, ..
+        } = request;
+        let name = format!("{kind} {name}");
+        let expected = &request.grant;
         let my_roles: Vec<&Role> = roles
             .iter()
-            .filter(|r| owned_by(&r.metadata, &uid))
+            .filter(|r| owned_by(&r.metadata, uid))
             .collect();
         let my_bindings: Vec<&RoleBinding> = bindings
             .iter()
-            .filter(|b| owned_by(&b.metadata, &uid))
+            .filter(|b| owned_by(&b.metadata, uid))
             .collect();
-        let ready = phase(request) == Some(RequestPhase::Ready);
-        if !ready {
-            if !my_roles.is_empty() || !my_bindings.is_empty() {
+        let my_pods: Vec<&Pod> = pods.iter().filter(|p| owned_by(&p.metadata, uid)).collect();
+        if request.phase != Some(RequestPhase::Ready) {
+            if !my_roles.is_empty() || !my_bindings.is_empty() || !my_pods.is_empty() {
                 problems.push(format!(
-                    "{name} is {:?} but owns Roles {:?} and RoleBindings {:?}",
-                    phase(request),
+                    "{name} is {:?} but owns Roles {:?}, RoleBindings {:?} and Pods {:?}",
+                    request.phase,
                     my_roles.iter().map(|r| r.name_any()).collect::<Vec<_>>(),
-                    my_bindings.iter().map(|b| b.name_any()).collect::<Vec<_>>()
+                    my_bindings.iter().map(|b| b.name_any()).collect::<Vec<_>>(),
+                    my_pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
                 ));
             }
             continue;
         }
-        accounted += 1;
-        let pod = request.status.as_ref().and_then(|s| s.pod_name.clone());
-        let requester = request.spec.requester.clone().map(|r| r.username);
+        ready_roles += 1;
         match my_roles.as_slice() {
             [role] => {
-                if role.name_any() != expected {
+                if &role.name_any() != expected {
                     problems.push(format!(
                         "{name}'s Role is {} not {expected}",
                         role.name_any()
@@ -200,23 +341,11 @@ pub async fn grant_problems(admin: &Client, ns: &str) -> Vec<String> {
                         )
                     })
                     .collect();
-                let pod = vec![pod.clone().unwrap_or_default()];
-                let wanted = vec![
-                    (
-                        vec!["pods".to_string()],
-                        vec!["get".to_string()],
-                        pod.clone(),
-                    ),
-                    (
-                        vec!["pods/exec".to_string()],
-                        vec!["create".to_string(), "get".to_string()],
-                        pod,
-                    ),
-                ];
+                let wanted = request.wanted_rules();
                 if rules != wanted {
                     problems.push(format!("{name}'s Role grants {rules:?}, not {wanted:?}"));
                 }
-                if !controlled_by(&role.metadata, &uid) {
+                if !controlled_by(&role.metadata, uid) {
                     problems.push(format!("{name}'s Role is not controlled by it alone"));
                 }
             }
@@ -234,11 +363,14 @@ pub async fn grant_problems(admin: &Client, ns: &str) -> Vec<String> {
                     .flatten()
                     .map(|s| (s.kind.clone(), s.name.clone()))
                     .collect();
-                let wanted = vec![("User".to_string(), requester.clone().unwrap_or_default())];
-                if binding.name_any() != expected
-                    || binding.role_ref.name != expected
+                let wanted = vec![(
+                    "User".to_string(),
+                    request.requester.clone().unwrap_or_default(),
+                )];
+                if &binding.name_any() != expected
+                    || &binding.role_ref.name != expected
                     || subjects != wanted
-                    || !controlled_by(&binding.metadata, &uid)
+                    || !controlled_by(&binding.metadata, uid)
                 {
                     problems.push(format!(
                         "{name}'s RoleBinding {} binds {subjects:?} to {} (wanted {wanted:?} to {expected})",
@@ -253,13 +385,37 @@ pub async fn grant_problems(admin: &Client, ns: &str) -> Vec<String> {
                 other.iter().map(|b| b.name_any()).collect::<Vec<_>>()
             )),
         }
+        // A pod grant's private Pod; an exec grant owns none (it execs into the workload's).
+        match (*kind, my_pods.as_slice()) {
+            ("ExecAccessRequest", []) => {}
+            ("PodAccessRequest", [pod]) => {
+                ready_pods += 1;
+                if &pod.name_any() != expected
+                    || request.pod.as_ref() != Some(expected)
+                    || !controlled_by(&pod.metadata, uid)
+                {
+                    problems.push(format!(
+                        "{name}'s access Pod is {} (status.podName {:?}, controlled by it alone: {}), wanted {expected}",
+                        pod.name_any(),
+                        request.pod,
+                        controlled_by(&pod.metadata, uid)
+                    ));
+                }
+            }
+            (_, other) => problems.push(format!(
+                "{name} is Ready with {} Pods: {:?}",
+                other.len(),
+                other.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+            )),
+        }
     }
     // Orphans: oz's objects whose owner is not a request of this namespace.
-    let uids: Vec<String> = requests.values().filter_map(|r| r.uid()).collect();
+    let uids: Vec<&String> = requests.iter().map(|r| &r.uid).collect();
     for (kind, meta) in roles
         .iter()
         .map(|r| ("Role", &r.metadata))
         .chain(bindings.iter().map(|b| ("RoleBinding", &b.metadata)))
+        .chain(pods.iter().map(|p| ("Pod", &p.metadata)))
     {
         if oz_made(meta) && !uids.iter().any(|uid| owned_by(meta, uid)) {
             problems.push(format!(
@@ -270,52 +426,100 @@ pub async fn grant_problems(admin: &Client, ns: &str) -> Vec<String> {
         }
     }
     let oz_roles = roles.iter().filter(|r| oz_made(&r.metadata)).count();
-    if oz_roles != accounted {
+    if oz_roles != ready_roles {
         problems.push(format!(
-            "{oz_roles} oz Roles for {accounted} Ready requests"
+            "{oz_roles} oz Roles for {ready_roles} Ready requests"
+        ));
+    }
+    let oz_pods = pods.iter().filter(|p| oz_made(&p.metadata)).count();
+    if oz_pods != ready_pods {
+        problems.push(format!(
+            "{oz_pods} oz Pods for {ready_pods} Ready PodAccessRequests"
         ));
     }
     problems
+}
+
+/// Waits until [`grant_problems`] finds nothing (oz has settled: every revocation and the
+/// status that follows it written), or panics with what it found last.
+pub async fn wait_until_no_grant_problems(admin: &Client, ns: &str, why: &str) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let problems = grant_problems(admin, ns).await;
+        if problems.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "{} problems with the grants after {SETTLE:?} ({why}):\n{}",
+                problems.len(),
+                problems.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
     matches!(meta.owner_references.as_deref(), Some([owner]) if owner.uid == uid && owner.controller == Some(true))
 }
 
-/// Records, by polling every 50 ms, when each of oz's RoleBindings in a namespace disappears:
-/// the moment a grant is revoked (oz deletes the binding first). Polls that fail (the apiserver
-/// is down) are skipped; a missed moment is only ever recorded late, never early.
+/// Records, from a watch, when each of oz's RoleBindings in a namespace disappears: the moment
+/// a grant is revoked (oz deletes the binding first). A deletion is stamped when its event
+/// arrives, so never before it happened. When the watch breaks (the apiserver is down) it
+/// resumes from where it was, and the deletions meanwhile arrive then; if it must list afresh,
+/// a binding missing from the new list is stamped when the list is complete. A missed moment is
+/// only ever recorded late, never early. (A watch rather than polling: a slow LIST under load
+/// stamped every revocation of its interval at its end, and 20 LISTs a second loaded the
+/// apiserver being measured.)
 pub struct RevocationClock {
     gone: Arc<Mutex<BTreeMap<String, Timestamp>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RevocationClock {
-    /// Starts watching `names` in `ns`, which must exist now.
-    pub fn start(admin: &Client, ns: &str, names: Vec<String>) -> Self {
+    /// Starts watching `names` in `ns`, which must exist now. Returns once the watch has
+    /// listed them, so that nothing after the return is missed.
+    pub async fn start(admin: &Client, ns: &str, names: Vec<String>) -> Self {
+        use kube::runtime::{WatchStreamExt, watcher};
         let gone = Arc::new(Mutex::new(BTreeMap::new()));
-        let api: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
+        let api: Api<PartialObjectMeta<RoleBinding>> = Api::namespaced(admin.clone(), ns);
         let record = gone.clone();
+        let (listed, first_list) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
-            loop {
-                let listed = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    api.list_metadata(&ListParams::default().labels(MANAGED_BY_OZ)),
-                )
-                .await;
+            let mut listed = Some(listed);
+            let mut events = std::pin::pin!(
+                watcher::watcher(api, watcher::Config::default().labels(MANAGED_BY_OZ))
+                    .backoff(EveryFiftyMillis)
+            );
+            // The names present in a list in progress.
+            let mut relisted: Vec<String> = Vec::new();
+            while let Some(event) = events.next().await {
                 let now = Timestamp::now();
-                if let Ok(Ok(list)) = listed {
-                    let present: Vec<String> = list.items.iter().map(|b| b.name_any()).collect();
-                    let mut gone = record.lock().unwrap();
-                    for name in &names {
-                        if !present.contains(name) {
-                            gone.entry(name.clone()).or_insert(now);
+                let Ok(event) = event else { continue };
+                let mut gone = record.lock().unwrap();
+                match event {
+                    watcher::Event::Delete(binding) => {
+                        let name = binding.name_any();
+                        if names.contains(&name) {
+                            gone.entry(name).or_insert(now);
                         }
                     }
+                    watcher::Event::Init => relisted.clear(),
+                    watcher::Event::InitApply(binding) => relisted.push(binding.name_any()),
+                    watcher::Event::InitDone => {
+                        for name in names.iter().filter(|n| !relisted.contains(n)) {
+                            gone.entry(name.clone()).or_insert(now);
+                        }
+                        if let Some(listed) = listed.take() {
+                            let _ = listed.send(());
+                        }
+                    }
+                    watcher::Event::Apply(_) => {}
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
+        let _ = tokio::time::timeout(SETTLE, first_list).await;
         Self { gone, task }
     }
 
@@ -323,6 +527,22 @@ impl RevocationClock {
     pub fn gone(&self) -> BTreeMap<String, Timestamp> {
         self.gone.lock().unwrap().clone()
     }
+}
+
+/// Retry a broken watch every 50 ms (kube's default backs off up to 30 s): a revocation right
+/// after the apiserver's return must be seen then, not when the watch happens to retry.
+struct EveryFiftyMillis;
+
+impl Iterator for EveryFiftyMillis {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::from_millis(50))
+    }
+}
+
+impl kube::runtime::utils::Backoff for EveryFiftyMillis {
+    fn reset(&mut self) {}
 }
 
 impl Drop for RevocationClock {
