@@ -2,12 +2,19 @@
 
 use std::{future::Future, time::Duration};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::{
+    api::core::v1::ConfigMap,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
 use kube::{
     Api, Client, ResourceExt,
-    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
+    api::{
+        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
+        PostParams,
+    },
 };
 use oz_testenv::{ControlPlane, exec};
+use serde_json::json;
 use tokio::sync::OnceCell;
 
 /// The shared control plane of this test binary.
@@ -55,7 +62,7 @@ static CRDS: OnceCell<()> = OnceCell::const_new();
 pub async fn install_crds() {
     CRDS.get_or_init(|| async {
         let admin = env().admin().await.unwrap();
-        let crds: Api<CustomResourceDefinition> = Api::all(admin);
+        let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
         for crd in oz_api::all_crds() {
             crds.patch(
                 &crd.name_any(),
@@ -84,8 +91,64 @@ pub async fn install_crds() {
             )
             .await;
         }
+        wait_until_collected_by_gc(&admin).await;
     })
     .await;
+}
+
+/// Waits until the garbage collector tracks the request kinds: it learns of new CRDs only at
+/// its next discovery sync (every 5 s in the test control plane), and until then it deletes an
+/// orphaned template without orphaning its requests, then collects them later as dependents of
+/// an owner that is gone. A canary request owned by a ConfigMap, collected once the ConfigMap is
+/// deleted, shows it tracks each kind.
+async fn wait_until_collected_by_gc(admin: &Client) {
+    let ns = env().namespace("gc-canary").await.unwrap();
+    let owners: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let owner = owners
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some("owner".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let owner_ref = json!([{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.uid().unwrap(),
+    }]);
+    let mut canaries = Vec::new();
+    for kind in ["ExecAccessRequest", "PodAccessRequest"] {
+        let yaml = json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "canary", "ownerReferences": owner_ref},
+            "spec": {"templateName": "none"},
+        })
+        .to_string();
+        let (object, resource) = parse_manifest(&yaml);
+        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &resource);
+        api.create(&PostParams::default(), &object).await.unwrap();
+        canaries.push((kind, api));
+    }
+    owners
+        .delete("owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    for (kind, api) in canaries {
+        eventually(
+            Duration::from_secs(60),
+            &format!("the garbage collector to track {kind}s"),
+            || {
+                let api = api.clone();
+                async move { api.get_opt("canary").await.unwrap().is_none().then_some(()) }
+            },
+        )
+        .await;
+    }
 }
 
 /// Parses one YAML manifest into a typeless object and the API resource it belongs to.
