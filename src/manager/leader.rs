@@ -302,8 +302,12 @@ impl Elector {
         }
     }
 
-    /// Writes `spec` if the Lease is still at `resource_version` (a 409 otherwise).
-    async fn swap(&self, resource_version: Option<String>, spec: &LeaseSpec) -> kube::Result<()> {
+    /// Writes `spec` (merged) if the Lease is still at `resource_version` (a 409 otherwise).
+    async fn swap(
+        &self,
+        resource_version: Option<String>,
+        spec: &impl serde::Serialize,
+    ) -> kube::Result<()> {
         let patch = json!({
             "metadata": {"resourceVersion": resource_version},
             "spec": spec,
@@ -327,18 +331,8 @@ impl Elector {
         if spec.holder_identity.as_deref() != Some(self.election.identity.as_str()) {
             return Ok(());
         }
-        let patch = json!({
-            "metadata": {"resourceVersion": lease.metadata.resource_version},
-            "spec": {"holderIdentity": null, "renewTime": null, "acquireTime": null},
-        });
-        self.leases
-            .patch(
-                &self.election.lease_name,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map(|_| ())
+        let cleared = json!({"holderIdentity": null, "renewTime": null, "acquireTime": null});
+        self.swap(lease.metadata.resource_version, &cleared).await
     }
 }
 

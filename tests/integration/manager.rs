@@ -468,6 +468,28 @@ async fn leader_and_follower(admin: &Client, ns: &str, lease: u64) -> (Operator,
 }
 
 /// Whether `operator` logged that it reconciled request `name` in `ns`.
+/// Creates a 5-minute request `name` and waits until it is Ready and `operator`'s log shows
+/// that this replica reconciled it.
+async fn granted_by(admin: &Client, ns: &str, name: &str, operator: &Operator) {
+    create_manifest(admin, ns, &request(name, "5m"))
+        .await
+        .unwrap();
+    wait_for_phase(
+        admin,
+        ns,
+        name,
+        RequestPhase::Ready,
+        Duration::from_secs(15),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        &format!("{} to log its reconcile of {name}", operator.pid()),
+        || async { reconciled(operator, ns, name).then_some(()) },
+    )
+    .await;
+}
+
 fn reconciled(operator: &Operator, ns: &str, name: &str) -> bool {
     let object = format!("/{name}.{ns}");
     operator
@@ -551,23 +573,7 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
         holder.strip_suffix(&format!("-{}", leader.pid())).unwrap(),
         follower.pid()
     );
-    create_manifest(&admin, &ns, &request("before", "5m"))
-        .await
-        .unwrap();
-    wait_for_phase(
-        &admin,
-        &ns,
-        "before",
-        RequestPhase::Ready,
-        Duration::from_secs(15),
-    )
-    .await;
-    eventually(
-        Duration::from_secs(10),
-        "the leader to log its reconcile",
-        || async { reconciled(&leader, &ns, "before").then_some(()) },
-    )
-    .await;
+    granted_by(&admin, &ns, "before", &leader).await;
 
     // An admin hands the Lease to the other replica while the leader keeps running.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
@@ -606,23 +612,7 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
     )
     .await;
 
-    create_manifest(&admin, &ns, &request("meanwhile", "5m"))
-        .await
-        .unwrap();
-    wait_for_phase(
-        &admin,
-        &ns,
-        "meanwhile",
-        RequestPhase::Ready,
-        Duration::from_secs(15),
-    )
-    .await;
-    eventually(
-        Duration::from_secs(10),
-        "the new leader to log its reconcile",
-        || async { reconciled(&follower, &ns, "meanwhile").then_some(()) },
-    )
-    .await;
+    granted_by(&admin, &ns, "meanwhile", &follower).await;
     assert!(
         !reconciled(&leader, &ns, "meanwhile"),
         "the replica that lost the Lease reconciled a request created afterwards:\n{}",
