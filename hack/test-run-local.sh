@@ -35,9 +35,11 @@ trap 'kill $holder 2>/dev/null || true' EXIT
 until grep -q holding "$out.holder"; do kill -0 $holder || fail "the port holder exited"; sleep 0.1; done
 
 # Job control gives `make run` a process group of its own (pgid = its pid), so the whole group can
-# be signalled the way a terminal's Ctrl-C would.
+# be signalled the way a terminal's Ctrl-C would. In a terminal SIGINT is never ignored; a shell
+# started as a background job (nohup, some CI runners) inherits it ignored, and a shell cannot
+# trap a signal ignored on entry: env restores the terminal's disposition.
 set -m
-(cd "$root" && exec make --no-print-directory run) >"$out" 2>&1 &
+(cd "$root" && exec env --default-signal=INT,QUIT make --no-print-directory run) >"$out" 2>&1 &
 leader=$!
 set +m
 # Up to 20 minutes: on a new machine make run first builds oz-manager, the control plane and kwok.
