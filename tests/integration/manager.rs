@@ -81,6 +81,20 @@ async fn lease_holder(admin: &Client, ns: &str) -> Option<String> {
         .holder_identity
 }
 
+/// Waits until the replica whose identity ends with `suffix` (`-<pid>`) holds the Lease.
+async fn holds_lease_within(admin: &Client, ns: &str, suffix: &str, timeout: Duration) {
+    eventually(
+        timeout,
+        &format!("the replica *{suffix} to hold the Lease"),
+        || async {
+            lease_holder(admin, ns)
+                .await
+                .filter(|h| h.ends_with(suffix))
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_follower_takes_over_and_a_grant_still_expires_on_time() {
     let (ns, admin) = namespace_with_template("failover").await;
@@ -125,14 +139,11 @@ async fn a_follower_takes_over_and_a_grant_still_expires_on_time() {
     // The leader dies without releasing the Lease; the follower takes over within its duration.
     leader.kill();
     let killed = Instant::now();
-    eventually(
+    holds_lease_within(
+        &admin,
+        &ns,
+        &follower_identity_suffix,
         Duration::from_secs(10),
-        "the follower to take the lease",
-        || async {
-            lease_holder(&admin, &ns)
-                .await
-                .filter(|h| h.ends_with(&follower_identity_suffix))
-        },
     )
     .await;
     let takeover = killed.elapsed();
@@ -519,16 +530,7 @@ async fn a_leader_stopped_gracefully_hands_over_at_once_not_after_its_lease() {
     let _timing = strict_timing().await;
     leader.terminate();
     let stopped = Instant::now();
-    eventually(
-        Duration::from_secs(45),
-        "the follower to take the Lease",
-        || async {
-            lease_holder(&admin, &ns)
-                .await
-                .filter(|h| h.ends_with(&follower_suffix))
-        },
-    )
-    .await;
+    holds_lease_within(&admin, &ns, &follower_suffix, Duration::from_secs(45)).await;
     let handover = stopped.elapsed();
     eprintln!(
         "graceful handover: the follower held the Lease {:.3}s after the leader's SIGTERM (lease 30 s)",
