@@ -20,7 +20,7 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 
 use crate::support::{
     Operator, can_exec, create_manifest, env, eventually, grant, install_crds, metric_value,
-    role_binding, strict_timing, subject,
+    role_binding, strict_timing, subject, wait_until_gone,
 };
 
 fn template(deployment: &str) -> String {
@@ -399,17 +399,11 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
         .await
         .unwrap();
     let back = Instant::now();
-    eventually(
+    wait_until_gone(
+        &bindings,
+        &expiring_grant,
         Duration::from_secs(20),
         "the overdue grant to be revoked",
-        || async {
-            bindings
-                .get_opt(&expiring_grant)
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        },
     )
     .await;
     let revoked_after = back.elapsed();
@@ -688,17 +682,11 @@ async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_
         .delete(&doomed, &DeleteParams::default())
         .await
         .unwrap();
-    eventually(
+    wait_until_gone(
+        &namespaces,
+        &doomed,
         Duration::from_secs(60),
         "the namespace to be gone",
-        || async {
-            namespaces
-                .get_opt(&doomed)
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        },
     )
     .await;
     // No timer left waiting an hour for grants that no longer exist; no grant counted.

@@ -56,6 +56,17 @@ pub async fn heavy_load() -> tokio::sync::RwLockWriteGuard<'static, ()> {
     CORES.write().await
 }
 
+/// Waits until `name` is gone from `api`, or panics after `timeout` with `what`.
+pub async fn wait_until_gone<K>(api: &Api<K>, name: &str, timeout: Duration, what: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(timeout, what, || async {
+        api.get_opt(name).await.unwrap().is_none().then_some(())
+    })
+    .await;
+}
+
 static CRDS: OnceCell<()> = OnceCell::const_new();
 
 /// Installs oz's CRDs (once per test binary) and waits until the apiserver serves them.
