@@ -36,8 +36,13 @@ pub const MANAGED_BY_OZ: &str = "app.kubernetes.io/managed-by=oz";
 
 /// An ExecAccessTemplate `name` for `deployment`, open to `devs`, default 1h, max 2h.
 pub fn exec_template(name: &str, deployment: &str) -> String {
+    template("ExecAccessTemplate", name, deployment)
+}
+
+/// A template of `kind` named `name` for `deployment`, open to `devs`, default 1h, max 2h.
+fn template(kind: &str, name: &str, deployment: &str) -> String {
     format!(
-        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\nmetadata: {{name: {name}}}\nspec:\n  \
+        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n  \
          accessConfig: {{allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}}\n  \
          controllerTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {deployment}}}\n"
     )
@@ -58,11 +63,7 @@ pub fn exec_request(name: &str, template: &str, user: &str, duration: &str) -> S
 
 /// A PodAccessTemplate `name` copying `deployment`'s pod, open to `devs`, default 1h, max 2h.
 pub fn pod_template(name: &str, deployment: &str) -> String {
-    format!(
-        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: PodAccessTemplate\nmetadata: {{name: {name}}}\nspec:\n  \
-         accessConfig: {{allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}}\n  \
-         controllerTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {deployment}}}\n"
-    )
+    template("PodAccessTemplate", name, deployment)
 }
 
 /// A PodAccessRequest as `user` gets it through oz's mutating webhook (see [`exec_request`]).

@@ -122,17 +122,7 @@ async fn a_follower_takes_over_and_a_grant_still_expires_on_time() {
     };
     let follower_identity_suffix = format!("-{}", follower.pid());
 
-    create_manifest(&admin, &ns, &request("alice-web", "12s"))
-        .await
-        .unwrap();
-    let ready = wait_for_phase(
-        &admin,
-        &ns,
-        "alice-web",
-        RequestPhase::Ready,
-        Duration::from_secs(15),
-    )
-    .await;
+    let ready = granted(&admin, &ns, "alice-web", "12s").await;
     let status = ready.status.unwrap();
     let (pod, expires_at) = (status.pod_name.unwrap(), status.expires_at.unwrap().0);
 
@@ -472,11 +462,9 @@ async fn leader_and_follower(admin: &Client, ns: &str, lease: u64) -> (Operator,
     }
 }
 
-/// Whether `operator` logged that it reconciled request `name` in `ns`.
-/// Creates a 5-minute request `name` and waits until it is Ready and `operator`'s log shows
-/// that this replica reconciled it.
-async fn granted_by(admin: &Client, ns: &str, name: &str, operator: &Operator) {
-    create_manifest(admin, ns, &request(name, "5m"))
+/// Creates request `name` for `duration` and waits until it is Ready.
+async fn granted(admin: &Client, ns: &str, name: &str, duration: &str) -> ExecAccessRequest {
+    create_manifest(admin, ns, &request(name, duration))
         .await
         .unwrap();
     wait_for_phase(
@@ -486,7 +474,13 @@ async fn granted_by(admin: &Client, ns: &str, name: &str, operator: &Operator) {
         RequestPhase::Ready,
         Duration::from_secs(15),
     )
-    .await;
+    .await
+}
+
+/// Creates a 5-minute request `name` and waits until it is Ready and `operator`'s log shows
+/// that this replica reconciled it.
+async fn granted_by(admin: &Client, ns: &str, name: &str, operator: &Operator) {
+    granted(admin, ns, name, "5m").await;
     eventually(
         Duration::from_secs(10),
         &format!("{} to log its reconcile of {name}", operator.pid()),
@@ -495,6 +489,7 @@ async fn granted_by(admin: &Client, ns: &str, name: &str, operator: &Operator) {
     .await;
 }
 
+/// Whether `operator` logged that it reconciled request `name` in `ns`.
 fn reconciled(operator: &Operator, ns: &str, name: &str) -> bool {
     let object = format!("/{name}.{ns}");
     operator
@@ -509,17 +504,7 @@ async fn a_leader_stopped_gracefully_hands_over_at_once_not_after_its_lease() {
     // A long Lease: a follower that waited for it to expire would take 30 s.
     let (mut leader, follower) = leader_and_follower(&admin, &ns, 30).await;
     let follower_suffix = format!("-{}", follower.pid());
-    create_manifest(&admin, &ns, &request("before", "5m"))
-        .await
-        .unwrap();
-    wait_for_phase(
-        &admin,
-        &ns,
-        "before",
-        RequestPhase::Ready,
-        Duration::from_secs(15),
-    )
-    .await;
+    granted(&admin, &ns, "before", "5m").await;
 
     let _timing = strict_timing().await;
     leader.terminate();
@@ -546,17 +531,7 @@ async fn a_leader_stopped_gracefully_hands_over_at_once_not_after_its_lease() {
     );
 
     // The new leader works.
-    create_manifest(&admin, &ns, &request("after", "5m"))
-        .await
-        .unwrap();
-    wait_for_phase(
-        &admin,
-        &ns,
-        "after",
-        RequestPhase::Ready,
-        Duration::from_secs(15),
-    )
-    .await;
+    granted(&admin, &ns, "after", "5m").await;
 }
 
 #[tokio::test]
@@ -662,17 +637,7 @@ async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_
     gauge_becomes(timers, 0.0).await;
 
     for name in ["one", "two"] {
-        create_manifest(&admin, &doomed, &request(name, "1h"))
-            .await
-            .unwrap();
-        wait_for_phase(
-            &admin,
-            &doomed,
-            name,
-            RequestPhase::Ready,
-            Duration::from_secs(15),
-        )
-        .await;
+        granted(&admin, &doomed, name, "1h").await;
     }
     gauge_becomes(timers, 2.0).await;
     gauge_becomes(grants, 2.0).await;

@@ -164,6 +164,18 @@ impl Fixture {
         Api::namespaced(self.admin.clone(), &self.ns)
     }
 
+    /// Creates a request (as [`Fixture::request`]) and waits until it is Ready.
+    pub async fn granted<R: AccessRequest>(
+        &self,
+        name: &str,
+        template: &str,
+        user: &str,
+        duration: &str,
+    ) -> R {
+        self.request::<R>(name, template, user, duration).await;
+        self.wait_for(name, RequestPhase::Ready).await
+    }
+
     /// Waits until request `name` reaches `phase`.
     pub async fn wait_for<R: AccessRequest>(&self, name: &str, phase: RequestPhase) -> R {
         let requests = self.requests::<R>();
@@ -307,10 +319,8 @@ async fn alice_execs_into_her_granted_pod_and_everyone_else_is_refused_until_it_
         .await;
 
     // Long enough for the five kubectl runs below on a busy machine, short enough to wait for.
-    f.request::<ExecAccessRequest>("alice-web", "web-exec", "alice", "20s")
-        .await;
     let ready = f
-        .wait_for::<ExecAccessRequest>("alice-web", RequestPhase::Ready)
+        .granted::<ExecAccessRequest>("alice-web", "web-exec", "alice", "20s")
         .await;
     let pod = pod_of(&ready);
     assert!(web.pod_names().contains(&pod), "{pod} is one of web's pods");
@@ -366,10 +376,8 @@ async fn ozctl_exec_prints_the_output_of_alices_command_in_her_granted_pod() {
     let web = web(&f).await;
     f.template("Exec", "web-exec", "apps/v1", "Deployment", "web")
         .await;
-    f.request::<ExecAccessRequest>("alice-web", "web-exec", "alice", "5m")
-        .await;
     let ready = f
-        .wait_for::<ExecAccessRequest>("alice-web", RequestPhase::Ready)
+        .granted::<ExecAccessRequest>("alice-web", "web-exec", "alice", "5m")
         .await;
     let pod = pod_of(&ready);
     assert!(web.pod_names().contains(&pod), "{pod} is one of web's pods");
@@ -623,10 +631,8 @@ async fn at_pod_access_expiry_oz_deletes_the_debug_pod_and_alices_open_session_e
     f.template("Pod", "web-debug", "apps/v1", "Deployment", "web")
         .await;
     // Long enough for the pod to start and alice's session to open on a busy machine.
-    f.request::<PodAccessRequest>("alice-debug", "web-debug", "alice", "20s")
-        .await;
     let ready = f
-        .wait_for::<PodAccessRequest>("alice-debug", RequestPhase::Ready)
+        .granted::<PodAccessRequest>("alice-debug", "web-debug", "alice", "20s")
         .await;
     let pod = pod_of(&ready);
     let expires = expires_at(&ready);
@@ -687,10 +693,8 @@ async fn gap_issue_16_an_open_exec_session_survives_its_grants_expiry() {
     web(&f).await;
     f.template("Exec", "web-exec", "apps/v1", "Deployment", "web")
         .await;
-    f.request::<ExecAccessRequest>("alice-web", "web-exec", "alice", "15s")
-        .await;
     let ready = f
-        .wait_for::<ExecAccessRequest>("alice-web", RequestPhase::Ready)
+        .granted::<ExecAccessRequest>("alice-web", "web-exec", "alice", "15s")
         .await;
     let pod = pod_of(&ready);
     let expires = expires_at(&ready);

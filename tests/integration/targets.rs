@@ -2,7 +2,7 @@
 //! make the workload's pods, kwok runs them, oz grants one of them, and alice's own `kubectl
 //! exec` runs there and nowhere else. (Deployments: `streams.rs`.)
 
-use oz_api::{ExecAccessRequest, RequestPhase};
+use oz_api::ExecAccessRequest;
 use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 
 use crate::streams::{Fixture, assert_exec_forbidden, assert_hello, hello};
@@ -22,10 +22,8 @@ async fn alice_execs_into_one_pod_of(f: &Fixture, api_version: &str, workload: W
         &workload.name,
     )
     .await;
-    f.request::<ExecAccessRequest>("alice-app", "app-exec", "alice", "10m")
-        .await;
     let ready = f
-        .wait_for::<ExecAccessRequest>("alice-app", RequestPhase::Ready)
+        .granted::<ExecAccessRequest>("alice-app", "app-exec", "alice", "10m")
         .await;
     let pod = ready.status.unwrap().pod_name.unwrap();
     let names = workload.pod_names();
