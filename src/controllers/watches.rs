@@ -290,15 +290,14 @@ impl<B: AccessBuilder> HasContext for RequestReconciler<B> {
     }
 }
 
-async fn drain<T: std::fmt::Display, A, E: std::fmt::Display>(
-    stream: impl Stream<Item = Result<(T, A), E>>,
+async fn drain<T: std::fmt::Debug, E: std::fmt::Display>(
+    stream: impl Stream<Item = Result<T, E>>,
     kind: &str,
 ) {
     stream
         .for_each(|result| async move {
             match result {
-                // Which replica reconciled what, for whoever reads its log (and the tests).
-                Ok((object, _)) => tracing::debug!(kind, %object, "reconciled"),
+                Ok(_) => {}
                 Err(e) => tracing::debug!(kind, error = %e, "controller event"),
             }
         })

@@ -489,13 +489,14 @@ async fn granted_by(admin: &Client, ns: &str, name: &str, operator: &Operator) {
     .await;
 }
 
-/// Whether `operator` logged that it reconciled request `name` in `ns`.
+/// Whether `operator` logged that it reconciled request `name` in `ns` (oz's debug line
+/// "request reconciled", which names both).
 fn reconciled(operator: &Operator, ns: &str, name: &str) -> bool {
-    let object = format!("/{name}.{ns}");
+    let (namespace, subject) = (format!("namespace={ns} "), format!("name={name} "));
     operator
         .log_text()
         .lines()
-        .any(|l| l.contains("reconciled") && l.contains(&object))
+        .any(|l| l.contains("request reconciled") && l.contains(&namespace) && l.contains(&subject))
 }
 
 #[tokio::test]

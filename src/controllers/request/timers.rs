@@ -41,8 +41,8 @@ struct Armed {
 }
 
 /// The armed timers of one request kind in one scope. The gauge is shared by every scope (one
-/// controller per watched namespace), so each adds and removes its own. Dropping it (the controller stopping, leadership lost)
-/// cancels them all: only the leader revokes.
+/// controller per watched namespace), so each adds and removes its own. Dropping it (the
+/// controller stopping, leadership lost) cancels them all: only the leader revokes.
 pub struct ExpiryTimers<B: AccessBuilder> {
     ctx: Context,
     builder: B,
