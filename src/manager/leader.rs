@@ -116,6 +116,15 @@ enum Held {
     ByOther { holder: String, left: Duration },
 }
 
+impl Held {
+    /// A write lost a race with another writer (409): held by someone, unknown, so the Lease
+    /// is read again at once.
+    const LOOK_AGAIN: Held = Held::ByOther {
+        holder: String::new(),
+        left: Duration::ZERO,
+    };
+}
+
 /// What to do with the Lease as read at `now`.
 #[derive(Debug, PartialEq, Eq)]
 enum Decision {
@@ -263,10 +272,7 @@ impl Elector {
             return match self.leases.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(Held::ByUs),
                 // Created by another candidate meanwhile: look again.
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Held::ByOther {
-                    holder: String::new(),
-                    left: Duration::ZERO,
-                }),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Held::LOOK_AGAIN),
                 Err(e) => Err(e),
             };
         };
@@ -283,10 +289,7 @@ impl Elector {
         match self.swap(resource_version, &written).await {
             Ok(()) => Ok(Held::ByUs),
             // Changed since it was read (taken by another candidate, or rewritten): look again.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Held::ByOther {
-                holder: String::new(),
-                left: Duration::ZERO,
-            }),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Held::LOOK_AGAIN),
             Err(e) => Err(e),
         }
     }
