@@ -29,7 +29,10 @@ pub type Shutdown = Shared<futures::future::BoxFuture<'static, ()>>;
 
 /// Runs oz-manager until `shutdown` resolves.
 pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> Result<(), String> {
-    let metrics = Arc::new(Metrics::default());
+    let mut metrics = Metrics::default();
+    let webhook_metrics = oz_webhooks::WebhookMetrics::default();
+    webhook_metrics.register(metrics.registry_mut());
+    let metrics = Arc::new(metrics);
     let health = Arc::new(Health::default());
     if let Some(addr) = config.health_addr {
         endpoints::serve_health(addr, health.clone(), shutdown.clone()).await?;
@@ -62,6 +65,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     let webhook_server = match config.webhooks.clone() {
         Some(mut webhooks) => {
             webhooks.leader = leadership.as_ref().map(|l| l.leading.clone());
+            webhooks.metrics = webhook_metrics.clone();
             let server = oz_webhooks::WebhookServer::start(client.clone(), webhooks)
                 .await
                 .map_err(|e| format!("cannot start the webhook server: {e}"))?;

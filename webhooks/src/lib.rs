@@ -33,11 +33,13 @@
 pub mod admission;
 pub mod certs;
 mod error;
+pub mod metrics;
 pub mod registration;
 mod server;
 pub mod tls;
 
 pub use error::{Error, Result};
+pub use metrics::WebhookMetrics;
 pub use registration::{FailurePolicy, Registration, WebhookEndpoint};
 pub use server::{WebhookConfig, WebhookServer};
 

@@ -11,7 +11,7 @@ use tokio::{
 use tracing::info;
 
 use crate::{
-    Error, Result,
+    Error, Result, WebhookMetrics,
     admission::{self, AdmissionState, AuditEvents, AuditLog, CachedLookup, EnforceSettings},
     certs::{
         CertSettings,
@@ -55,6 +55,8 @@ pub struct WebhookConfig {
     /// templates watches these alone, which is all a namespace-scoped install may read.
     /// Default: empty, all namespaces.
     pub watch_namespaces: Vec<String>,
+    /// What the server counts; oz-manager registers these with its metrics.
+    pub metrics: WebhookMetrics,
 }
 
 impl WebhookConfig {
@@ -72,6 +74,7 @@ impl WebhookConfig {
             check_interval: Duration::from_secs(60 * 60),
             leader: None,
             watch_namespaces: Vec::new(),
+            metrics: WebhookMetrics::default(),
         }
     }
 
