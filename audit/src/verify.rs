@@ -611,4 +611,4 @@ fn longest_runs_ending_at(values: impl Iterator<Item = u64>) -> Vec<usize> {
 pub(crate) type RecordMap = Map<String, Value>;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
