@@ -120,8 +120,8 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_AUDIT_LOG_MAX_AGE", default_value = "0", value_parser = parse_max_age)]
     pub audit_log_max_age: Duration,
 
-    /// Keep this many rotated audit files (named PATH.<UTC time>), deleting older ones. 0 keeps
-    /// them all.
+    /// Keep this many rotated audit files (the path, a dot, the UTC time of the rotation),
+    /// deleting older ones. 0 keeps them all.
     #[arg(long, env = "OZ_AUDIT_LOG_MAX_FILES", default_value_t = 10)]
     pub audit_log_max_files: usize,
 
