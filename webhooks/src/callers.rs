@@ -207,11 +207,12 @@ impl CallerVerifier {
     /// Re-reading beats watching for changes: a mounted Secret is swapped through a symlink,
     /// which inotify on the file misses, and a 30 s poll of a small file costs nothing.
     pub fn keep_current(self: &Arc<Self>, every: Duration) {
-        if self.path.is_none() {
+        let Some(path) = self.path.clone() else {
             return;
-        }
+        };
         let verifier: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
+            let path = path.display();
             let mut ticks = tokio::time::interval(every);
             ticks.tick().await;
             loop {
@@ -219,7 +220,6 @@ impl CallerVerifier {
                 let Some(verifier) = verifier.upgrade() else {
                     return;
                 };
-                let path = verifier.path.as_deref().unwrap_or(Path::new("")).display();
                 match verifier.reload() {
                     Ok(true) => info!(%path, "reloaded the webhook client CA"),
                     Ok(false) => {}
