@@ -11,6 +11,8 @@
 //! - [`registration`]: the webhook configurations oz registers, applied server-side.
 //! - [`admission`]: the handlers (requester stamping, request validation, exec/attach audit).
 //! - [`tls`]: an axum server over rustls whose certificate can be replaced while it runs.
+//! - [`callers`]: with a client CA, only the kube-apiserver (its client certificate) may call
+//!   the webhooks; who called is on every audit record.
 //!
 //! ```no_run
 //! # async fn run(client: kube::Client, leader: tokio::sync::watch::Receiver<bool>)
@@ -31,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod callers;
 pub mod certs;
 mod error;
 pub mod metrics;
