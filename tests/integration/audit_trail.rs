@@ -4,7 +4,7 @@
 //! a SIGKILL under load, and while the file cannot be written.
 //!
 //! Each test has a namespace of its own with one pod (kwok runs `kubectl exec` for real), an
-//! oz-manager with its webhooks for that namespace, and a directory for the file.
+//! oz-manager running only its webhooks for that namespace, and a directory for the file.
 
 use std::{
     path::{Path, PathBuf},
@@ -45,7 +45,7 @@ struct Trail {
 }
 
 impl Trail {
-    /// oz's webhooks (and its exec controller) for a new namespace, auditing to `<dir>/audit.jsonl`,
+    /// oz's webhooks (no controllers) for a new namespace, auditing to `<dir>/audit.jsonl`,
     /// with `extra` flags.
     async fn start(prefix: &str, extra: &[&str]) -> Trail {
         install_crds().await;
@@ -58,8 +58,7 @@ impl Trail {
         let path = dir.join("audit.jsonl");
         let (port, metrics) = (free_port(), free_port());
         let mut args = vec![
-            // Not webhooks alone: oz-manager exits at once without a controller to run.
-            "--controllers=exec,webhooks".to_string(),
+            "--controllers=webhooks".to_string(),
             format!("--webhook-url-base=https://127.0.0.1:{port}"),
             format!("--webhook-port={port}"),
             format!("--namespace={ns}"),

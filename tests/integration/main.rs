@@ -3,6 +3,7 @@
 //! its own.
 
 mod audit_trail;
+mod callers;
 mod crds;
 mod exec;
 mod faults;
