@@ -25,6 +25,9 @@ manager="${CARGO_TARGET_DIR:-$root/target}/debug/oz-manager"
   --webhook-client-cert
 # The CA of the client certificate the apiserver presents to webhooks: oz answers no one else.
 client_ca=$(sed -n 's/.*"webhookClientCaFile": "\(.*\)".*/\1/p' "$dir/ready.json")
+# Each run's control plane is new, and so is the key oz signs the audit file's checkpoints with
+# (kept in a Secret there): a file from an earlier run would verify against neither.
+rm -f "$run"/audit.jsonl*
 # shellcheck disable=SC1091
 source "$dir/env"
 manager_pid=""

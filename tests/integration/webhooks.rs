@@ -928,12 +928,13 @@ fn audit_log_path(test: &str) -> std::path::PathBuf {
     ))
 }
 
-/// The records written to the audit log so far.
+/// The records written to the audit log so far (not its checkpoints).
 fn audit_records(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|entry| entry["type"] == "record")
         .collect()
 }
 

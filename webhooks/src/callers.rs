@@ -14,7 +14,8 @@
 //! 3. [`guard`], on every webhook path (not `/healthz`), refuses a request without a verified
 //!    caller (HTTP 401, `no_certificate`) or whose certificate names no allowed name (HTTP 403,
 //!    `name_not_allowed`), before any handler runs: nothing is recorded, no Event is published;
-//! 4. the handlers read who called through [`Caller::current`]: an audit record says
+//! 4. the audit handler reads who called from that extension (`Option<Extension<Caller>>`,
+//!    none in-process): an audit record says
 //!    `"caller": "apiserver"` only for a verified certificate, else `"unverified"`.
 //!
 //! Without a client CA nothing is asked or refused, and every caller is unverified.
@@ -327,11 +328,6 @@ pub enum CallerKind {
     Unverified,
 }
 
-tokio::task_local! {
-    /// The caller of the webhook call being handled, set by [`guard`] around its handler.
-    static CURRENT: Caller;
-}
-
 impl Caller {
     /// The caller a connection's peer certificates (leaf first) make, as rustls reports them
     /// after the handshake: only a verified certificate is ever reported.
@@ -365,12 +361,6 @@ impl Caller {
             common_name,
             dns_names,
         }
-    }
-
-    /// The caller of the webhook call being handled: inside a handler behind [`guard`], who
-    /// called; anywhere else, [`Caller::Unverified`].
-    pub fn current() -> Self {
-        CURRENT.try_with(Self::clone).unwrap_or_default()
     }
 
     /// Whether a client certificate was verified.
@@ -487,7 +477,7 @@ impl CallerPolicy {
 }
 
 /// The middleware on the webhook paths: refuses (and counts) a caller `policy` does not admit,
-/// else runs the handler with [`Caller::current`] telling it who called.
+/// else runs the handler, which finds who called in the request's [`Caller`] extension.
 pub async fn guard(
     State(policy): State<Arc<CallerPolicy>>,
     request: Request,
@@ -508,7 +498,7 @@ pub async fn guard(
         );
         return refusal.into_response();
     }
-    CURRENT.scope(caller, next.run(request)).await
+    next.run(request).await
 }
 
 #[cfg(test)]

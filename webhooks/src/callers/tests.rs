@@ -6,7 +6,7 @@ use std::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
-use axum::{Router, http, middleware, routing::get};
+use axum::{Extension, Router, http, middleware, routing::get};
 use kube::client::Body;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -84,12 +84,10 @@ async fn server(client_ca: Option<ClientCa>) -> Server {
     let router = Router::new()
         .route(
             "/who",
-            get(move || {
+            get(move |caller: Option<Extension<Caller>>| {
                 counter.fetch_add(1, Ordering::SeqCst);
-                async {
-                    let caller = Caller::current();
-                    format!("{:?} {}", caller.kind(), caller.name().unwrap_or("-"))
-                }
+                let caller = caller.map(|Extension(c)| c).unwrap_or_default();
+                async move { format!("{:?} {}", caller.kind(), caller.name().unwrap_or("-")) }
             }),
         )
         .route_layer(middleware::from_fn_with_state(Arc::new(policy), guard))
@@ -344,7 +342,7 @@ fn the_policy_admits_by_verification_and_name() {
 }
 
 #[test]
-fn outside_a_webhook_call_the_caller_is_unverified() {
-    assert_eq!(Caller::current(), Caller::Unverified);
+fn without_a_verified_certificate_the_caller_is_unverified() {
+    assert_eq!(Caller::default(), Caller::Unverified);
     assert_eq!(Caller::of_peer(None), Caller::Unverified);
 }

@@ -21,7 +21,7 @@ mod record;
 
 use std::{sync::Arc, time::Duration};
 
-use axum::{Json, extract::State};
+use axum::{Extension, Json, extract::State};
 use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
@@ -32,6 +32,7 @@ pub use log::{AuditLog, UNWRITABLE_REASON};
 pub use record::{AuditRecord, Grant, PodAction, audit_annotations, describe};
 
 use super::{AdmissionState, Review, deny, reply};
+use crate::callers::Caller;
 
 /// How long the grant lookup may take; the audit webhook's own timeout is 5 s.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
@@ -39,21 +40,25 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
 /// The audit handler.
 pub async fn audit(
     State(state): State<Arc<AdmissionState>>,
+    caller: Option<Extension<Caller>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    reply(audit_decision(&state, &request).await)
+    let caller = caller.map(|Extension(caller)| caller).unwrap_or_default();
+    reply(audit_decision(&state, &request, &caller).await)
 }
 
 /// Records the access `request` makes and answers it: allowed, unless enforcement applies and
-/// there is no grant. Requests that are not an audited action are allowed unrecorded.
+/// there is no grant. Requests that are not an audited action are allowed unrecorded. `caller`
+/// is who sent the review (the TLS server's verdict on the connection).
 pub async fn audit_decision(
     state: &AdmissionState,
     request: &AdmissionRequest<DynamicObject>,
+    caller: &Caller,
 ) -> AdmissionResponse {
     let Some(action) = PodAction::of(request) else {
         return AdmissionResponse::from(request);
     };
-    let mut record = describe(request, action);
+    let mut record = describe(request, action, caller);
     let lookup = find_grant(
         state.lookup.as_ref(),
         &record.namespace,

@@ -134,10 +134,13 @@ pub struct AuditRecord {
     pub caller_name: Option<String>,
 }
 
-/// The record for `request`, before the grant is looked up: allowed, no grant, sent by the
-/// caller of the webhook call being handled ([`Caller::current`]).
-pub fn describe(request: &AdmissionRequest<DynamicObject>, action: PodAction) -> AuditRecord {
-    let caller = Caller::current();
+/// The record for `request`, before the grant is looked up: allowed, no grant, sent by
+/// `caller`.
+pub fn describe(
+    request: &AdmissionRequest<DynamicObject>,
+    action: PodAction,
+    caller: &Caller,
+) -> AuditRecord {
     let user = &request.user_info;
     let object = request.object.as_ref().map(|o| &o.data);
     let text = |key: &str| {

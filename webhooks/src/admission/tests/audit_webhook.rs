@@ -310,7 +310,7 @@ fn the_event_reads_like_ozs() {
     let review = alice_exec();
     let request = parse_review(review.to_string().as_bytes()).unwrap();
     let action = audit::PodAction::of(&request).unwrap();
-    let mut record = audit::describe(&request, action);
+    let mut record = audit::describe(&request, action, &Caller::Unverified);
     assert_eq!(
         events::event_note(&record),
         "CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)"
