@@ -35,12 +35,13 @@ pub mod workload;
 pub mod yaml;
 
 pub use options::{
-    Component, DEFAULT_IMAGE, DEFAULT_NAME, DEFAULT_NAMESPACE, HEALTH_PORT, InstallOptions,
-    METRICS_PORT, RUN_AS, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
+    AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, DEFAULT_IMAGE, DEFAULT_NAME,
+    DEFAULT_NAMESPACE, HEALTH_PORT, InstallOptions, METRICS_PORT, RUN_AS, WEBHOOK_PORT,
+    WEBHOOK_SERVICE_PORT,
 };
 pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
 pub use registration::{watched_namespaces_selector, webhook_registration};
-pub use workload::manager_args;
+pub use workload::{WEBHOOK_CLIENT_CA_DIR, WEBHOOK_CLIENT_CA_KEY, manager_args};
 pub use yaml::install_yaml;
 
 use yaml::ErasedObject;
