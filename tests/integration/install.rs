@@ -218,6 +218,57 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
     delete_cluster_scoped(&admin, &applied).await;
 }
 
+/// The install with both caller options passes the real apiserver's validation: every object,
+/// the NetworkPolicy and the Deployment mounting the webhook client CA Secret among them, is
+/// accepted by a server-side dry run and comes back with what the generator wrote.
+#[tokio::test]
+async fn the_install_with_caller_verification_passes_the_apiservers_validation() {
+    let admin = env().admin().await.unwrap();
+    let operator_ns = env().namespace("install-callers").await.unwrap();
+    let options = InstallOptions {
+        namespace: operator_ns.clone(),
+        name: operator_ns.clone(),
+        crds: false,
+        webhook_client_ca_secret: Some("apiserver-webhook-client-ca".into()),
+        webhook_ingress_cidrs: vec!["10.96.0.0/12".into(), "fd00:10::/64".into()],
+        ..InstallOptions::default()
+    };
+    let yaml = install_yaml(&options).unwrap();
+    let mut checked = Vec::new();
+    for document in yaml.split("\n---\n").skip(1) {
+        let (object, resource) = parse_manifest(document);
+        let name = object.metadata.name.clone().unwrap();
+        let stored = api_for(&admin, &object, &resource)
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).dry_run(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the apiserver refuses {} {name}: {e}", resource.kind));
+        match resource.kind.as_str() {
+            "NetworkPolicy" => {
+                assert_eq!(stored.data["spec"], object.data["spec"], "{name}");
+                checked.push("NetworkPolicy");
+            }
+            "Deployment" => {
+                let pod = &stored.data["spec"]["template"]["spec"];
+                assert_eq!(
+                    pod["volumes"][0]["secret"]["secretName"],
+                    "apiserver-webhook-client-ca"
+                );
+                assert_eq!(
+                    pod["containers"][0]["volumeMounts"],
+                    object.data["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+                );
+                checked.push("Deployment");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(checked, ["Deployment", "NetworkPolicy"]);
+}
+
 /// Applies every document of `yaml` as admin by server-side apply, without force (nothing else
 /// owns these objects), after `rewrite`. Returns what was applied.
 pub(crate) async fn apply_install(
