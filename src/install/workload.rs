@@ -39,8 +39,9 @@ pub const WEBHOOK_CLIENT_CA_DIR: &str = "/etc/oz/webhook-client-ca";
 pub const WEBHOOK_CLIENT_CA_KEY: &str = "ca.crt";
 const WEBHOOK_CLIENT_CA_VOLUME: &str = "webhook-client-ca";
 
-/// The workload objects of the install, in order: the Services, the Deployment and (with the
-/// webhooks) the webhook configurations, without a caBundle.
+/// The workload objects of the install, in order: the Services, the Deployment, the
+/// NetworkPolicy (with ingress CIDRs) and (with the webhooks) the webhook configurations, without
+/// a caBundle.
 pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
     let mut out = Vec::new();
     let mut push = |comment: Vec<String>, object: &dyn super::yaml::ErasedObject| {
