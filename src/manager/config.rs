@@ -104,9 +104,32 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_WEBHOOK_CONFIGURATION_NAME", default_value = install::DEFAULT_NAME)]
     pub webhook_configuration_name: String,
 
-    /// Also append exec/attach/port-forward/debug audit records to this file, as JSON lines.
+    /// Also append exec/attach/port-forward/debug audit records to this file: JSON lines in a
+    /// hash chain with signed checkpoints, which `ozctl audit verify` checks. Each replica
+    /// needs a file of its own.
     #[arg(long, env = "OZ_AUDIT_LOG_PATH")]
     pub audit_log_path: Option<PathBuf>,
+
+    /// Rotate the audit file once it has this many bytes: a number, or with a Ki, Mi or Gi
+    /// suffix. 0 never rotates by size.
+    #[arg(long, env = "OZ_AUDIT_LOG_MAX_SIZE", default_value = "100Mi", value_parser = parse_size)]
+    pub audit_log_max_size: u64,
+
+    /// Rotate the audit file once its first entry is this old: a Go duration such as 24h.
+    /// 0 never rotates by age.
+    #[arg(long, env = "OZ_AUDIT_LOG_MAX_AGE", default_value = "0", value_parser = parse_max_age)]
+    pub audit_log_max_age: Duration,
+
+    /// Keep this many rotated audit files (named PATH.<UTC time>), deleting older ones. 0 keeps
+    /// them all.
+    #[arg(long, env = "OZ_AUDIT_LOG_MAX_FILES", default_value_t = 10)]
+    pub audit_log_max_files: usize,
+
+    /// Sign what was written to the audit file since the last checkpoint this often (a Go
+    /// duration); also before each rotation and at shutdown. Records after the last checkpoint
+    /// are not vouched for yet.
+    #[arg(long, env = "OZ_AUDIT_CHECKPOINT_INTERVAL", default_value = "30s", value_parser = parse_checkpoint_interval)]
+    pub audit_checkpoint_interval: Duration,
 
     /// Deny exec/attach/port-forward/debug without an active grant in these namespaces (off by
     /// default: the audit webhook only records). They are registered in a webhook of their own
@@ -207,6 +230,12 @@ impl RunArgs {
         config.secrets.ca = self.webhook_ca_secret.clone();
         config.secrets.serving = self.webhook_cert_secret.clone();
         config.audit_log_path = self.audit_log_path.clone();
+        config.audit_rotation = oz_audit::Rotation {
+            max_size: self.audit_log_max_size,
+            max_age: (!self.audit_log_max_age.is_zero()).then_some(self.audit_log_max_age),
+            max_files: self.audit_log_max_files,
+        };
+        config.audit_checkpoint_interval = self.audit_checkpoint_interval;
         config.request_admin_groups = nonblank(&self.request_admin_groups);
         config.enforce.namespaces = nonblank(&self.audit_enforce_namespaces)
             .into_iter()
@@ -250,6 +279,39 @@ fn parse_retention(text: &str) -> Result<Duration, String> {
         .map_err(|_| format!("{text:?}: history retention cannot be negative"))
 }
 
+/// `--audit-log-max-size`: bytes, or a number with a `Ki`, `Mi` or `Gi` suffix.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (number, unit) = match text.len().checked_sub(2).map(|at| text.split_at(at)) {
+        Some((number, "Ki")) => (number, 1 << 10),
+        Some((number, "Mi")) => (number, 1 << 20),
+        Some((number, "Gi")) => (number, 1 << 30),
+        _ => (text, 1),
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| {
+            format!("{text:?}: want a number of bytes such as 104857600, or 100Mi (Ki, Mi, Gi)")
+        })
+}
+
+/// `--audit-log-max-age`: a Go duration, 0 for never.
+fn parse_max_age(text: &str) -> Result<Duration, String> {
+    let duration = oz_api::duration::parse_go_duration(text).map_err(|e| e.to_string())?;
+    duration
+        .to_std()
+        .map_err(|_| format!("{text:?}: the audit file's age cannot be negative"))
+}
+
+/// `--audit-checkpoint-interval`: a positive Go duration.
+fn parse_checkpoint_interval(text: &str) -> Result<Duration, String> {
+    match parse_max_age(text)? {
+        interval if interval.is_zero() => Err(format!("{text:?}: the interval must be positive")),
+        interval => Ok(interval),
+    }
+}
+
 /// `:8080`, `0.0.0.0:8080` or `0` (off).
 fn parse_bind(flag: &str, text: &str) -> Result<Option<SocketAddr>, String> {
     match text {
@@ -269,3 +331,28 @@ fn parse_bind(flag: &str, text: &str) -> Result<Option<SocketAddr>, String> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod audit_flag_tests {
+    use super::*;
+
+    #[test]
+    fn audit_file_sizes_take_bytes_or_binary_suffixes_and_refuse_overflow() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4Ki"), Ok(4096));
+        assert_eq!(parse_size("100Mi"), Ok(100 << 20));
+        assert_eq!(parse_size("2Gi"), Ok(2 << 30));
+        for bad in ["", "Mi", "1.5Mi", "10MB", "-1", "17179869184Gi"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_max_age("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_max_age("24h"), Ok(Duration::from_secs(24 * 3600)));
+        assert!(parse_max_age("-1h").is_err());
+        assert_eq!(
+            parse_checkpoint_interval("30s"),
+            Ok(Duration::from_secs(30))
+        );
+        assert!(parse_checkpoint_interval("0s").is_err());
+    }
+}

@@ -11,6 +11,9 @@
 //! - [`registration`]: the webhook configurations oz registers, applied server-side.
 //! - [`admission`]: the handlers (requester stamping, request validation, exec/attach audit).
 //! - [`tls`]: an axum server over rustls whose certificate can be replaced while it runs.
+//! - [`audit_key`]: the audit file's signing key, in a Secret, and its public key, in a
+//!   ConfigMap security teams can read; the file itself is [`oz_audit`]'s, written by
+//!   [`admission::AuditLog`].
 //!
 //! ```no_run
 //! # async fn run(client: kube::Client, leader: tokio::sync::watch::Receiver<bool>)
@@ -31,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod audit_key;
 pub mod certs;
 mod error;
 pub mod metrics;

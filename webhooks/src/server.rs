@@ -3,6 +3,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use kube::Client;
+use oz_audit::Rotation;
 use rustls::pki_types::CertificateDer;
 use tokio::{
     sync::{oneshot, watch},
@@ -13,6 +14,7 @@ use tracing::info;
 use crate::{
     Error, Result, WebhookMetrics,
     admission::{self, AdmissionState, AuditEvents, AuditLog, CachedLookup, EnforceSettings},
+    audit_key::ensure_audit_key,
     certs::{
         CertSettings,
         rotation::{CertReconciler, initial_certificates},
@@ -36,8 +38,17 @@ pub struct WebhookConfig {
     pub secrets: SecretNames,
     /// Certificate lifetimes and renewal window.
     pub certs: CertSettings,
-    /// `--audit-log-path`: audit records are also appended here as JSON lines.
+    /// `--audit-log-path`: audit records are also appended here, to a hash chain with signed
+    /// checkpoints (oz-audit's format v1), signed with the key in the Secret
+    /// `oz-audit-signing-key`.
     pub audit_log_path: Option<PathBuf>,
+    /// When the audit file is rotated, and how many rotated files are kept
+    /// (`--audit-log-max-size`, `--audit-log-max-age`, `--audit-log-max-files`). Default
+    /// 100 MiB, never by age, 10 files.
+    pub audit_rotation: Rotation,
+    /// How often what was written to the audit file since the last checkpoint is signed
+    /// (`--audit-checkpoint-interval`). Default 30 s.
+    pub audit_checkpoint_interval: Duration,
     /// Which pod accesses are denied without a grant. Default: none. Its namespaces are
     /// registered with a webhook of their own that fails closed
     /// ([`Registration::audit_enforced_namespaces`]).
@@ -69,6 +80,8 @@ impl WebhookConfig {
             secrets: SecretNames::default(),
             certs: CertSettings::default(),
             audit_log_path: None,
+            audit_rotation: Rotation::default(),
+            audit_checkpoint_interval: Duration::from_secs(30),
             enforce: EnforceSettings::default(),
             request_admin_groups: vec!["system:masters".into()],
             check_interval: Duration::from_secs(60 * 60),
@@ -93,6 +106,11 @@ impl WebhookConfig {
         if self.check_interval.is_zero() {
             return Err(Error::Config("the check interval must be positive".into()));
         }
+        if self.audit_checkpoint_interval.is_zero() {
+            return Err(Error::Config(
+                "the audit checkpoint interval must be positive".into(),
+            ));
+        }
         if self.watch_namespaces.iter().any(String::is_empty) {
             return Err(Error::Config(
                 "a watched namespace's name must not be empty".into(),
@@ -110,7 +128,9 @@ impl WebhookConfig {
 ///
 /// The client needs: get/list/watch/create/update/delete on the two Secrets;
 /// get/list/watch/patch on oz's Mutating/ValidatingWebhookConfigurations; get/list/watch on
-/// the four oz kinds; get on pods; create/patch on events.k8s.io events.
+/// the four oz kinds; get on pods; create/patch on events.k8s.io events. With an audit file,
+/// in the operator's namespace: get/create on Secrets (the signing key), get/create/patch on
+/// ConfigMaps (its public key), create/patch on events.k8s.io events.
 pub struct WebhookServer {
     tls: TlsServer,
     certificate: Arc<SwappableCert>,
@@ -119,6 +139,9 @@ pub struct WebhookServer {
     watches: JoinHandle<()>,
     reconciler: JoinHandle<()>,
     stop: oneshot::Sender<()>,
+    audit_log: AuditLog,
+    /// Signs the audit file every `audit_checkpoint_interval`, if there is one.
+    checkpoints: Option<JoinHandle<()>>,
 }
 
 impl WebhookServer {
@@ -155,15 +178,31 @@ impl WebhookServer {
             initial.serving.key.as_bytes(),
         )?);
         let audit_log = match &config.audit_log_path {
-            Some(path) => AuditLog::open(path).await?,
+            Some(path) => {
+                let key = ensure_audit_key(&client, &config.namespace).await?;
+                AuditLog::open(
+                    path,
+                    key.signer,
+                    config.audit_rotation,
+                    config.metrics.clone(),
+                )
+                .map_err(|e| Error::Config(format!("the audit file: {e}")))?
+                .with_unwritable_events(client.clone(), key.public_keys)
+            }
             None => AuditLog::log_only(),
         };
+        let checkpoints = audit_log.path().is_some().then(|| {
+            tokio::spawn(checkpoint_every(
+                audit_log.clone(),
+                config.audit_checkpoint_interval,
+            ))
+        });
         let (lookup, watches) = CachedLookup::new(client.clone(), &config.watch_namespaces);
         let lookup = Arc::new(lookup);
         let watches = tokio::spawn(watches);
         let state = AdmissionState {
             lookup: lookup.clone(),
-            audit_log,
+            audit_log: audit_log.clone(),
             events: Some(AuditEvents::start(client.clone())),
             enforce: config.enforce.clone(),
             deletes: admission::requests::DeletePolicy::new(
@@ -196,6 +235,9 @@ impl WebhookServer {
         // Registers the configurations, now that the server answers them.
         if let Err(e) = reconciler.sync().await {
             watches.abort();
+            if let Some(checkpoints) = &checkpoints {
+                checkpoints.abort();
+            }
             let _ = tls.shutdown(Duration::ZERO).await;
             return Err(e);
         }
@@ -208,6 +250,8 @@ impl WebhookServer {
             watches,
             reconciler,
             stop,
+            audit_log,
+            checkpoints,
         })
     }
 
@@ -228,13 +272,29 @@ impl WebhookServer {
     }
 
     /// Stops the reconciler, then the server, letting open requests finish for up to `grace`,
-    /// then the watches.
+    /// then the watches, and signs what was written to the audit file since its last
+    /// checkpoint.
     pub async fn shutdown(self, grace: Duration) -> Result<()> {
         let _ = self.stop.send(());
         let _ = self.reconciler.await;
         let served = self.tls.shutdown(grace).await;
         self.watches.abort();
+        if let Some(checkpoints) = self.checkpoints {
+            checkpoints.abort();
+            let _ = checkpoints.await;
+        }
+        self.audit_log.checkpoint();
         served?;
         Ok(())
+    }
+}
+
+/// Signs the audit file every `interval` (skipping ticks missed while busy).
+async fn checkpoint_every(audit_log: AuditLog, interval: Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        audit_log.checkpoint();
     }
 }

@@ -1,7 +1,8 @@
 //! The exec/attach/port-forward/debug audit: one structured record per way into a pod, with
 //! the grant (the Ready request) that let the user in, or none.
 //!
-//! Each record goes to the log (target `oz::audit`) and, when configured, to a JSON-lines file;
+//! Each record goes to the log (target `oz::audit`) and, when configured, to the audit file
+//! (a hash chain of JSON lines with signed checkpoints: [`oz_audit`]);
 //! an Event is published on the pod (in the background, by [`AuditEvents`](super::AuditEvents),
 //! which may drop it under load), and the response carries `auditAnnotations` so the
 //! apiserver's own audit log shows the grant too. The operation is always allowed unless
@@ -10,7 +11,8 @@
 //! - `record.rs`: the record ([`AuditRecord`]), made from the AdmissionReview.
 //! - `decision.rs`: the grant that covers an access ([`find_grant`]), and enforcement
 //!   ([`EnforceSettings`], [`denial`]).
-//! - `log.rs`: where records are written ([`AuditLog`]).
+//! - `log.rs`: where records are written ([`AuditLog`]), and what happens when the file
+//!   cannot take one.
 //! - The Event: [`AuditEvents`](super::AuditEvents), in [`super::events`].
 
 mod decision;

@@ -48,7 +48,13 @@ async fn harness(lookup: FakeLookup, enforce: EnforceSettings) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
         lookup: Arc::new(lookup),
-        audit_log: AuditLog::open(audit_file.path()).await.unwrap(),
+        audit_log: AuditLog::open(
+            audit_file.path(),
+            oz_audit::Signer::generate().unwrap(),
+            oz_audit::Rotation::default(),
+            crate::WebhookMetrics::default(),
+        )
+        .unwrap(),
         events: None,
         enforce,
         deletes: crate::admission::requests::DeletePolicy::new(
