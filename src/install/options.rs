@@ -25,9 +25,9 @@ pub const WEBHOOK_PORT: i32 = 9443;
 /// The webhook Service's port, which the webhook configurations name.
 pub const WEBHOOK_SERVICE_PORT: u16 = 443;
 /// The Secret holding the audit file's checkpoint signing key, in the operator's namespace.
-pub const AUDIT_SIGNING_KEY_SECRET: &str = "oz-audit-signing-key";
+pub const AUDIT_SIGNING_KEY_SECRET: &str = oz_webhooks::audit_key::SIGNING_KEY_SECRET;
 /// The ConfigMap publishing the audit signing keys' public halves, in the operator's namespace.
-pub const AUDIT_PUBLIC_KEYS_CONFIGMAP: &str = "oz-audit";
+pub const AUDIT_PUBLIC_KEYS_CONFIGMAP: &str = oz_webhooks::audit_key::PUBLIC_KEYS_CONFIGMAP;
 /// The non-root user and group the container runs as (distroless `nonroot`).
 pub const RUN_AS: i64 = 65532;
 
