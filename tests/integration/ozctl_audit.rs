@@ -316,12 +316,25 @@ async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alice
         "metadata": {"name": "alice-web"}, "spec": {"templateName": "web-exec"},
     }))
     .unwrap();
+    // Dry runs until the mutating webhook answers: a request created before oz registered it
+    // would carry no requester.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     eventually(
         WAIT,
-        &format!("oz to admit alice's request (log: {oz_log})"),
-        || async { alice.create(&PostParams::default(), &request).await.ok() },
+        &format!("oz's webhooks to record alice as the requester (log: {oz_log})"),
+        || async {
+            let created = alice.create(&dry_run, &request).await.ok()?;
+            created.spec.requester.filter(|r| r.username == "alice")
+        },
     )
     .await;
+    alice
+        .create(&PostParams::default(), &request)
+        .await
+        .unwrap();
     let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), &ns);
     let pod = eventually(
         WAIT,
