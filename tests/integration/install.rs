@@ -11,7 +11,7 @@ use k8s_openapi::api::{
     authentication::v1::TokenRequest,
     authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec},
     coordination::v1::Lease,
-    core::v1::{Secret, ServiceAccount},
+    core::v1::{ConfigMap, Secret, ServiceAccount},
 };
 use kube::{
     Api, Client, Config,
@@ -154,12 +154,16 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
         .unwrap();
     create_manifest(&admin, &ns, TEMPLATE).await.unwrap();
     grant_alice_requests(&admin, &ns).await;
+    // An audit file, so oz makes its signing key and publishes it, under the install's RBAC.
+    let audit_log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{operator_ns}-audit.jsonl"));
     let args = operator_args(
         &yaml,
         &[
             ("--webhook-service", None),
             ("--webhook-url-base", Some(base.clone())),
             ("--webhook-port", Some(port.to_string())),
+            ("--audit-log-path", Some(audit_log.display().to_string())),
         ],
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -213,8 +217,27 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
         .await
         .unwrap();
     assert!(lease.spec.and_then(|s| s.holder_identity).is_some());
+    // Its audit signing key is in the Secret its Role names, its public key in the ConfigMap.
+    assert!(
+        secrets
+            .get_opt("oz-audit-signing-key")
+            .await
+            .unwrap()
+            .is_some(),
+        "oz-audit-signing-key (log: {})",
+        operator.log.display()
+    );
+    let keys = Api::<ConfigMap>::namespaced(admin.clone(), &operator_ns)
+        .get("oz-audit")
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default();
+    let current = keys.get("current").expect("the current key id");
+    assert!(keys.contains_key(&format!("{current}.pub")), "{keys:?}");
 
     drop(operator);
+    let _ = std::fs::remove_file(&audit_log);
     delete_cluster_scoped(&admin, &applied).await;
 }
 
