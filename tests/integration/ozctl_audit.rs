@@ -86,7 +86,8 @@ fn schema_errors(schema: &Value, value: &Value, at: &str) -> Vec<String> {
             Value::Array(_) => "array",
             Value::Object(_) => "object",
         };
-        if !types.contains(&actual) && !(actual == "integer" && types.contains(&"number")) {
+        let integer_as_number = actual == "integer" && types.contains(&"number");
+        if !(types.contains(&actual) || integer_as_number) {
             errors.push(format!("{at}: a {actual}, not {types:?}"));
         }
     }
