@@ -1,6 +1,6 @@
 //! `ozctl audit FILE...`: the records of oz's audit files for an access review (who went into
 //! which pod, when, with which command, under which grant), each marked verified or not.
-//! The files are verified first ([`super::checked_records`]); a record that no valid
+//! The files are verified first (`oz_audit::verify_records`); a record that no valid
 //! checkpoint vouches for is shown, marked, never hidden, and stderr says how many and why.
 
 use std::{path::PathBuf, time::Duration};
