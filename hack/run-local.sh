@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: a local control plane with the workload controllers and two simulated nodes (kwok),
-# oz's CRDs, oz-manager with its webhooks on 127.0.0.1, and a demo namespace with Deployment web,
+# oz's CRDs, oz-manager with its webhooks on 127.0.0.1 (answering only the apiserver, which
+# presents its webhook client certificate), and a demo namespace with Deployment web,
 # whose pods the controllers create and the nodes run, and two templates for group devs.
 # It prints the commands that get alice access, ending with a real `kubectl exec` into the pod
 # oz granted her. Ctrl-C stops everything.
@@ -20,7 +21,10 @@ echo "building oz-manager..." >&2
 cargo build --quiet --bin oz-manager --manifest-path "$root/Cargo.toml"
 manager="${CARGO_TARGET_DIR:-$root/target}/debug/oz-manager"
 
-"$testenv" up "$dir" --user alice:devs --user carol:devs --user bob:qa --controllers all --nodes 2
+"$testenv" up "$dir" --user alice:devs --user carol:devs --user bob:qa --controllers all --nodes 2 \
+  --webhook-client-cert
+# The CA of the client certificate the apiserver presents to webhooks: oz answers no one else.
+client_ca=$(sed -n 's/.*"webhookClientCaFile": "\(.*\)".*/\1/p' "$dir/ready.json")
 # shellcheck disable=SC1091
 source "$dir/env"
 manager_pid=""
@@ -63,6 +67,7 @@ start_manager() {
     --webhook-url-base="https://127.0.0.1:$webhook_port" --webhook-port="$webhook_port" \
     --metrics-bind-address="127.0.0.1:$metrics_port" \
     --health-probe-bind-address="127.0.0.1:$health_port" \
+    --webhook-client-ca-file="$client_ca" \
     --audit-log-path="$run/audit.jsonl" --log-level=info >>"$run/oz-manager.log" 2>&1 &
   manager_pid=$!
   local waited=0
@@ -105,7 +110,8 @@ cat <<TXT
 oz is running against a real kube-apiserver $(kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1) on 127.0.0.1, with nodes $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}')
 (simulated by kwok: \`kubectl exec\` runs its command as a local process, whatever the image).
 oz-manager: webhooks on port $webhook_port, metrics http://127.0.0.1:$metrics_port/metrics, health http://127.0.0.1:$health_port/readyz
-(logs: $run/oz-manager.log, audit records: $run/audit.jsonl).
+(logs: $run/oz-manager.log, audit records: $run/audit.jsonl; its webhooks answer only the apiserver,
+whose client certificate they verify, so each record says "caller":"apiserver").
 Namespace demo has Deployment web (pods ${pods// /, }) and templates web-exec and web-debug for group devs.
 
 Get exec access as alice (in group devs), in another terminal:

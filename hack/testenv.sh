@@ -4,13 +4,17 @@
 #   hack/testenv.sh build                     build kube-testenv, or reuse the cached one; print its path
 #   hack/testenv.sh build-kwok                build kwok (the simulated nodes), or reuse it; print its dir
 #   hack/testenv.sh up DIR [--user NAME:G1,G2]... [--controllers all|gc,namespace,...] [--nodes N]
+#                          [--webhook-client-cert]
 #                                             start it in the background; return once /readyz is ok
 #                                             (and, with --nodes, once N kwok nodes are Ready)
 #   hack/testenv.sh down DIR                  stop it, and every process it started, and remove DIR
 #   hack/testenv.sh kubectl ARGS...           run the bundled kubectl (same version as the apiserver)
 #
 # `up` writes DIR/kubeconfig (admin, system:masters), DIR/users/NAME.kubeconfig per --user, and
-# DIR/env, which exports KUBECONFIG and puts the bundled kubectl first on PATH.
+# DIR/env, which exports KUBECONFIG and puts the bundled kubectl first on PATH. With
+# --webhook-client-cert the apiserver presents a client certificate (CN kube-apiserver-webhook-client)
+# to every admission webhook; DIR/ready.json names its CA (webhookClientCaFile), for a webhook to
+# verify it against, and the certificate and key (webhookClientCertFile, webhookClientKeyFile).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -105,13 +109,13 @@ cmd_build_kwok() {
 }
 
 cmd_up() {
-  [ $# -ge 1 ] || die "usage: testenv.sh up DIR [--user NAME:GROUPS]... [--controllers LIST] [--nodes N]"
+  [ $# -ge 1 ] || die "usage: testenv.sh up DIR [--user NAME:GROUPS]... [--controllers LIST] [--nodes N] [--webhook-client-cert]"
   local dir=$1; shift
   local args=()
   while [ $# -gt 0 ]; do
     case $1 in
       --user|--controllers|--nodes) [ $# -ge 2 ] || die "$1 needs a value"; args+=("$1=$2"); shift 2 ;;
-      --user=*|--controllers=*|--nodes=*) args+=("$1"); shift ;;
+      --user=*|--controllers=*|--nodes=*|--webhook-client-cert) args+=("$1"); shift ;;
       *) die "unknown argument $1" ;;
     esac
   done
@@ -182,5 +186,5 @@ case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   down) shift; cmd_down "$@" ;;
   kubectl) shift; cmd_kubectl "$@" ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -50,4 +51,38 @@ func writeKubeconfig(path, server string, pki *pkiFiles, name string) error {
 	config.Contexts[name+"@oz-testenv"] = &clientcmdapi.Context{Cluster: "oz-testenv", AuthInfo: name, Namespace: "default"}
 	config.CurrentContext = name + "@oz-testenv"
 	return clientcmd.WriteToFile(*config, path)
+}
+
+// writeWebhookClientConfig makes the apiserver present the webhook client certificate to every
+// admission webhook: a kubeconfig whose one user is named "*" (the apiserver picks the user by
+// the webhook's host:port, then *.domain suffixes, then "*" for any webhook), given as
+// kubeConfigFile to both webhook admission plugins in an AdmissionConfiguration. It returns the
+// AdmissionConfiguration's path, for --admission-control-config-file.
+func writeWebhookClientConfig(dir string, pki *pkiFiles) (string, error) {
+	cert, err := os.ReadFile(pki.webhookClientCert)
+	if err != nil {
+		return "", err
+	}
+	key, err := os.ReadFile(pki.webhookClientKey)
+	if err != nil {
+		return "", err
+	}
+	kubeconfig := filepath.Join(dir, "webhook-client.kubeconfig")
+	config := clientcmdapi.NewConfig()
+	config.AuthInfos["*"] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	if err := clientcmd.WriteToFile(*config, kubeconfig); err != nil {
+		return "", err
+	}
+	plugin := func(name string) string {
+		return fmt.Sprintf(`- name: %s
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %q
+`, name, kubeconfig)
+	}
+	admission := filepath.Join(dir, "admission-control.yaml")
+	text := "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n" +
+		plugin("ValidatingAdmissionWebhook") + plugin("MutatingAdmissionWebhook")
+	return admission, os.WriteFile(admission, []byte(text), 0o600)
 }

@@ -2,7 +2,7 @@
 // oz's integration tests and local runs. It also bundles kubectl, so scripts work where none is
 // installed:
 //
-//	kube-testenv run --work-dir DIR [--user NAME:G1,G2]... [--controllers all|gc,namespace,...] [--nodes N --kwok-dir DIR] [--port N] [-- APISERVER-FLAGS]
+//	kube-testenv run --work-dir DIR [--user NAME:G1,G2]... [--controllers all|gc,namespace,...] [--nodes N --kwok-dir DIR] [--port N] [--webhook-client-cert] [-- APISERVER-FLAGS]
 //	kube-testenv kubectl ARGS...
 //
 // `run` writes DIR/ready.json once /readyz answers ok. It stops on SIGTERM or SIGINT and, with
@@ -41,7 +41,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kube-testenv run --work-dir DIR [--user NAME:GROUPS]... [--controllers all|LIST] [--nodes N --kwok-dir DIR] [--port N] [--exit-on-stdin-eof] [-- APISERVER-FLAGS]")
+	fmt.Fprintln(os.Stderr, "usage: kube-testenv run --work-dir DIR [--user NAME:GROUPS]... [--controllers all|LIST] [--nodes N --kwok-dir DIR] [--port N] [--webhook-client-cert] [--exit-on-stdin-eof] [-- APISERVER-FLAGS]")
 	fmt.Fprintln(os.Stderr, "       kube-testenv kubectl ARGS...")
 	os.Exit(2)
 }

@@ -29,6 +29,12 @@ type pkiFiles struct {
 	clientCAKey  string
 	saPublic     string
 	saPrivate    string
+	// webhookCA signs webhookClientCert, the certificate the apiserver presents to admission
+	// webhooks when run with --webhook-client-cert; a CA of its own, so a webhook that trusts it
+	// trusts the apiserver alone, not every user of the cluster.
+	webhookCA         string
+	webhookClientCert string
+	webhookClientKey  string
 	// clients maps a user name (admin included) to its client certificate and key.
 	clients map[string]certPair
 }
@@ -56,6 +62,10 @@ func pkiPaths(dir string, users []user) *pkiFiles {
 		saPrivate:     filepath.Join(dir, "sa.key"),
 		saPublic:      filepath.Join(dir, "sa.pub"),
 		clients:       map[string]certPair{},
+
+		webhookCA:         filepath.Join(dir, "webhook-client-ca.crt"),
+		webhookClientCert: filepath.Join(dir, "webhook-client.crt"),
+		webhookClientKey:  filepath.Join(dir, "webhook-client.key"),
 	}
 	for _, u := range identities(users) {
 		files.clients[u.Name] = certPair{filepath.Join(dir, u.Name+".crt"), filepath.Join(dir, u.Name+".key")}
@@ -86,7 +96,8 @@ func loadOrGeneratePKI(dir string, users []user) (*pkiFiles, bool, error) {
 }
 
 func (f *pkiFiles) all() []string {
-	paths := []string{f.servingCA, f.apiserverCert, f.apiserverKey, f.kubeletCert, f.kubeletKey, f.clientCACert, f.clientCAKey, f.saPrivate, f.saPublic}
+	paths := []string{f.servingCA, f.apiserverCert, f.apiserverKey, f.kubeletCert, f.kubeletKey, f.clientCACert, f.clientCAKey, f.saPrivate, f.saPublic,
+		f.webhookCA, f.webhookClientCert, f.webhookClientKey}
 	for _, pair := range f.clients {
 		paths = append(paths, pair.cert, pair.key)
 	}
@@ -141,6 +152,21 @@ func generatePKI(dir string, users []user) (*pkiFiles, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+
+	webhookCA, err := newAuthority("oz-testenv-webhook-client-ca")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeCert(files.webhookCA, webhookCA.cert.Raw); err != nil {
+		return nil, err
+	}
+	err = webhookCA.issue(files.webhookClientCert, files.webhookClientKey, x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-webhook-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

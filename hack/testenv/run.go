@@ -56,9 +56,14 @@ type readyInfo struct {
 	Controllers     []string          `json:"controllers"`
 	Nodes           []string          `json:"nodes"`
 	KubeletPort     int               `json:"kubeletPort,omitempty"`
-	Version         string            `json:"version"`
-	PID             int               `json:"pid"`
-	StartupSeconds  float64           `json:"startupSeconds"`
+	// With --webhook-client-cert: the CA a webhook verifies the apiserver's client certificate
+	// against, and that certificate and key (to call a webhook as the apiserver does).
+	WebhookClientCAFile   string  `json:"webhookClientCaFile,omitempty"`
+	WebhookClientCertFile string  `json:"webhookClientCertFile,omitempty"`
+	WebhookClientKeyFile  string  `json:"webhookClientKeyFile,omitempty"`
+	Version               string  `json:"version"`
+	PID                   int     `json:"pid"`
+	StartupSeconds        float64 `json:"startupSeconds"`
 }
 
 func run(args []string) error {
@@ -70,6 +75,8 @@ func run(args []string) error {
 	exitOnEOF := fs.Bool("exit-on-stdin-eof", false, "exit when standard input closes (the parent died)")
 	removeOnExit := fs.Bool("remove-work-dir-on-exit", false, "delete --work-dir when exiting")
 	timeout := fs.Duration("startup-timeout", 120*time.Second, "how long to wait for /readyz")
+	webhookClientCert := fs.Bool("webhook-client-cert", false, "the apiserver presents a client certificate to admission webhooks (CN kube-apiserver-webhook-client,\n"+
+		"from a CA of its own: ready.json's webhookClientCaFile)")
 	port := fs.Int("port", 0, "the apiserver's port on 127.0.0.1 (default: a free one); to restart a control plane on\n"+
 		"the same --work-dir, pass the port it had, so existing kubeconfigs and clients reach it again")
 	var users userList
@@ -124,7 +131,7 @@ func run(args []string) error {
 			exit(0)
 		}()
 	}
-	plan := plan{users: users, controllers: wanted, nodes: *nodes, kwokDir: *kwokDir, port: *port, timeout: *timeout, apiserverFlags: fs.Args()}
+	plan := plan{users: users, controllers: wanted, nodes: *nodes, kwokDir: *kwokDir, port: *port, timeout: *timeout, webhookClientCert: *webhookClientCert, apiserverFlags: fs.Args()}
 	if err := serve(ctx, dir, logFile, plan); err != nil {
 		fmt.Fprintf(logFile, "kube-testenv: %v\n", err)
 		exit(1)
@@ -152,7 +159,15 @@ func serve(ctx context.Context, dir string, logFile *os.File, p plan) error {
 	}
 	defer etcd.Close()
 
-	server, apiErr, err := startAPIServer(ctx, dir, pki, etcd.URL, p.port, p.apiserverFlags)
+	apiserverFlags := p.apiserverFlags
+	if p.webhookClientCert {
+		admission, err := writeWebhookClientConfig(dir, pki)
+		if err != nil {
+			return fmt.Errorf("writing the webhook client configuration: %w", err)
+		}
+		apiserverFlags = append([]string{"--admission-control-config-file=" + admission}, apiserverFlags...)
+	}
+	server, apiErr, err := startAPIServer(ctx, dir, pki, etcd.URL, p.port, apiserverFlags)
 	if err != nil {
 		return fmt.Errorf("starting kube-apiserver: %w", err)
 	}
@@ -194,6 +209,9 @@ func serve(ctx context.Context, dir string, logFile *os.File, p plan) error {
 		PID:             os.Getpid(),
 		StartupSeconds:  time.Since(started).Seconds(),
 	}
+	if p.webhookClientCert {
+		info.WebhookClientCAFile, info.WebhookClientCertFile, info.WebhookClientKeyFile = pki.webhookCA, pki.webhookClientCert, pki.webhookClientKey
+	}
 	if err := writeJSONAtomically(filepath.Join(dir, "ready.json"), info); err != nil {
 		return err
 	}
@@ -209,13 +227,15 @@ func serve(ctx context.Context, dir string, logFile *os.File, p plan) error {
 
 // plan is what `run` was asked to start.
 type plan struct {
-	users          userList
-	controllers    []string
-	nodes          int
-	kwokDir        string
-	port           int
-	timeout        time.Duration
-	apiserverFlags []string
+	users       userList
+	controllers []string
+	nodes       int
+	kwokDir     string
+	port        int
+	timeout     time.Duration
+	// webhookClientCert: the apiserver presents pki.webhookClientCert to admission webhooks.
+	webhookClientCert bool
+	apiserverFlags    []string
 }
 
 var (

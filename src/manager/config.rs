@@ -6,7 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::ValueEnum;
 use oz_api::AccessKind;
-use oz_webhooks::{WebhookConfig, WebhookEndpoint};
+use oz_webhooks::{WebhookConfig, WebhookEndpoint, callers::ClientCa};
 
 use super::leader::LeaderElection;
 use crate::{
@@ -104,6 +104,23 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_WEBHOOK_CONFIGURATION_NAME", default_value = install::DEFAULT_NAME)]
     pub webhook_configuration_name: String,
 
+    /// The PEM bundle of the CA that signs the client certificate the kube-apiserver presents to
+    /// webhooks (its AdmissionConfiguration's WebhookAdmissionConfiguration.kubeConfigFile). With
+    /// it, every webhook call must present a certificate from this CA: others are refused,
+    /// counted and never recorded. Re-read every 30 s, so a rotated Secret needs no restart.
+    #[arg(long, env = "OZ_WEBHOOK_CLIENT_CA_FILE")]
+    pub webhook_client_ca_file: Option<PathBuf>,
+
+    /// With --webhook-client-ca-file: the client certificate names (subject CN or DNS SAN) that
+    /// may call, comma-separated; empty allows any certificate that CA signed.
+    #[arg(
+        long,
+        env = "OZ_WEBHOOK_CLIENT_NAMES",
+        value_delimiter = ',',
+        requires = "webhook_client_ca_file"
+    )]
+    pub webhook_client_names: Vec<String>,
+
     /// Also append exec/attach/port-forward/debug audit records to this file: JSON lines in a
     /// hash chain with signed checkpoints, which `ozctl audit verify` checks. Each replica
     /// needs a file of its own.
@@ -120,8 +137,8 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_AUDIT_LOG_MAX_AGE", default_value = "0", value_parser = parse_max_age)]
     pub audit_log_max_age: Duration,
 
-    /// Keep this many rotated audit files (named PATH.<UTC time>), deleting older ones. 0 keeps
-    /// them all.
+    /// Keep this many rotated audit files (the path, a dot, the UTC time of the rotation),
+    /// deleting older ones. 0 keeps them all.
     #[arg(long, env = "OZ_AUDIT_LOG_MAX_FILES", default_value_t = 10)]
     pub audit_log_max_files: usize,
 
@@ -241,6 +258,13 @@ impl RunArgs {
             .into_iter()
             .collect();
         config.watch_namespaces = watched.to_vec();
+        config.client_ca = match &self.webhook_client_ca_file {
+            Some(path) => Some(
+                ClientCa::from_file(path, nonblank(&self.webhook_client_names))
+                    .map_err(|e| format!("--webhook-client-ca-file: {e}"))?,
+            ),
+            None => None,
+        };
         Ok(config)
     }
 }

@@ -124,6 +124,12 @@ async fn run_controllers(ctx: &Context, config: &ManagerConfig, stop: Shutdown) 
             controllers::controllers(ctx.clone(), scope.clone(), &config.kinds, stop.clone()).await,
         );
     }
+    if tasks.is_empty() {
+        // `--controllers=webhooks`: no controller holds the process open, the webhook server
+        // runs in the background; lead (or not) until asked to stop.
+        stop.await;
+        return;
+    }
     futures::future::join_all(tasks).await;
 }
 

@@ -2,6 +2,8 @@
 //! module shares one control plane per run of this binary, and each test works in a namespace of
 //! its own.
 
+mod audit_trail;
+mod callers;
 mod crds;
 mod exec;
 mod faults;

@@ -14,6 +14,8 @@
 //! - [`audit_key`]: the audit file's signing key, in a Secret, and its public key, in a
 //!   ConfigMap security teams can read; the file itself is [`oz_audit`]'s, written by
 //!   [`admission::AuditLog`].
+//! - [`callers`]: with a client CA, only the kube-apiserver (its client certificate) may call
+//!   the webhooks; who called is on every audit record.
 //!
 //! ```no_run
 //! # async fn run(client: kube::Client, leader: tokio::sync::watch::Receiver<bool>)
@@ -35,6 +37,7 @@
 
 pub mod admission;
 pub mod audit_key;
+pub mod callers;
 pub mod certs;
 mod error;
 pub mod metrics;

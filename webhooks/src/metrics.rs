@@ -47,6 +47,8 @@ impl WebhookMetrics {
 
     /// Counts a refused caller.
     pub fn refuse(&self, reason: &'static str) {
-        self.refused_callers.get_or_create(&RefusedLabels { reason }).inc();
+        self.refused_callers
+            .get_or_create(&RefusedLabels { reason })
+            .inc();
     }
 }

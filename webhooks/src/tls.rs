@@ -1,12 +1,18 @@
 //! An axum server over rustls (ring) whose serving certificate is swapped in place, so a rotated
 //! certificate is served from the next TLS handshake on, with no restart and no dropped
-//! connections.
+//! connections; with a [`CallerVerifier`], it verifies its callers' client certificates, and
+//! every request carries the [`Caller`] its connection proved.
 
 use std::{fmt, io, net::SocketAddr, sync::Arc, time::Duration};
 
 use arc_swap::ArcSwap;
-use axum::Router;
-use axum_server::{Handle, tls_rustls::RustlsConfig};
+use axum::{Extension, Router, middleware::AddExtension};
+use axum_server::{
+    Handle,
+    accept::Accept,
+    tls_rustls::{RustlsAcceptor, RustlsConfig},
+};
+use futures::future::BoxFuture;
 use rustls::{
     ServerConfig,
     crypto::CryptoProvider,
@@ -14,6 +20,10 @@ use rustls::{
     server::{ClientHello, ResolvesServerCert},
     sign::CertifiedKey,
 };
+use tokio::net::TcpStream;
+use tower::Layer;
+
+use crate::callers::{Caller, CallerVerifier, ClientCaError};
 
 /// Why a certificate or key could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +36,8 @@ pub enum TlsError {
     KeyPem(#[source] rustls::pki_types::pem::Error),
     #[error("the certificate and key cannot be used together: {0}")]
     Unusable(#[source] rustls::Error),
+    #[error("the webhook client CA cannot be used: {0}")]
+    ClientCa(#[from] ClientCaError),
 }
 
 /// The one crypto provider oz uses for TLS: ring, as kube's client does.
@@ -91,13 +103,20 @@ fn certified_key(
     CertifiedKey::from_der(chain, key, provider).map_err(TlsError::Unusable)
 }
 
-/// A rustls server configuration that serves whatever `certificate` holds at handshake time.
-pub fn server_config(certificate: Arc<SwappableCert>) -> Arc<ServerConfig> {
-    let mut config = ServerConfig::builder_with_provider(crypto_provider())
+/// A rustls server configuration that serves whatever `certificate` holds at handshake time
+/// and, with `callers`, asks every client for a certificate and verifies one if presented.
+pub fn server_config(
+    certificate: Arc<SwappableCert>,
+    callers: Option<Arc<CallerVerifier>>,
+) -> Arc<ServerConfig> {
+    let builder = ServerConfig::builder_with_provider(crypto_provider())
         .with_safe_default_protocol_versions()
-        .expect("ring supports rustls' default protocol versions")
-        .with_no_client_auth()
-        .with_cert_resolver(certificate);
+        .expect("ring supports rustls' default protocol versions");
+    let mut config = match callers {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    }
+    .with_cert_resolver(certificate);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Arc::new(config)
 }
@@ -112,20 +131,31 @@ pub struct TlsServer {
 }
 
 impl TlsServer {
-    /// Serves `router` over TLS on an already-bound listener, in a background task.
+    /// Serves `router` over TLS on an already-bound listener, in a background task; no client
+    /// certificate is asked for, and every caller is [`Caller::Unverified`].
     pub async fn start(
         listener: std::net::TcpListener,
         router: Router,
         certificate: Arc<SwappableCert>,
     ) -> io::Result<Self> {
+        Self::start_verifying(listener, router, certificate, None).await
+    }
+
+    /// [`TlsServer::start`], and with `callers`, each client's certificate is asked for and
+    /// verified, and each request carries the [`Caller`] its connection's certificate proved.
+    pub async fn start_verifying(
+        listener: std::net::TcpListener,
+        router: Router,
+        certificate: Arc<SwappableCert>,
+        callers: Option<Arc<CallerVerifier>>,
+    ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
         let handle = Handle::new();
-        let server = axum_server::from_tcp_rustls(
-            listener,
-            RustlsConfig::from_config(server_config(certificate)),
-        )?
-        .handle(handle.clone());
+        let tls = RustlsConfig::from_config(server_config(certificate, callers));
+        let server = axum_server::from_tcp(listener)?
+            .acceptor(CallerAcceptor(RustlsAcceptor::new(tls)))
+            .handle(handle.clone());
         let task = tokio::spawn(server.serve(router.into_make_service()));
         Ok(Self {
             local_addr,
@@ -138,5 +168,25 @@ impl TlsServer {
     pub async fn shutdown(self, grace: Duration) -> io::Result<()> {
         self.handle.graceful_shutdown(Some(grace));
         self.task.await.map_err(io::Error::other)?
+    }
+}
+
+/// axum-server's TLS acceptor, and then the [`Caller`] the handshake proved, added to every
+/// request of the connection as an extension.
+#[derive(Clone, Debug)]
+struct CallerAcceptor(RustlsAcceptor);
+
+impl<S: Send + 'static> Accept<TcpStream, S> for CallerAcceptor {
+    type Stream = <RustlsAcceptor as Accept<TcpStream, S>>::Stream;
+    type Service = AddExtension<S, Caller>;
+    type Future = BoxFuture<'static, io::Result<(Self::Stream, Self::Service)>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let handshake = self.0.accept(stream, service);
+        Box::pin(async move {
+            let (stream, service) = handshake.await?;
+            let caller = Caller::of_peer(stream.get_ref().1.peer_certificates());
+            Ok((stream, Extension(caller).layer(service)))
+        })
     }
 }

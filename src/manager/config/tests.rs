@@ -135,3 +135,58 @@ fn the_deployments_flags_run_the_install_they_belong_to() {
         }
     }
 }
+
+#[test]
+fn the_webhook_client_ca_is_read_at_startup_and_its_names_need_it() {
+    let webhooks = |extra: &[&str]| {
+        let mut args = vec![
+            "--controllers=webhooks".to_string(),
+            "--webhook-url-base=https://127.0.0.1:9443".to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let missing = parse(&webhooks(&["--webhook-client-ca-file=/nonexistent/ca.crt"])).unwrap();
+    let error = missing.manager_config().unwrap_err();
+    assert!(
+        error.starts_with("--webhook-client-ca-file: cannot read /nonexistent/ca.crt"),
+        "{error}"
+    );
+    assert!(parse(&webhooks(&["--webhook-client-names=kube-apiserver"])).is_err());
+
+    let ca = std::env::temp_dir().join(format!(
+        "oz-config-test-client-ca-{}.crt",
+        std::process::id()
+    ));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    std::fs::write(&ca, params.self_signed(&key).unwrap().pem()).unwrap();
+    let run = parse(&webhooks(&[
+        &format!("--webhook-client-ca-file={}", ca.display()),
+        "--webhook-client-names=kube-apiserver,,apiserver.example",
+    ]))
+    .unwrap();
+    let client_ca = run
+        .manager_config()
+        .unwrap()
+        .webhooks
+        .unwrap()
+        .client_ca
+        .unwrap();
+    assert_eq!(
+        client_ca.allowed_names,
+        ["kube-apiserver", "apiserver.example"]
+    );
+    assert_eq!(client_ca.path.as_deref(), Some(ca.as_path()));
+    let none = parse(&webhooks(&[])).unwrap();
+    assert!(
+        none.manager_config()
+            .unwrap()
+            .webhooks
+            .unwrap()
+            .client_ca
+            .is_none()
+    );
+    let _ = std::fs::remove_file(&ca);
+}

@@ -34,6 +34,16 @@ pub struct ReadyInfo {
     pub nodes: Vec<String>,
     /// Seconds from process start to ready.
     pub startup_seconds: f64,
+    /// With [`ControlPlaneOptions::webhook_client_cert`]: the CA of the client certificate the
+    /// apiserver presents to admission webhooks.
+    #[serde(default)]
+    pub webhook_client_ca_file: Option<PathBuf>,
+    /// That client certificate (CN `kube-apiserver-webhook-client`).
+    #[serde(default)]
+    pub webhook_client_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[serde(default)]
+    pub webhook_client_key_file: Option<PathBuf>,
 }
 
 /// How to start a control plane.
@@ -43,6 +53,7 @@ pub struct ControlPlaneOptions {
     controllers: Vec<String>,
     nodes: usize,
     restartable: bool,
+    webhook_client_cert: bool,
 }
 
 /// How many simulated nodes the shared control plane has: two, so a DaemonSet has two pods and
@@ -52,7 +63,9 @@ pub const DEFAULT_NODES: usize = 2;
 impl Default for ControlPlaneOptions {
     /// The shared setup: [`USERS`], every controller kube-testenv can run (garbage collector,
     /// namespace, the workload controllers, ClusterRole aggregation and a pod binder), and
-    /// [`DEFAULT_NODES`] kwok nodes on which pods run and `kubectl exec` works.
+    /// [`DEFAULT_NODES`] kwok nodes on which pods run and `kubectl exec` works, and the
+    /// apiserver presenting a client certificate to admission webhooks
+    /// ([`ControlPlaneOptions::webhook_client_cert`]).
     fn default() -> Self {
         Self {
             users: USERS
@@ -67,19 +80,30 @@ impl Default for ControlPlaneOptions {
             controllers: vec!["all".into()],
             nodes: DEFAULT_NODES,
             restartable: false,
+            webhook_client_cert: true,
         }
     }
 }
 
 impl ControlPlaneOptions {
-    /// No users, no controllers and no nodes.
+    /// No users, no controllers, no nodes and no webhook client certificate.
     pub fn empty() -> Self {
         Self {
             users: vec![],
             controllers: vec![],
             nodes: 0,
             restartable: false,
+            webhook_client_cert: false,
         }
+    }
+
+    /// Whether the apiserver presents a client certificate (CN `kube-apiserver-webhook-client`,
+    /// from a CA of its own) to every admission webhook, as a cluster configured through an
+    /// AdmissionConfiguration does ([`ControlPlane::webhook_client_ca`]). A webhook that does
+    /// not ask for a client certificate is not affected.
+    pub fn webhook_client_cert(mut self, on: bool) -> Self {
+        self.webhook_client_cert = on;
+        self
     }
 
     /// Runs `count` simulated nodes (kwok); 0 for none.
@@ -157,6 +181,9 @@ impl ControlPlane {
         ];
         if !options.restartable {
             args.push("--remove-work-dir-on-exit".into());
+        }
+        if options.webhook_client_cert {
+            args.push("--webhook-client-cert".into());
         }
         if options.nodes > 0 {
             args.push(format!("--nodes={}", options.nodes));
@@ -276,6 +303,24 @@ impl ControlPlane {
             .ok_or_else(|| Error::UnknownUser(user.into()))
     }
 
+    /// The CA that signs the client certificate the apiserver presents to admission webhooks
+    /// (what oz-manager's `--webhook-client-ca-file` names). An error unless started with
+    /// [`ControlPlaneOptions::webhook_client_cert`].
+    pub fn webhook_client_ca(&self) -> Result<&Path> {
+        webhook_client_file(&self.ready.webhook_client_ca_file)
+    }
+
+    /// The client certificate the apiserver presents to admission webhooks, to call one as the
+    /// apiserver does.
+    pub fn webhook_client_cert(&self) -> Result<&Path> {
+        webhook_client_file(&self.ready.webhook_client_cert_file)
+    }
+
+    /// The key of [`ControlPlane::webhook_client_cert`].
+    pub fn webhook_client_key(&self) -> Result<&Path> {
+        webhook_client_file(&self.ready.webhook_client_key_file)
+    }
+
     /// A client acting as admin (`system:masters`).
     pub async fn admin(&self) -> Result<Client> {
         client_from(self.admin_kubeconfig()).await
@@ -319,6 +364,10 @@ impl Drop for ControlPlane {
             let _ = std::fs::remove_dir_all(&self.work_dir);
         }
     }
+}
+
+fn webhook_client_file(path: &Option<PathBuf>) -> Result<&Path> {
+    path.as_deref().ok_or(Error::NoWebhookClientCert)
 }
 
 /// Runs `kube-testenv` with `args` and waits until it writes `ready.json` in `work_dir`.

@@ -9,6 +9,10 @@ pub enum Error {
     Start(String),
     #[error("no kubeconfig for user {0:?}; known users are set by ControlPlaneOptions::user")]
     UnknownUser(String),
+    #[error(
+        "this control plane presents no webhook client certificate (ControlPlaneOptions::webhook_client_cert)"
+    )]
+    NoWebhookClientCert,
     #[error("reading {path}: {source}")]
     Io {
         path: PathBuf,

@@ -4,6 +4,9 @@
 //! - an admin client and one client per test user, each authenticated by its own client
 //!   certificate, so RBAC and admission see the real user;
 //! - a fresh namespace per test;
+//! - the apiserver presenting a client certificate of its own to admission webhooks, whose CA,
+//!   certificate and key tests read (`ControlPlane::webhook_client_ca`), as a cluster whose
+//!   AdmissionConfiguration names webhook client credentials does;
 //! - simulated nodes (kwok) on which pods run: the workload controllers and a binder in the
 //!   control plane make and place a workload's pods, kwok makes them Ready, and `kubectl exec`,
 //!   attach, logs and port-forward reach them through the apiserver (an exec runs its command as

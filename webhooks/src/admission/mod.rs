@@ -18,7 +18,8 @@
 //!
 //! A body that is not a v1 AdmissionReview with a request, or is larger than
 //! [`MAX_BODY_BYTES`], gets HTTP 400 with the reason; nothing a client sends makes a handler
-//! panic.
+//! panic. With a client CA, a caller that is not the kube-apiserver gets HTTP 401 or 403 before
+//! any handler runs ([`guarded_router`], [`crate::callers`]).
 
 pub mod audit;
 pub mod cache;
@@ -34,6 +35,7 @@ use axum::{
     Json, Router,
     extract::{DefaultBodyLimit, FromRequest, Request},
     http::StatusCode,
+    middleware,
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -48,7 +50,10 @@ pub use cache::CachedLookup;
 pub use events::AuditEvents;
 pub use lookup::{AccessLookup, Answer, KubeLookup, LookupError, RequestSummary};
 
-use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
+use crate::{
+    callers::{self, CallerPolicy},
+    registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
+};
 
 /// The largest AdmissionReview accepted. The apiserver caps objects at about 1.5 MiB, and a
 /// review of an update carries two of them.
@@ -72,12 +77,23 @@ pub struct AdmissionState {
 }
 
 /// The routes: [`MUTATE_REQUESTS_PATH`], [`VALIDATE_REQUESTS_PATH`], [`AUDIT_PATH`] and
-/// [`HEALTHZ_PATH`].
+/// [`HEALTHZ_PATH`], answering anyone ([`CallerPolicy::anyone`]).
 pub fn router(state: Arc<AdmissionState>) -> Router {
+    guarded_router(state, CallerPolicy::anyone())
+}
+
+/// [`router`], whose webhook paths answer only the callers `callers` admits
+/// ([`callers::guard`]); `/healthz` answers anyone, as probes carry no client certificate.
+pub fn guarded_router(state: Arc<AdmissionState>, callers: CallerPolicy) -> Router {
     Router::new()
         .route(MUTATE_REQUESTS_PATH, post(requests::mutate))
         .route(VALIDATE_REQUESTS_PATH, post(requests::validate))
         .route(AUDIT_PATH, post(audit::audit))
+        // Before the body is read: a refused caller's review is never parsed.
+        .route_layer(middleware::from_fn_with_state(
+            Arc::new(callers),
+            callers::guard,
+        ))
         .route(HEALTHZ_PATH, get(|| async { "ok" }))
         // The extractor enforces MAX_BODY_BYTES itself, answering 400 rather than 413.
         .layer(DefaultBodyLimit::disable())

@@ -28,7 +28,7 @@ use kube::core::{
 };
 
 pub use decision::{EnforceSettings, denial, find_grant};
-pub use log::AuditLog;
+pub use log::{AuditLog, UNWRITABLE_REASON};
 pub use record::{AuditRecord, Grant, PodAction, audit_annotations, describe};
 
 use super::{AdmissionState, Review, deny, reply};

@@ -12,6 +12,8 @@ use kube::core::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::callers::{Caller, CallerKind};
+
 /// A way into a pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodAction {
@@ -124,10 +126,18 @@ pub struct AuditRecord {
     /// Why it was denied, in enforcing namespaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied_because: Option<String>,
+    /// Who sent the review: `apiserver` (its client certificate verified) or `unverified`.
+    #[serde(default)]
+    pub caller: CallerKind,
+    /// With `caller` `apiserver`: the subject CN of its client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_name: Option<String>,
 }
 
-/// The record for `request`, before the grant is looked up: allowed, no grant.
+/// The record for `request`, before the grant is looked up: allowed, no grant, sent by the
+/// caller of the webhook call being handled ([`Caller::current`]).
 pub fn describe(request: &AdmissionRequest<DynamicObject>, action: PodAction) -> AuditRecord {
+    let caller = Caller::current();
     let user = &request.user_info;
     let object = request.object.as_ref().map(|o| &o.data);
     let text = |key: &str| {
@@ -164,6 +174,8 @@ pub fn describe(request: &AdmissionRequest<DynamicObject>, action: PodAction) ->
         dry_run: request.dry_run,
         allowed: true,
         denied_because: None,
+        caller: caller.kind(),
+        caller_name: caller.name().map(String::from),
     };
     match action {
         PodAction::Exec | PodAction::Attach => {

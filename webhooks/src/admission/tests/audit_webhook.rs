@@ -64,7 +64,7 @@ fn ready(kind: AccessKind, name: &str, template: &str, who: &str) -> RequestSumm
     grant_request(kind, name, template, who, RequestPhase::Ready, "web-0")
 }
 
-fn alice_exec() -> Value {
+pub(super) fn alice_exec() -> Value {
     exec_review(
         user("alice", &["devs"]),
         "web-0",

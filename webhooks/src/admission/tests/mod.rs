@@ -16,9 +16,13 @@ use tower::ServiceExt;
 
 use super::fake_lookup::{FakeLookup, NS};
 use super::*;
-use crate::registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH};
+use crate::{
+    callers::{Caller, CallerPolicy},
+    registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
+};
 
 mod audit_webhook;
+mod callers;
 mod request_webhooks;
 
 fn access_config(groups: &[&str], grant_to: Option<&str>) -> AccessConfig {
@@ -45,6 +49,15 @@ struct Harness {
 }
 
 async fn harness(lookup: FakeLookup, enforce: EnforceSettings) -> Harness {
+    guarded_harness(lookup, enforce, CallerPolicy::anyone()).await
+}
+
+/// A harness whose webhook paths answer only the callers `callers` admits.
+async fn guarded_harness(
+    lookup: FakeLookup,
+    enforce: EnforceSettings,
+    callers: CallerPolicy,
+) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
         lookup: Arc::new(lookup),
@@ -63,17 +76,31 @@ async fn harness(lookup: FakeLookup, enforce: EnforceSettings) -> Harness {
         ),
     };
     Harness {
-        router: router(Arc::new(state)),
+        router: guarded_router(Arc::new(state), callers),
         audit_file,
     }
 }
 
 impl Harness {
     async fn post(&self, path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
-        let request = Request::post(path)
+        self.post_from(None, path, body).await
+    }
+
+    /// Posts as `caller`, as the TLS server marks a request its connection's certificate
+    /// proved; `None` as a request without the mark.
+    async fn post_from(
+        &self,
+        caller: Option<Caller>,
+        path: &str,
+        body: impl Into<Body>,
+    ) -> (StatusCode, Value) {
+        let mut request = Request::post(path)
             .header("content-type", "application/json")
             .body(body.into())
             .unwrap();
+        if let Some(caller) = caller {
+            request.extensions_mut().insert(caller);
+        }
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
