@@ -1,8 +1,8 @@
 //! `ozctl audit verify` and `ozctl audit` end to end: the real ozctl binary on the audit file a
-//! real oz-manager wrote from alice's real `kubectl exec`, with the keys oz published in its
-//! ConfigMap `oz-audit`, read by bob holding nothing but the Role `docs/audit.md` gives
-//! security teams. And the record's JSON Schema in `docs/audit.md`, checked against the record
-//! type and against the records oz wrote.
+//! real oz-manager (verifying that its caller is the apiserver) wrote from alice's real
+//! `kubectl exec`, with the keys oz published in its ConfigMap `oz-audit`, read by bob holding
+//! nothing but the Role `docs/audit.md` gives security teams. And the record's JSON Schema in
+//! `docs/audit.md`, checked against the record type and against the records oz wrote.
 
 use std::{
     path::{Path, PathBuf},
@@ -305,6 +305,11 @@ async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alice
             &format!("--namespace={ns}"),
             &format!("--webhook-configuration-name=oz-{ns}"),
             &format!("--audit-log-path={}", log.display()),
+            // Only the apiserver may call: its records say so, with its certificate's name.
+            &format!(
+                "--webhook-client-ca-file={}",
+                env().webhook_client_ca().unwrap().display()
+            ),
         ],
     );
     let oz_log = operator.log.display().to_string();
@@ -390,7 +395,9 @@ async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alice
         .unwrap()
         .clone();
     let seq = record["seq"].as_u64().unwrap();
-    // Every record oz wrote is as docs/audit.md describes it.
+    // Every record oz wrote is as docs/audit.md describes it, callerName included.
+    assert_eq!(record["caller"], "apiserver", "{record}");
+    assert!(record["callerName"].is_string(), "{record}");
     let schema = record_schema();
     for (line, entry) in written.iter().filter(|(_, e)| e["type"] == "record") {
         let mut fields: Map<String, Value> = entry.as_object().unwrap().clone();
@@ -487,7 +494,7 @@ async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alice
             pod_cell.as_str(),
             "sh -c 'echo audited'",
             "exec/alice-web",
-            "unverified",
+            "apiserver",
             "yes"
         ],
         "{table}"
