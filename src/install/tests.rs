@@ -806,3 +806,28 @@ fn the_audit_signing_key_and_its_public_keys_are_granted_by_name() {
             .all(|r| r.rule.resources.as_deref() == Some(&["leases".to_string()][..]))
     );
 }
+
+/// The client CA flag the Deployment passes is oz-manager's own, and names the file the
+/// Secret is mounted as.
+#[test]
+fn oz_manager_reads_the_client_ca_where_the_deployment_mounts_it() {
+    use clap::Parser;
+
+    let args = manager_args(&with_caller_options());
+    let command = crate::manager::Command::try_parse_from(
+        std::iter::once("oz-manager".to_string()).chain(args.clone()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let run = command.run_args().expect("a run");
+    let mounted = std::path::Path::new(WEBHOOK_CLIENT_CA_DIR).join(WEBHOOK_CLIENT_CA_KEY);
+    assert_eq!(
+        run.webhook_client_ca_file.as_deref(),
+        Some(mounted.as_path())
+    );
+    // Here nothing is mounted: oz-manager refuses to start, naming the flag and the file.
+    let error = run.manager_config().unwrap_err();
+    assert!(
+        error.contains("--webhook-client-ca-file") && error.contains(&*mounted.to_string_lossy()),
+        "{error}"
+    );
+}
