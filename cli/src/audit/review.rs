@@ -59,6 +59,16 @@ fn text<'a>(record: &'a ReviewedRecord, key: &str) -> &'a str {
     record.record.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The items of a record's array field: none when it has no such array.
+fn items<'a>(record: &'a ReviewedRecord, key: &str) -> impl Iterator<Item = &'a Value> {
+    record
+        .record
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
 /// When oz saw it, if its `time` reads as a time.
 fn time(record: &ReviewedRecord) -> Option<Timestamp> {
     text(record, "time").parse().ok()
@@ -151,12 +161,7 @@ fn grant_word(record: &ReviewedRecord) -> String {
 /// The command as one cell: its words joined by spaces, each quoted when it holds a space or a
 /// quote, so `sh -c 'echo hi'` reads back as it was typed; for port-forward, the ports.
 fn command_cell(record: &ReviewedRecord) -> String {
-    let words: Vec<String> = record
-        .record
-        .get("command")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    let words: Vec<String> = items(record, "command")
         .filter_map(Value::as_str)
         .map(|word| {
             if word.is_empty() || word.contains([' ', '\'', '"', '\t']) {
@@ -169,14 +174,7 @@ fn command_cell(record: &ReviewedRecord) -> String {
     if !words.is_empty() {
         return words.join(" ");
     }
-    let ports: Vec<String> = record
-        .record
-        .get("ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(Value::to_string)
-        .collect();
+    let ports: Vec<String> = items(record, "ports").map(Value::to_string).collect();
     if ports.is_empty() {
         String::new()
     } else {
