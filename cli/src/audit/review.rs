@@ -51,16 +51,13 @@ pub enum ReviewFormat {
     Json,
 }
 
-/// One record and whether a valid checkpoint vouches for it, as `oz_audit` read it.
-pub type ReviewedRecord = CheckedRecord;
-
 /// What a record says, by key: `""` when it has no such text field.
-fn text<'a>(record: &'a ReviewedRecord, key: &str) -> &'a str {
+fn text<'a>(record: &'a CheckedRecord, key: &str) -> &'a str {
     record.record.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The items of a record's array field: none when it has no such array.
-fn items<'a>(record: &'a ReviewedRecord, key: &str) -> impl Iterator<Item = &'a Value> {
+fn items<'a>(record: &'a CheckedRecord, key: &str) -> impl Iterator<Item = &'a Value> {
     record
         .record
         .get(key)
@@ -70,7 +67,7 @@ fn items<'a>(record: &'a ReviewedRecord, key: &str) -> impl Iterator<Item = &'a 
 }
 
 /// When oz saw it, if its `time` reads as a time.
-fn time(record: &ReviewedRecord) -> Option<Timestamp> {
+fn time(record: &CheckedRecord) -> Option<Timestamp> {
     text(record, "time").parse().ok()
 }
 
@@ -101,7 +98,7 @@ impl Filter {
     }
 
     /// Whether `record` is one to show.
-    pub fn admits(&self, record: &ReviewedRecord) -> bool {
+    pub fn admits(&self, record: &CheckedRecord) -> bool {
         let matches = |wanted: &Option<String>, key: &str| {
             wanted.as_deref().is_none_or(|w| text(record, key) == w)
         };
@@ -117,15 +114,15 @@ impl Filter {
 }
 
 /// The records `filter` admits, in chain order.
-pub fn select(records: Vec<ReviewedRecord>, filter: &Filter) -> Vec<ReviewedRecord> {
-    let mut shown: Vec<ReviewedRecord> = records.into_iter().filter(|r| filter.admits(r)).collect();
+pub fn select(records: Vec<CheckedRecord>, filter: &Filter) -> Vec<CheckedRecord> {
+    let mut shown: Vec<CheckedRecord> = records.into_iter().filter(|r| filter.admits(r)).collect();
     shown.sort_by_key(|r| r.seq);
     shown
 }
 
 /// The event in a word: `exec`, `attach`, `port-forward` or `debug` (oz's Event reasons
 /// `PodExec`, ...), with `(denied)` when oz refused it.
-fn event_word(record: &ReviewedRecord) -> String {
+fn event_word(record: &CheckedRecord) -> String {
     let event = text(record, "event");
     let word = match event {
         "PodExec" => "exec",
@@ -143,7 +140,7 @@ fn event_word(record: &ReviewedRecord) -> String {
 
 /// The grant in a word: `exec/NAME` or `pod/NAME` for an ExecAccessRequest or
 /// PodAccessRequest, `none` without one.
-fn grant_word(record: &ReviewedRecord) -> String {
+fn grant_word(record: &CheckedRecord) -> String {
     match record.record.get("grant").and_then(Value::as_object) {
         Some(grant) => {
             let text = |key: &str| grant.get(key).and_then(Value::as_str).unwrap_or("?");
@@ -160,7 +157,7 @@ fn grant_word(record: &ReviewedRecord) -> String {
 
 /// The command as one cell: its words joined by spaces, each quoted when it holds a space or a
 /// quote, so `sh -c 'echo hi'` reads back as it was typed; for port-forward, the ports.
-fn command_cell(record: &ReviewedRecord) -> String {
+fn command_cell(record: &CheckedRecord) -> String {
     let words: Vec<String> = items(record, "command")
         .filter_map(Value::as_str)
         .map(|word| {
@@ -184,7 +181,7 @@ fn command_cell(record: &ReviewedRecord) -> String {
 
 /// The records as a table: TIME (UTC, to the second, as the apiserver's audit log has it),
 /// USER, EVENT, POD (namespace/name), COMMAND, GRANT, CALLER and VERIFIED.
-pub fn to_table(records: &[ReviewedRecord]) -> Table {
+pub fn to_table(records: &[CheckedRecord]) -> Table {
     let mut table = Table::new([
         "TIME", "USER", "EVENT", "POD", "COMMAND", "GRANT", "CALLER", "VERIFIED",
     ]);
@@ -211,7 +208,7 @@ pub fn to_table(records: &[ReviewedRecord]) -> Table {
 /// What stderr says about the records shown that are not verified, or nothing when all are.
 /// `why` is the verification's own account of what is wrong (the unsigned tail, an edited
 /// entry, ...), one problem a line.
-pub fn unverified_note(records: &[ReviewedRecord], why: &[String]) -> Option<String> {
+pub fn unverified_note(records: &[CheckedRecord], why: &[String]) -> Option<String> {
     let unverified = records.iter().filter(|r| !r.verified).count();
     if unverified == 0 {
         return None;
@@ -293,7 +290,7 @@ mod tests {
 
     use super::*;
 
-    fn record(seq: u64, verified: bool, fields: Value) -> ReviewedRecord {
+    fn record(seq: u64, verified: bool, fields: Value) -> CheckedRecord {
         CheckedRecord {
             file: "audit.jsonl".into(),
             line: seq,
@@ -303,7 +300,7 @@ mod tests {
         }
     }
 
-    fn exec(seq: u64, time: &str, user: &str, ns: &str, pod: &str) -> ReviewedRecord {
+    fn exec(seq: u64, time: &str, user: &str, ns: &str, pod: &str) -> CheckedRecord {
         record(
             seq,
             true,
@@ -316,7 +313,7 @@ mod tests {
         )
     }
 
-    fn sample() -> Vec<ReviewedRecord> {
+    fn sample() -> Vec<CheckedRecord> {
         vec![
             exec(3, "2026-11-21T11:30:00Z", "alice", "team", "web-0"),
             exec(1, "2026-11-21T09:00:00Z", "alice", "team", "web-1"),
@@ -325,7 +322,7 @@ mod tests {
         ]
     }
 
-    fn seqs(records: &[ReviewedRecord]) -> Vec<u64> {
+    fn seqs(records: &[CheckedRecord]) -> Vec<u64> {
         records.iter().map(|r| r.seq).collect()
     }
 
