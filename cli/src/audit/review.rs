@@ -113,11 +113,10 @@ impl Filter {
     }
 }
 
-/// The records `filter` admits, in chain order.
+/// The records `filter` admits, in the order given (`oz_audit::verify_records` gives them in
+/// seq order).
 pub fn select(records: Vec<CheckedRecord>, filter: &Filter) -> Vec<CheckedRecord> {
-    let mut shown: Vec<CheckedRecord> = records.into_iter().filter(|r| filter.admits(r)).collect();
-    shown.sort_by_key(|r| r.seq);
-    shown
+    records.into_iter().filter(|r| filter.admits(r)).collect()
 }
 
 /// The event in a word: `exec`, `attach`, `port-forward` or `debug` (oz's Event reasons
@@ -315,9 +314,9 @@ mod tests {
 
     fn sample() -> Vec<CheckedRecord> {
         vec![
-            exec(3, "2026-11-21T11:30:00Z", "alice", "team", "web-0"),
             exec(1, "2026-11-21T09:00:00Z", "alice", "team", "web-1"),
             exec(2, "2026-11-21T11:00:00Z", "bob", "team", "web-0"),
+            exec(3, "2026-11-21T11:30:00Z", "alice", "team", "web-0"),
             exec(4, "2026-11-21T11:45:00Z", "alice", "other", "web-0"),
         ]
     }
