@@ -178,24 +178,30 @@ impl WebhookServer {
             config.certs,
             config.registration.endpoint.serving_names(),
         );
-        let initial = initial_certificates(&store, &leader).await?;
+        // The audit key and the certificates at once: the webhooks are registered after both,
+        // and every moment before that is one in which requests go unstamped.
+        let audit_key = async {
+            match &config.audit_log_path {
+                Some(_) => ensure_audit_key(&client, &config.namespace).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let (initial, audit_key) =
+            tokio::try_join!(initial_certificates(&store, &leader), audit_key)?;
         let certificate = Arc::new(SwappableCert::from_pem(
             initial.serving.cert.as_bytes(),
             initial.serving.key.as_bytes(),
         )?);
-        let audit_log = match &config.audit_log_path {
-            Some(path) => {
-                let key = ensure_audit_key(&client, &config.namespace).await?;
-                AuditLog::open(
-                    path,
-                    key.signer,
-                    config.audit_rotation,
-                    config.metrics.clone(),
-                )
-                .map_err(|e| Error::Config(format!("the audit file: {e}")))?
-                .with_unwritable_events(client.clone(), key.public_keys)
-            }
-            None => AuditLog::log_only(),
+        let audit_log = match (&config.audit_log_path, audit_key) {
+            (Some(path), Some(key)) => AuditLog::open(
+                path,
+                key.signer,
+                config.audit_rotation,
+                config.metrics.clone(),
+            )
+            .map_err(|e| Error::Config(format!("the audit file: {e}")))?
+            .with_unwritable_events(client.clone(), key.public_keys),
+            _ => AuditLog::log_only(),
         };
         let checkpoints = audit_log.path().is_some().then(|| {
             tokio::spawn(checkpoint_every(
