@@ -113,13 +113,18 @@ pub enum CliError {
     /// Writing output failed.
     #[error("cannot write the output: {0}")]
     Output(String),
+
+    /// An audit file, or a key to check it with, could not be read: the check could not run.
+    #[error("{0}")]
+    Unverifiable(String),
 }
 
 impl CliError {
-    /// The exit code for this error: 2 for usage errors, as clap uses, 1 for everything else.
+    /// The exit code for this error: 2 for usage errors, as clap uses, and for an audit check
+    /// that could not run (1 is its verdict that something is wrong); 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) => 2,
+            CliError::Usage(_) | CliError::Unverifiable(_) => 2,
             _ => 1,
         }
     }

@@ -1,9 +1,10 @@
 //! `ozctl`, the engineers' CLI: ask for access through a template, wait until it is ready, use
 //! it, end it, and look back at who had access. It follows Oz's ozctl (`create` checks the
 //! template, creates the request, waits, and prints the access instructions) and adds `get`,
-//! `revoke`, `history` and `exec`.
+//! `revoke`, `history`, `exec` and `audit` (oz's audit files, checked and reviewed).
 //!
-//! One file per command ([`create`], [`get`], [`revoke`], [`history`], [`exec`]); the rest
+//! One file per command ([`create`], [`get`], [`revoke`], [`history`], [`exec`], and
+//! [`audit`]'s [`review`](audit::review) and [`verify`](audit::verify)); the rest
 //! is shared: the cluster connection ([`session`]), who the user is ([`identity`]), both kinds
 //! of request and template seen the same way ([`requests`], [`templates`], [`kind_arg`] for
 //! `--kind`), waiting ([`wait`], [`progress`]) and output ([`output`], [`table`], [`csv`],
@@ -15,6 +16,7 @@
 //! result, so `-o json` can be piped.
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod create;
 pub mod csv;
 pub mod error;
@@ -74,6 +76,9 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Run a command (a shell by default) in a request's pod, once it is ready
     Exec(exec::ExecArgs),
+    /// List the records of oz's audit files, verified, for access reviews; `audit verify`
+    /// checks the files
+    Audit(audit::AuditArgs),
 }
 
 /// How the user invoked ozctl, from `argv[0]`: `kubectl oz` for `kubectl-oz` (kubectl runs
@@ -101,10 +106,13 @@ pub fn help_footer(program: &str) -> String {
   {p} exec alice-x7k2p -n team           # a shell in the granted pod
   {p} revoke alice-x7k2p -n team         # end it now
   {p} history -n team --all -o csv       # who had access, for a review
+  {p} audit audit.jsonl* --since 24h     # what they did with it, from oz's audit files
+  {p} audit verify audit.jsonl*          # check the files' hash chain and signatures
 
 Exit status: 0 when the command did what it says (for create: the request is Ready); 1 on any
 other outcome, with one line on stderr saying why and what to do; 2 for a wrong command line.
-exec exits with the status of the command it ran.",
+exec exits with the status of the command it ran. audit verify exits 1 when the files are not
+intact, 2 when a file or key cannot be read.",
         p = program
     )
 }
@@ -127,13 +135,15 @@ pub fn parse(program: &str, args: Vec<OsString>) -> Cli {
 
 /// Runs one command.
 pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
-    let session = Session::connect(&cli.cluster, program).await?;
+    let session = || Session::connect(&cli.cluster, program);
     match cli.command {
-        Command::Create(args) => create::run(&session, args).await.map(|()| 0),
-        Command::Get(args) => get::run(&session, args).await.map(|()| 0),
-        Command::Revoke(args) => revoke::run(&session, args).await.map(|()| 0),
-        Command::History(args) => history::run(&session, args).await.map(|()| 0),
-        Command::Exec(args) => exec::run(&session, args).await,
+        Command::Create(args) => create::run(&session().await?, args).await.map(|()| 0),
+        Command::Get(args) => get::run(&session().await?, args).await.map(|()| 0),
+        Command::Revoke(args) => revoke::run(&session().await?, args).await.map(|()| 0),
+        Command::History(args) => history::run(&session().await?, args).await.map(|()| 0),
+        Command::Exec(args) => exec::run(&session().await?, args).await,
+        // The audit files are checked here; the cluster is asked only for the keys, if at all.
+        Command::Audit(args) => audit::run(&cli.cluster, program, args).await,
     }
 }
 
@@ -166,7 +176,7 @@ pub fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use std::ffi::OsStr;
+    use std::{ffi::OsStr, path::PathBuf};
 
     use super::*;
 
@@ -347,6 +357,82 @@ mod tests {
         };
         assert_eq!(revoke.kind, Some(oz_api::AccessKind::Pod));
         assert!(!revoke.wait.enabled());
+    }
+
+    #[test]
+    fn audit_reviews_files_and_audit_verify_checks_them() {
+        let Command::Audit(audit) = parse_ok(&[
+            "ozctl", "audit", "a.jsonl", "b.jsonl", "--since", "1h", "--user", "alice", "--pod",
+            "web-0", "-n", "team", "-o", "json",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert!(audit.command.is_none());
+        let review = audit.review;
+        assert_eq!(review.files, [PathBuf::from("a.jsonl"), "b.jsonl".into()]);
+        assert_eq!(review.since, Some(std::time::Duration::from_secs(3600)));
+        assert_eq!(review.user.as_deref(), Some("alice"));
+        assert_eq!(review.pod.as_deref(), Some("web-0"));
+        assert_eq!(review.output, audit::review::ReviewFormat::Json);
+        assert!(audit.keys.public_keys.is_empty());
+
+        let cli = parse_ok(&[
+            "ozctl",
+            "audit",
+            "verify",
+            "audit.jsonl",
+            "audit.jsonl.20261121T100000.000Z",
+            "--public-key",
+            "k1.pub",
+            "--public-key",
+            "k2.pub",
+            "--allow-unsigned-tail",
+            "--oz-namespace",
+            "oz",
+            "-o",
+            "json",
+        ]);
+        let Command::Audit(audit::AuditArgs {
+            command: Some(audit::AuditCommand::Verify(verify)),
+            ..
+        }) = cli.command
+        else {
+            panic!()
+        };
+        assert_eq!(verify.files.len(), 2);
+        assert_eq!(
+            verify.keys.public_keys,
+            [PathBuf::from("k1.pub"), "k2.pub".into()]
+        );
+        assert_eq!(verify.keys.oz_namespace, "oz");
+        assert!(verify.allow_unsigned_tail);
+        assert_eq!(verify.output, audit::verify::VerifyFormat::Json);
+
+        let Command::Audit(audit::AuditArgs {
+            command: Some(audit::AuditCommand::Verify(verify)),
+            ..
+        }) = parse_ok(&["ozctl", "audit", "verify", "f"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(verify.output, audit::verify::VerifyFormat::Text);
+        assert!(!verify.allow_unsigned_tail);
+        // Without OZ_NAMESPACE in the test's environment, oz's default namespace.
+        if std::env::var_os("OZ_NAMESPACE").is_none() {
+            assert_eq!(verify.keys.oz_namespace, "oz-system");
+        }
+
+        for args in [
+            &["ozctl", "audit"][..],
+            &["ozctl", "audit", "verify"],
+            &["ozctl", "audit", "verify", "f", "-o", "table"],
+            &["ozctl", "audit", "f", "-o", "text"],
+            &["ozctl", "audit", "f", "--since", "1w"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
     }
 
     #[test]

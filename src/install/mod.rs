@@ -9,8 +9,9 @@
 //! - **Watched namespaces** get a Role and RoleBinding each when `watch_namespaces` is set, so a
 //!   cluster admin grants exactly those; with no `watch_namespaces` the same rules are one
 //!   ClusterRole bound cluster-wide.
-//! - **The operator's namespace** gets a Role for oz's own state: its leader-election Lease and
-//!   the webhook certificate Secrets, by name wherever RBAC allows names.
+//! - **The operator's namespace** gets a Role for oz's own state: its leader-election Lease, the
+//!   webhook certificate Secrets, the audit file's signing key Secret and the ConfigMap `oz-audit`
+//!   publishing its public keys, by name wherever RBAC allows names.
 //! - **Cluster-scoped** needs (only oz's own webhook configurations, by name) are a small
 //!   ClusterRole, present only with the webhooks.
 //! - **No escalation.** oz creates Roles granting exec into one pod. RBAC lets a subject create
@@ -19,9 +20,14 @@
 //!   builders' [`EXEC_PERMISSIONS`](crate::builders::rbac::EXEC_PERMISSIONS) and
 //!   [`POD_PERMISSIONS`](crate::builders::pod::POD_PERMISSIONS)), so it can never mint more.
 //!
+//! - **Only the apiserver calls the webhooks**, when asked: `webhook_client_ca_secret` mounts
+//!   the CA of the apiserver's webhook client certificate and has oz-manager require it;
+//!   `webhook_ingress_cidrs` adds a NetworkPolicy admitting only the control plane to the
+//!   webhook port (`docs/audit.md`, "Caller verification").
+//!
 //! Where each part lives: [`options`] (what to install, and the parts of oz-manager), [`rbac`]
-//! (the rules and the Roles holding them), [`workload`] (Services, Deployment, webhook
-//! configurations) and [`yaml`] (the rendering).
+//! (the rules and the Roles holding them), [`workload`] (Services, Deployment, NetworkPolicy,
+//! webhook configurations) and [`yaml`] (the rendering).
 
 use std::collections::BTreeMap;
 
@@ -35,12 +41,13 @@ pub mod workload;
 pub mod yaml;
 
 pub use options::{
-    Component, DEFAULT_IMAGE, DEFAULT_NAME, DEFAULT_NAMESPACE, HEALTH_PORT, InstallOptions,
-    METRICS_PORT, RUN_AS, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
+    AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, DEFAULT_IMAGE, DEFAULT_NAME,
+    DEFAULT_NAMESPACE, HEALTH_PORT, InstallOptions, METRICS_PORT, RUN_AS, WEBHOOK_PORT,
+    WEBHOOK_SERVICE_PORT,
 };
 pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
 pub use registration::{watched_namespaces_selector, webhook_registration};
-pub use workload::manager_args;
+pub use workload::{WEBHOOK_CLIENT_CA_DIR, WEBHOOK_CLIENT_CA_KEY, manager_args};
 pub use yaml::install_yaml;
 
 use yaml::ErasedObject;
@@ -84,8 +91,8 @@ impl Manifest {
 }
 
 /// Every object of the install, in the order to apply them: the Namespace, the CRDs (if
-/// wanted), the ServiceAccount, RBAC, Services, the Deployment, and the webhook configurations
-/// (if the webhooks run).
+/// wanted), the ServiceAccount, RBAC, Services, the Deployment, the NetworkPolicy (if
+/// `webhook_ingress_cidrs` are given) and the webhook configurations (if the webhooks run).
 pub fn install_objects(options: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
     options.validate()?;
     let o = options;

@@ -24,6 +24,10 @@ pub const HEALTH_PORT: i32 = 8081;
 pub const WEBHOOK_PORT: i32 = 9443;
 /// The webhook Service's port, which the webhook configurations name.
 pub const WEBHOOK_SERVICE_PORT: u16 = 443;
+/// The Secret holding the audit file's checkpoint signing key, in the operator's namespace.
+pub const AUDIT_SIGNING_KEY_SECRET: &str = oz_webhooks::audit_key::SIGNING_KEY_SECRET;
+/// The ConfigMap publishing the audit signing keys' public halves, in the operator's namespace.
+pub const AUDIT_PUBLIC_KEYS_CONFIGMAP: &str = oz_webhooks::audit_key::PUBLIC_KEYS_CONFIGMAP;
 /// The non-root user and group the container runs as (distroless `nonroot`).
 pub const RUN_AS: i64 = 65532;
 
@@ -119,6 +123,15 @@ pub struct InstallOptions {
     /// Whether the four CRDs are included. `config/default` leaves them out, because it
     /// includes `config/crd`.
     pub crds: bool,
+    /// A Secret in the operator's namespace whose `ca.crt` is the CA that signs the client
+    /// certificate the kube-apiserver presents to webhooks. When set, the Deployment mounts it
+    /// and runs oz-manager with `--webhook-client-ca-file`, so only the apiserver may call the
+    /// webhooks (docs/audit.md, "Caller verification"). Needs the webhooks.
+    pub webhook_client_ca_secret: Option<String>,
+    /// The address ranges (CIDRs) the control plane calls webhooks from. When set, a
+    /// NetworkPolicy admits traffic to the webhook port from these only; metrics and health
+    /// probes stay reachable. Empty: no NetworkPolicy. Needs the webhooks.
+    pub webhook_ingress_cidrs: Vec<String>,
 }
 
 impl Default for InstallOptions {
@@ -131,6 +144,8 @@ impl Default for InstallOptions {
             name: DEFAULT_NAME.into(),
             replicas: 1,
             crds: true,
+            webhook_client_ca_secret: None,
+            webhook_ingress_cidrs: Vec::new(),
         }
     }
 }
@@ -170,6 +185,15 @@ impl InstallOptions {
         }
         if !self.crds {
             line.push_str(" --no-crds");
+        }
+        if let Some(secret) = &self.webhook_client_ca_secret {
+            line.push_str(&format!(" --webhook-client-ca-secret {secret}"));
+        }
+        if !self.webhook_ingress_cidrs.is_empty() {
+            line.push_str(&format!(
+                " --webhook-ingress-cidrs {}",
+                self.webhook_ingress_cidrs.join(",")
+            ));
         }
         line
     }
@@ -272,6 +296,21 @@ impl InstallOptions {
                 self.replicas
             )));
         }
+        if let Some(secret) = &self.webhook_client_ca_secret {
+            check_dns_subdomain("webhook client CA Secret", secret)?;
+        }
+        for cidr in &self.webhook_ingress_cidrs {
+            check_cidr(cidr)?;
+        }
+        let caller_options =
+            self.webhook_client_ca_secret.is_some() || !self.webhook_ingress_cidrs.is_empty();
+        if caller_options && !self.runs(Component::Webhooks) {
+            return Err(ManifestError::Invalid(
+                "--webhook-client-ca-secret and --webhook-ingress-cidrs protect the webhooks: \
+                 add webhooks to --controllers, or leave them out"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -283,6 +322,48 @@ pub(super) fn join(parts: &[Component]) -> String {
         .map(|c| c.as_str())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// Refuses `value` unless it is a DNS subdomain (RFC 1123), as Secret names must be.
+fn check_dns_subdomain(what: &str, value: &str) -> Result<(), ManifestError> {
+    let valid = !value.is_empty()
+        && value.len() <= 253
+        && value.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(ManifestError::Invalid(format!(
+            "{what} {value:?} is not a valid name: lowercase letters, digits, '-' and '.', at most 253"
+        )))
+    }
+}
+
+/// Refuses `value` unless it is a CIDR as a NetworkPolicy's `ipBlock.cidr` takes it: an IPv4 or
+/// IPv6 address, `/`, and a prefix length that fits it (`10.0.0.0/16`, `fd00::/64`).
+pub(crate) fn check_cidr(value: &str) -> Result<(), ManifestError> {
+    let invalid = || {
+        ManifestError::Invalid(format!(
+            "webhook ingress CIDR {value:?} is not a CIDR such as 10.0.0.0/16 or fd00::/64"
+        ))
+    };
+    let (address, prefix) = value.split_once('/').ok_or_else(invalid)?;
+    let address: std::net::IpAddr = address.parse().map_err(|_| invalid())?;
+    let bits = if address.is_ipv4() { 32 } else { 128 };
+    // Digits only: `u8::from_str` would also take "+8".
+    if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    match prefix.parse::<u32>() {
+        Ok(length) if length <= bits => Ok(()),
+        _ => Err(invalid()),
+    }
 }
 
 /// Refuses `value` unless it is a DNS label, as Namespace and object names must be.

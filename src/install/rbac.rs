@@ -8,7 +8,8 @@ use k8s_openapi::api::rbac::v1::{
 use oz_api::AccessKind;
 
 use super::{
-    Component, InstallOptions, Manifest, ManifestError, meta,
+    AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, InstallOptions, Manifest,
+    ManifestError, meta,
     yaml::{COMMENT_WIDTH, wrap},
 };
 use crate::builders::{pod::POD_PERMISSIONS, rbac::EXEC_PERMISSIONS};
@@ -70,7 +71,7 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
         "oz's own state in its namespace {}: the leader-election Lease{}.",
         o.namespace,
         if o.runs(Component::Webhooks) {
-            " and the webhook certificate Secrets"
+            ", the webhook certificate Secrets and the audit file's signing key"
         } else {
             ""
         }
@@ -310,7 +311,7 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
 }
 
 /// What oz needs in its own namespace: the leader-election Lease and, with the webhooks, the
-/// two certificate Secrets.
+/// two certificate Secrets, the audit signing key and the ConfigMap of its public keys.
 pub fn operator_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
     let mut rules = RuleSet::default();
     let lease = options.lease_name();
@@ -339,12 +340,42 @@ pub fn operator_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
             "webhooks: the webhook CA and serving certificate: read, and watched by name (a metadata.name field \
              selector, which RBAC checks against resourceNames), renewed by update, replaced (delete, create) if unusable",
         );
+        rules.add_named(
+            "",
+            &["secrets"],
+            &[AUDIT_SIGNING_KEY_SECRET],
+            &["get"],
+            "webhooks: the audit file's Ed25519 checkpoint signing key (docs/audit.md): read at start, created the \
+             first time (create, below), never changed: an old key stays valid for the checkpoints it signed",
+        );
         rules.add(
             "",
             &["secrets"],
             &["create"],
-            "webhooks: creates the two Secrets the first time; RBAC cannot limit create by name, so this is any Secret, \
-             in this namespace only (oz can read none but its own)",
+            "webhooks: creates its Secrets (the two certificates, the audit signing key) the first time; RBAC cannot \
+             limit create by name, so this is any Secret, in this namespace only (oz can read none but its own)",
+        );
+        rules.add_named(
+            "",
+            &["configmaps"],
+            &[AUDIT_PUBLIC_KEYS_CONFIGMAP],
+            &["get", "patch"],
+            "webhooks: publishes the audit signing key's public key in this ConfigMap, beside every earlier one, \
+             for anyone verifying the audit file (ozctl audit verify reads it)",
+        );
+        rules.add(
+            "",
+            &["configmaps"],
+            &["create"],
+            "webhooks: creates that ConfigMap the first time; RBAC cannot limit create by name, so this is any \
+             ConfigMap, in this namespace only",
+        );
+        rules.add(
+            "events.k8s.io",
+            &["events"],
+            &["create", "patch"],
+            "webhooks: Warning Events about the audit file itself (AuditFileUnwritable: records then go to the log \
+             only) on that ConfigMap",
         );
     }
     rules.into_rules()

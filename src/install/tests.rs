@@ -577,3 +577,52 @@ fn the_yaml_is_one_document_per_object_and_reads_back() {
         assert_eq!(value, serde_json::to_value(&manifest.object).unwrap());
     }
 }
+
+#[test]
+fn the_audit_signing_key_and_its_public_keys_are_granted_by_name() {
+    let rules: Vec<PolicyRule> = operator_namespace_rules(&InstallOptions::default())
+        .into_iter()
+        .map(|r| r.rule)
+        .collect();
+    let named = |resource: &str, name: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| {
+                r.resources.iter().flatten().any(|x| x == resource)
+                    && r.resource_names.iter().flatten().any(|n| n == name)
+            })
+            .flat_map(|r| r.verbs.clone())
+            .collect()
+    };
+    assert_eq!(named("secrets", AUDIT_SIGNING_KEY_SECRET), ["get"]);
+    assert_eq!(
+        named("configmaps", AUDIT_PUBLIC_KEYS_CONFIGMAP),
+        ["get", "patch"]
+    );
+    assert!(covers(&rules, "", "secrets", "create"));
+    assert!(covers(&rules, "", "configmaps", "create"));
+    // No ConfigMap but its own is readable or writable.
+    for rule in &rules {
+        if rule.resources.iter().flatten().any(|r| r == "configmaps") {
+            assert!(
+                rule.resource_names.is_some() || rule.verbs == ["create"],
+                "{rule:?}"
+            );
+        }
+    }
+    // Its Events about the audit file go on that ConfigMap, in oz's own namespace.
+    assert!(covers(&rules, "events.k8s.io", "events", "create"));
+    assert!(covers(&rules, "events.k8s.io", "events", "patch"));
+
+    let without = operator_namespace_rules(&InstallOptions {
+        controllers: vec![Component::Exec, Component::Pod],
+        ..InstallOptions::default()
+    });
+    assert!(
+        without
+            .iter()
+            .all(|r| r.rule.resources.as_deref() == Some(&["leases".to_string()][..]))
+    );
+}
+
+mod callers;

@@ -8,10 +8,14 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+            Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
             ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-            ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort,
-            ServiceSpec,
+            ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
+            ServicePort, ServiceSpec, Volume, VolumeMount,
+        },
+        networking::v1::{
+            IPBlock, NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+            NetworkPolicySpec,
         },
     },
     apimachinery::pkg::{
@@ -27,8 +31,17 @@ use super::{
 
 const CONTAINER: &str = "manager";
 
-/// The workload objects of the install, in order: the Services, the Deployment and (with the
-/// webhooks) the webhook configurations, without a caBundle.
+/// Where the Deployment mounts the webhook client CA Secret (the whole Secret, not a subPath,
+/// so the kubelet updates the file when the Secret changes).
+pub const WEBHOOK_CLIENT_CA_DIR: &str = "/etc/oz/webhook-client-ca";
+/// The key of the webhook client CA Secret that holds the CA bundle, as in cert-manager's and
+/// kubeadm's CA Secrets.
+pub const WEBHOOK_CLIENT_CA_KEY: &str = "ca.crt";
+const WEBHOOK_CLIENT_CA_VOLUME: &str = "webhook-client-ca";
+
+/// The workload objects of the install, in order: the Services, the Deployment, the
+/// NetworkPolicy (with ingress CIDRs) and (with the webhooks) the webhook configurations, without
+/// a caBundle.
 pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
     let mut out = Vec::new();
     let mut push = |comment: Vec<String>, object: &dyn super::yaml::ErasedObject| {
@@ -65,6 +78,18 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
         )],
         &deployment(o),
     )?;
+    if o.runs(Component::Webhooks) && !o.webhook_ingress_cidrs.is_empty() {
+        push(
+            vec![
+                format!(
+                    "Only the control plane ({}) may reach the webhook port; metrics and health probes stay open.",
+                    o.webhook_ingress_cidrs.join(", ")
+                ),
+                "Enforced only where the network plugin implements NetworkPolicy.".into(),
+            ],
+            &network_policy(o),
+        )?;
+    }
 
     if o.runs(Component::Webhooks) {
         let registration = o.webhook_registration();
@@ -165,6 +190,11 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
             args.push(format!("--webhook-cert-secret={tls}"));
             args.push(format!("--webhook-configuration-name={}", options.name));
         }
+        if options.webhook_client_ca_secret.is_some() {
+            args.push(format!(
+                "--webhook-client-ca-file={WEBHOOK_CLIENT_CA_DIR}/{WEBHOOK_CLIENT_CA_KEY}"
+            ));
+        }
     }
     args.push("--log-format=json".into());
     args
@@ -210,6 +240,35 @@ fn deployment(options: &InstallOptions) -> Deployment {
     if options.runs(Component::Webhooks) {
         ports.push(port("webhook", WEBHOOK_PORT));
     }
+    // The webhook client CA, when the install has one: read-only, only ca.crt.
+    let client_ca = options
+        .webhook_client_ca_secret
+        .as_ref()
+        .filter(|_| options.runs(Component::Webhooks));
+    let volumes = client_ca.map(|secret| {
+        vec![Volume {
+            name: WEBHOOK_CLIENT_CA_VOLUME.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
+                items: Some(vec![KeyToPath {
+                    key: WEBHOOK_CLIENT_CA_KEY.into(),
+                    path: WEBHOOK_CLIENT_CA_KEY.into(),
+                    mode: None,
+                }]),
+                default_mode: Some(0o444),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }]
+    });
+    let volume_mounts = client_ca.map(|_| {
+        vec![VolumeMount {
+            name: WEBHOOK_CLIENT_CA_VOLUME.into(),
+            mount_path: WEBHOOK_CLIENT_CA_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        }]
+    });
     let container = Container {
         name: CONTAINER.into(),
         image: Some(options.image.clone()),
@@ -220,6 +279,7 @@ fn deployment(options: &InstallOptions) -> Deployment {
             field_env("POD_NAMESPACE", "metadata.namespace"),
         ]),
         ports: Some(ports),
+        volume_mounts,
         liveness_probe: Some(probe("/healthz", 15, 20)),
         readiness_probe: Some(probe("/readyz", 5, 10)),
         resources: Some(ResourceRequirements {
@@ -263,6 +323,7 @@ fn deployment(options: &InstallOptions) -> Deployment {
                 spec: Some(PodSpec {
                     service_account_name: Some(options.manager_name()),
                     containers: vec![container],
+                    volumes,
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(RUN_AS),
@@ -282,6 +343,54 @@ fn deployment(options: &InstallOptions) -> Deployment {
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+/// Ingress to oz-manager's pods: the webhook port from the control plane's address ranges only,
+/// the metrics and health ports from anywhere (Prometheus, and kubelets whose probes a network
+/// plugin does not exempt). The policy selects the pods, so any other port is closed too.
+fn network_policy(options: &InstallOptions) -> NetworkPolicy {
+    let port = |name: &str| NetworkPolicyPort {
+        port: Some(IntOrString::String(name.into())),
+        protocol: Some("TCP".into()),
+        end_port: None,
+    };
+    NetworkPolicy {
+        metadata: meta(
+            options,
+            &format!("{}-webhook-ingress", options.name),
+            Some(&options.namespace),
+        ),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(selector_labels(options)),
+                match_expressions: None,
+            }),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(vec![
+                NetworkPolicyIngressRule {
+                    from: Some(
+                        options
+                            .webhook_ingress_cidrs
+                            .iter()
+                            .map(|cidr| NetworkPolicyPeer {
+                                ip_block: Some(IPBlock {
+                                    cidr: cidr.clone(),
+                                    except: None,
+                                }),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
+                    ports: Some(vec![port("webhook")]),
+                },
+                NetworkPolicyIngressRule {
+                    from: None,
+                    ports: Some(vec![port("metrics"), port("health")]),
+                },
+            ]),
+            egress: None,
+        }),
     }
 }
 

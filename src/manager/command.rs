@@ -59,6 +59,14 @@ struct ManifestsArgs {
     /// Leave the CRDs out (config/default takes them from config/crd).
     #[arg(long)]
     no_crds: bool,
+    /// A Secret in the operator's namespace whose ca.crt signs the apiserver's webhook client
+    /// certificate: only the apiserver may then call the webhooks (docs/audit.md).
+    #[arg(long, value_name = "SECRET")]
+    webhook_client_ca_secret: Option<String>,
+    /// The control plane's address ranges: a NetworkPolicy admits only these to the webhook
+    /// port (metrics and health stay open). Empty: no NetworkPolicy.
+    #[arg(long, value_delimiter = ',', value_name = "CIDR,...")]
+    webhook_ingress_cidrs: Vec<String>,
 }
 
 impl ManifestsArgs {
@@ -75,6 +83,12 @@ impl ManifestsArgs {
             name: self.name,
             replicas: self.replicas,
             crds: !self.no_crds,
+            webhook_client_ca_secret: self.webhook_client_ca_secret,
+            webhook_ingress_cidrs: self
+                .webhook_ingress_cidrs
+                .into_iter()
+                .filter(|c| !c.is_empty())
+                .collect(),
         }
     }
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::{
     authentication::v1::TokenRequest,
     authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec},
     coordination::v1::Lease,
-    core::v1::{Secret, ServiceAccount},
+    core::v1::{ConfigMap, Secret, ServiceAccount},
 };
 use kube::{
     Api, Client, Config,
@@ -154,12 +154,16 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
         .unwrap();
     create_manifest(&admin, &ns, TEMPLATE).await.unwrap();
     grant_alice_requests(&admin, &ns).await;
+    // An audit file, so oz makes its signing key and publishes it, under the install's RBAC.
+    let audit_log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{operator_ns}-audit.jsonl"));
     let args = operator_args(
         &yaml,
         &[
             ("--webhook-service", None),
             ("--webhook-url-base", Some(base.clone())),
             ("--webhook-port", Some(port.to_string())),
+            ("--audit-log-path", Some(audit_log.display().to_string())),
         ],
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -213,9 +217,79 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
         .await
         .unwrap();
     assert!(lease.spec.and_then(|s| s.holder_identity).is_some());
+    // Its audit signing key is in the Secret its Role names, its public key in the ConfigMap.
+    assert!(
+        secrets
+            .get_opt("oz-audit-signing-key")
+            .await
+            .unwrap()
+            .is_some(),
+        "oz-audit-signing-key (log: {})",
+        operator.log.display()
+    );
+    let keys = Api::<ConfigMap>::namespaced(admin.clone(), &operator_ns)
+        .get("oz-audit")
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default();
+    let current = keys.get("current").expect("the current key id");
+    assert!(keys.contains_key(&format!("{current}.pub")), "{keys:?}");
 
     drop(operator);
+    let _ = std::fs::remove_file(&audit_log);
     delete_cluster_scoped(&admin, &applied).await;
+}
+
+/// The install with both caller options passes the real apiserver's validation: every object,
+/// the NetworkPolicy and the Deployment mounting the webhook client CA Secret among them, is
+/// accepted by a server-side dry run and comes back with what the generator wrote.
+#[tokio::test]
+async fn the_install_with_caller_verification_passes_the_apiservers_validation() {
+    let admin = env().admin().await.unwrap();
+    let operator_ns = env().namespace("install-callers").await.unwrap();
+    let options = InstallOptions {
+        namespace: operator_ns.clone(),
+        name: operator_ns.clone(),
+        crds: false,
+        webhook_client_ca_secret: Some("apiserver-webhook-client-ca".into()),
+        webhook_ingress_cidrs: vec!["10.96.0.0/12".into(), "fd00:10::/64".into()],
+        ..InstallOptions::default()
+    };
+    let yaml = install_yaml(&options).unwrap();
+    let mut checked = Vec::new();
+    for document in yaml.split("\n---\n").skip(1) {
+        let (object, resource) = parse_manifest(document);
+        let name = object.metadata.name.clone().unwrap();
+        let stored = api_for(&admin, &object, &resource)
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).dry_run(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the apiserver refuses {} {name}: {e}", resource.kind));
+        match resource.kind.as_str() {
+            "NetworkPolicy" => {
+                assert_eq!(stored.data["spec"], object.data["spec"], "{name}");
+                checked.push("NetworkPolicy");
+            }
+            "Deployment" => {
+                let pod = &stored.data["spec"]["template"]["spec"];
+                assert_eq!(
+                    pod["volumes"][0]["secret"]["secretName"],
+                    "apiserver-webhook-client-ca"
+                );
+                assert_eq!(
+                    pod["containers"][0]["volumeMounts"],
+                    object.data["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+                );
+                checked.push("Deployment");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(checked, ["Deployment", "NetworkPolicy"]);
 }
 
 /// Applies every document of `yaml` as admin by server-side apply, without force (nothing else

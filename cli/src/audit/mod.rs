@@ -1,0 +1,261 @@
+//! `ozctl audit`: oz's tamper-evident audit files (`docs/audit.md`). `ozctl audit verify`
+//! ([`verify`]) checks their hash chain and signed checkpoints and names every problem;
+//! `ozctl audit FILE...` ([`review`]) lists their records for an access review, each marked
+//! verified or not. Both read the files with `oz-audit`, which does the checking.
+//!
+//! The keys to trust come from `--public-key` files, else from the ConfigMap `oz-audit` that
+//! oz publishes its keys in ([`trusted_keys`]); only then is the cluster asked anything. An
+//! error that keeps the check from running (a file or key that cannot be read) exits 2, a
+//! problem the check finds exits 1.
+
+pub mod review;
+pub mod verify;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use oz_audit::PublicKey;
+
+use super::{
+    error::CliError,
+    session::{ClusterArgs, Session},
+};
+
+/// The ConfigMap in oz's namespace where oz publishes the audit signing keys' public halves,
+/// as `<keyId>.pub`.
+pub const KEYS_CONFIGMAP: &str = "oz-audit";
+
+/// `ozctl audit`: the records of audit files, or (`verify`) a check of the files.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    pub command: Option<AuditCommand>,
+    #[command(flatten)]
+    pub review: review::ReviewArgs,
+    #[command(flatten)]
+    pub keys: KeyArgs,
+}
+
+/// `ozctl audit`'s subcommands.
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Check audit files: their hash chain and signed checkpoints; name every record edited,
+    /// removed, reordered or not yet signed
+    Verify(verify::VerifyArgs),
+}
+
+/// Which keys to trust.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+#[command(next_help_heading = "Keys")]
+pub struct KeyArgs {
+    /// Trust this public key (a PEM file, as in the ConfigMap oz-audit); repeat for several
+    /// [default: every key in the ConfigMap oz-audit]
+    #[arg(long = "public-key", value_name = "PEM")]
+    pub public_keys: Vec<PathBuf>,
+    /// oz's namespace, where the ConfigMap oz-audit is
+    #[arg(
+        long,
+        env = "OZ_NAMESPACE",
+        default_value = "oz-system",
+        value_name = "NAMESPACE"
+    )]
+    pub oz_namespace: String,
+}
+
+/// Runs `ozctl audit` or `ozctl audit verify`: the exit code, or an error that kept the check
+/// from running (exit code 2).
+pub async fn run(cluster: &ClusterArgs, program: &str, args: AuditArgs) -> Result<u8, CliError> {
+    match args.command {
+        Some(AuditCommand::Verify(verify)) => {
+            let keys = trusted_keys(&verify.keys, cluster, program).await?;
+            verify::run(&verify, &keys)
+        }
+        None => {
+            let keys = trusted_keys(&args.keys, cluster, program).await?;
+            review::run(&args.review, cluster.namespace.clone(), &keys)
+        }
+    }
+}
+
+/// The keys to trust: those in the `--public-key` files, else every `<keyId>.pub` of the
+/// ConfigMap `oz-audit` in `--oz-namespace`.
+pub async fn trusted_keys(
+    args: &KeyArgs,
+    cluster: &ClusterArgs,
+    program: &str,
+) -> Result<Vec<PublicKey>, CliError> {
+    if !args.public_keys.is_empty() {
+        let mut keys = Vec::new();
+        for path in &args.public_keys {
+            keys.extend(keys_in_file(path)?);
+        }
+        return Ok(keys);
+    }
+    let session = Session::connect(cluster, program)
+        .await
+        .map_err(|e| CliError::Unverifiable(format!("{e}; or pass --public-key")))?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(session.client.clone(), &args.oz_namespace);
+    let configmap = configmaps
+        .get_opt(KEYS_CONFIGMAP)
+        .await
+        .map_err(|e| {
+            CliError::Unverifiable(format!(
+                "cannot read the ConfigMap {KEYS_CONFIGMAP} in namespace {} for the audit keys: {}; \
+                 or pass --public-key",
+                args.oz_namespace,
+                session.error(e)
+            ))
+        })?
+        .ok_or_else(|| {
+            CliError::Unverifiable(format!(
+                "there is no ConfigMap {KEYS_CONFIGMAP} in namespace {} to take the audit keys from: \
+                 is oz installed there (--oz-namespace), and has it written an audit file? Or pass --public-key",
+                args.oz_namespace
+            ))
+        })?;
+    keys_in_configmap(&configmap, &args.oz_namespace)
+}
+
+/// Every key in a PEM file.
+fn keys_in_file(path: &Path) -> Result<Vec<PublicKey>, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::Unverifiable(format!("cannot read the key {}: {e}", path.display()))
+    })?;
+    PublicKey::all_from_pem(&text).map_err(|e| {
+        CliError::Unverifiable(format!(
+            "{} holds no Ed25519 public key oz could have made: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The keys the ConfigMap publishes: each `<keyId>.pub`, which must be the key it is named
+/// after.
+pub fn keys_in_configmap(
+    configmap: &ConfigMap,
+    namespace: &str,
+) -> Result<Vec<PublicKey>, CliError> {
+    let mut keys = Vec::new();
+    for (name, pem) in configmap.data.iter().flatten() {
+        let Some(id) = name.strip_suffix(".pub") else {
+            continue;
+        };
+        let key = PublicKey::from_spki_pem(pem).map_err(|e| {
+            CliError::Unverifiable(format!(
+                "the key {name} in ConfigMap {namespace}/{KEYS_CONFIGMAP} cannot be read: {e}"
+            ))
+        })?;
+        if key.key_id().as_str() != id {
+            return Err(CliError::Unverifiable(format!(
+                "ConfigMap {namespace}/{KEYS_CONFIGMAP} publishes the key {} as {name}: refusing a key \
+                 under another key's name",
+                key.key_id()
+            )));
+        }
+        keys.push(key);
+    }
+    if keys.is_empty() {
+        return Err(CliError::Unverifiable(format!(
+            "ConfigMap {namespace}/{KEYS_CONFIGMAP} holds no key (<keyId>.pub); pass --public-key"
+        )));
+    }
+    Ok(keys)
+}
+
+/// `oz_audit`'s error (a file that cannot be read) as ozctl's.
+fn unreadable(error: oz_audit::Error) -> CliError {
+    CliError::Unverifiable(error.to_string())
+}
+
+/// Where a problem is and what it is, as both commands print it:
+/// `FILE:LINE (seq N): kind: detail`, or `(seq N-M)` for a range.
+pub fn problem_line(problem: &oz_audit::Problem) -> String {
+    let seq = match (problem.seq, problem.last_seq) {
+        (Some(first), Some(last)) if last != first => format!(" (seq {first}-{last})"),
+        (Some(seq), _) => format!(" (seq {seq})"),
+        (None, _) => String::new(),
+    };
+    format!(
+        "{}:{}{seq}: {}: {}",
+        problem.file, problem.line, problem.kind, problem.detail
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use oz_audit::Signer;
+
+    use super::*;
+
+    fn configmap(data: &[(&str, String)]) -> ConfigMap {
+        ConfigMap {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_published_key_is_trusted_under_its_own_name_only() {
+        let (a, b) = (
+            Signer::generate().unwrap().public_key(),
+            Signer::generate().unwrap().public_key(),
+        );
+        let name = |k: &PublicKey| format!("{}.pub", k.key_id());
+        let both = configmap(&[
+            (&name(&a), a.to_spki_pem()),
+            (&name(&b), b.to_spki_pem()),
+            ("current", b.key_id().to_string()),
+        ]);
+        let keys = keys_in_configmap(&both, "oz-system").unwrap();
+        let mut ids: Vec<String> = keys.iter().map(|k| k.key_id().to_string()).collect();
+        ids.sort();
+        let mut want = vec![a.key_id().to_string(), b.key_id().to_string()];
+        want.sort();
+        assert_eq!(ids, want);
+
+        // b's key published under a's name is refused, not trusted.
+        let swapped = configmap(&[(&name(&a), b.to_spki_pem())]);
+        let error = keys_in_configmap(&swapped, "oz-system").unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert!(
+            error.to_string().contains("under another key's name"),
+            "{error}"
+        );
+
+        let empty = configmap(&[("current", a.key_id().to_string())]);
+        let error = keys_in_configmap(&empty, "oz").unwrap_err().to_string();
+        assert!(error.contains("pass --public-key"), "{error}");
+    }
+
+    #[test]
+    fn key_files_hold_one_key_or_several() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            Signer::generate().unwrap().public_key(),
+            Signer::generate().unwrap().public_key(),
+        );
+        let one = dir.path().join("one.pub");
+        std::fs::write(&one, a.to_spki_pem()).unwrap();
+        let two = dir.path().join("two.pub");
+        std::fs::write(&two, a.to_spki_pem() + &b.to_spki_pem()).unwrap();
+        let two_keys = keys_in_file(&two).unwrap();
+        assert_eq!(keys_in_file(&one).unwrap(), [a]);
+        assert_eq!(two_keys.len(), 2);
+        assert_eq!(two_keys[1], b);
+        for bad in [dir.path().join("missing.pub"), dir.path().to_path_buf()] {
+            assert_eq!(keys_in_file(&bad).unwrap_err().exit_code(), 2, "{bad:?}");
+        }
+        let private = dir.path().join("private.pem");
+        std::fs::write(&private, Signer::generate().unwrap().to_pkcs8_pem()).unwrap();
+        assert_eq!(keys_in_file(&private).unwrap_err().exit_code(), 2);
+    }
+}
