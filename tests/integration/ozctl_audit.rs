@@ -26,7 +26,10 @@ use oz_testenv::{
     exec::{self, RUN_TIMEOUT},
     workloads::{self, WorkloadSpec},
 };
-use oz_webhooks::admission::audit::{AuditRecord, PodAction, describe};
+use oz_webhooks::{
+    admission::audit::{AuditRecord, PodAction, describe},
+    callers::Caller,
+};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -199,7 +202,8 @@ fn the_record_schema_in_docs_audit_md_is_the_record_types() {
     }))
     .unwrap();
     let request: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
-    let minimal = serde_json::to_value(describe(&request, PodAction::Exec)).unwrap();
+    let minimal =
+        serde_json::to_value(describe(&request, PodAction::Exec, &Caller::Unverified)).unwrap();
     assert_eq!(
         schema_errors(&schema, &minimal, "record"),
         Vec::<String>::new(),

@@ -13,6 +13,8 @@ pub enum Error {
     Tls(#[from] TlsError),
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the audit file: {0}")]
+    Audit(#[from] oz_audit::Error),
     #[error("invalid webhook configuration: {0}")]
     Config(String),
     #[error("Secret {0} kept changing under us; giving up for now")]

@@ -198,8 +198,7 @@ impl WebhookServer {
                 key.signer,
                 config.audit_rotation,
                 config.metrics.clone(),
-            )
-            .map_err(|e| Error::Config(format!("the audit file: {e}")))?
+            )?
             .with_unwritable_events(client.clone(), key.public_keys),
             _ => AuditLog::log_only(),
         };
