@@ -24,8 +24,8 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, grant, install_crds, parse_manifest,
-    rule, subject,
+    Operator, can_exec, create_manifest, create_once_admitted, env, eventually, grant,
+    install_crds, parse_manifest, rule, subject,
 };
 
 const FIELD_MANAGER: &str = "oz-install-test";
@@ -180,22 +180,7 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
         "spec": {"templateName": "web-exec"},
     }))
     .unwrap();
-    let created = eventually(
-        WAIT,
-        &format!(
-            "oz's webhooks to admit alice's request (log: {})",
-            operator.log.display()
-        ),
-        || {
-            let (alice, request) = (alice.clone(), request.clone());
-            async move { alice.create(&PostParams::default(), &request).await.ok() }
-        },
-    )
-    .await;
-    assert_eq!(
-        created.spec.requester.map(|r| r.username).as_deref(),
-        Some("alice")
-    );
+    create_once_admitted(&alice, &request, "alice", &operator.log).await;
     let pod = wait_for_ready(&admin, &ns, "alice-web", &operator).await;
     assert_eq!(pod, web.pod_names()[0]);
     assert!(can_exec("alice", &ns, &pod).await);

@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use kube::{
     Api,
-    api::{DeleteParams, PostParams},
+    api::DeleteParams,
     core::{
         DynamicObject,
         admission::{AdmissionRequest, AdmissionReview},
@@ -34,7 +34,10 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     ozctl::ozctl_bin,
-    support::{Operator, create_manifest, env, eventually, grant, install_crds, rule, subject},
+    support::{
+        Operator, create_manifest, create_once_admitted, env, eventually, grant, install_crds,
+        rule, subject,
+    },
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -326,25 +329,7 @@ async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alice
         "metadata": {"name": "alice-web"}, "spec": {"templateName": "web-exec"},
     }))
     .unwrap();
-    // Dry runs until the mutating webhook answers: a request created before oz registered it
-    // would carry no requester.
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    eventually(
-        WAIT,
-        &format!("oz's webhooks to record alice as the requester (log: {oz_log})"),
-        || async {
-            let created = alice.create(&dry_run, &request).await.ok()?;
-            created.spec.requester.filter(|r| r.username == "alice")
-        },
-    )
-    .await;
-    alice
-        .create(&PostParams::default(), &request)
-        .await
-        .unwrap();
+    create_once_admitted(&alice, &request, "alice", &operator.log).await;
     let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), &ns);
     let pod = eventually(
         WAIT,

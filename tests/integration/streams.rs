@@ -18,10 +18,7 @@ use k8s_openapi::{
     },
     jiff::Timestamp,
 };
-use kube::{
-    Api, Client,
-    api::{ListParams, PostParams},
-};
+use kube::{Api, Client, api::ListParams};
 use oz_api::{AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase};
 use oz_testenv::{
     exec::{self, Output, PortForward, RUN_TIMEOUT, Session},
@@ -32,7 +29,8 @@ use serde_json::{Value, json};
 
 use crate::ozctl::ozctl_bin;
 use crate::support::{
-    Operator, create_manifest, env, eventually, grant, install_crds, rule, subject,
+    Operator, create_manifest, create_once_admitted, env, eventually, grant, install_crds, rule,
+    subject,
 };
 
 /// How long oz, the controllers and kwok may take to get somewhere on a busy 2-core machine.
@@ -471,19 +469,7 @@ async fn real_exec_attach_port_forward_and_debug_are_audited_with_alices_grant()
     }))
     .unwrap();
     let api: Api<ExecAccessRequest> = Api::namespaced(alice, &ns);
-    // The request webhooks take a moment to be registered and called.
-    eventually(
-        WAIT,
-        &format!(
-            "alice's request to be admitted (log: {})",
-            f.operator.log.display()
-        ),
-        || async {
-            let created = api.create(&PostParams::default(), &request).await.ok()?;
-            created.spec.requester.filter(|r| r.username == "alice")
-        },
-    )
-    .await;
+    create_once_admitted(&api, &request, "alice", &f.operator.log).await;
     let ready = f
         .wait_for::<ExecAccessRequest>("alice-web", RequestPhase::Ready)
         .await;

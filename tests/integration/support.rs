@@ -461,3 +461,45 @@ pub fn metric_value(exposition: &str, sample: &str) -> Option<f64> {
         value.trim().parse().ok()
     })
 }
+
+/// Creates `request` through `api` (a user's client) once oz's webhooks stamp `user` as its
+/// requester, and returns it. Dry runs until the mutating webhook answers: a request created
+/// before oz registered its webhooks would carry no requester, and a real create retried after
+/// that would only conflict with it. `log` names oz-manager's log for the timeout message.
+pub async fn create_once_admitted<K>(
+    api: &Api<K>,
+    request: &K,
+    user: &str,
+    log: &std::path::Path,
+) -> K
+where
+    K: oz_api::AccessRequest
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let stamped = |r: &K| r.requester().is_some_and(|r| r.username == user);
+    eventually(
+        Duration::from_secs(60),
+        &format!(
+            "oz's webhooks to record {user} as the requester (log: {})",
+            log.display()
+        ),
+        || async {
+            let created = api.create(&dry_run, request).await.ok()?;
+            stamped(&created).then_some(())
+        },
+    )
+    .await;
+    let created = api.create(&PostParams::default(), request).await.unwrap();
+    assert!(
+        stamped(&created),
+        "the webhook recorded {user}: {created:?}"
+    );
+    created
+}
