@@ -258,11 +258,12 @@ fn said(output: &Output) -> String {
 }
 
 /// alice's exec, recorded by oz in its audit file and signed at shutdown, verifies with the key
-/// oz published (read by bob with only the documented reader Role); a copy with one field of
-/// that record edited fails, naming its line and seq; and `ozctl audit --user alice` lists
-/// her exec as verified.
+/// oz published (read by bob with only the documented reader Role); copies with a field of a
+/// record edited, a line deleted, two lines swapped, the last line cut mid-way, or the last
+/// checkpoint re-signed with another key each fail, naming the line and seq; and `ozctl audit
+/// --user alice` lists her execs as verified.
 #[tokio::test]
-async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alices_exec() {
+async fn ozctl_verifies_the_file_oz_wrote_names_each_tampering_and_lists_alices_exec() {
     install_crds().await;
     let admin = env().admin().await.unwrap();
     let ns = env().namespace("ozctl-audit").await.unwrap();
@@ -361,6 +362,24 @@ async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alice
     )
     .await;
 
+    // Two more, so that a line can be taken from the middle of the chain (the first line of a
+    // file cannot be told from one rotated away).
+    for word in ["second", "third"] {
+        let mut kubectl = env().kubectl(Some("alice")).unwrap();
+        kubectl.args(["--namespace", &ns, "exec", &pod, "-c", "app", "--"]);
+        kubectl.args(["sh", "-c", &format!("echo {word}")]);
+        let output = exec::run(kubectl, RUN_TIMEOUT).await.unwrap();
+        assert!(output.success(), "{output}");
+    }
+    eventually(
+        WAIT,
+        &format!("alice's three execs to be recorded (log: {oz_log})"),
+        || async {
+            (entries(&log).iter().filter(|(_, e)| alices_exec(e)).count() >= 3).then_some(())
+        },
+    )
+    .await;
+
     // SIGTERM: oz signs what it wrote before it exits.
     let terminated = std::process::Command::new("kill")
         .args(["-TERM", &operator.pid().to_string()])
@@ -446,6 +465,73 @@ async fn ozctl_verifies_the_file_oz_wrote_names_an_edited_record_and_lists_alice
         problems[0].starts_with(&format!("{copy_name}:{line} (seq {seq}): edited: ")),
         "{text}"
     );
+
+    // Every other way of tampering with the file is named at the line it happened, in a copy
+    // each: a line deleted, two lines swapped, the last line cut mid-way, the last checkpoint
+    // re-signed with a key of the forger's own.
+    let lines: Vec<&str> = original.lines().collect();
+    let last = lines.len() as u64;
+    let (middle, second) = written
+        .iter()
+        .find(|(_, e)| alices_exec(e) && e["command"][2] == "echo second")
+        .map(|(line, e)| (*line, e["seq"].as_u64().unwrap()))
+        .unwrap();
+    let at = (middle - 1) as usize;
+    let mut deleted = lines.clone();
+    deleted.remove(at);
+    let mut swapped = lines.clone();
+    swapped.swap(at, at + 1);
+    let mut truncated = lines.join("\n");
+    truncated.truncate(truncated.len() - lines[lines.len() - 1].len() / 2);
+    let checkpoint = oz_audit::Entry::parse(lines[lines.len() - 1].as_bytes()).unwrap();
+    let oz_audit::Body::Checkpoint { time, .. } = &checkpoint.body else {
+        panic!(
+            "the last line is the shutdown checkpoint: {}",
+            lines[lines.len() - 1]
+        );
+    };
+    let forger = oz_audit::Signer::generate().unwrap();
+    let forged =
+        oz_audit::Entry::checkpoint(checkpoint.seq, checkpoint.prev, time.clone(), &forger)
+            .encode();
+    let mut resigned = lines.clone();
+    *resigned.last_mut().unwrap() = &forged;
+    for (what, text, expected) in [
+        (
+            "deleted",
+            deleted.join("\n") + "\n",
+            format!("(seq {second}): removed"),
+        ),
+        (
+            "swapped",
+            swapped.join("\n") + "\n",
+            format!(":{middle} (seq {}): reordered", second + 1),
+        ),
+        (
+            "truncated",
+            truncated,
+            format!(":{last} (seq {}): partial", checkpoint.seq),
+        ),
+        (
+            "resigned",
+            resigned.join("\n") + "\n",
+            format!(":{last} (seq {}): unknown key", checkpoint.seq),
+        ),
+    ] {
+        let tampered = log.with_extension(format!("{what}.jsonl"));
+        std::fs::write(&tampered, text).unwrap();
+        let name = tampered.display().to_string();
+        let failed = ozctl("bob", &["audit", "verify", &name, &oz_namespace]).await;
+        let report = String::from_utf8_lossy(&failed.stdout).into_owned();
+        let _ = std::fs::remove_file(&tampered);
+        assert_eq!(failed.status.code(), Some(1), "{what}: {}", said(&failed));
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&name) && l[name.len()..].contains(&expected)),
+            "{what}: a problem at {name}...{expected} in:\n{report}"
+        );
+    }
 
     // The access review: alice's exec, verified, from the file oz wrote.
     let review = ozctl(
