@@ -4,11 +4,7 @@
 //! nothing but the Role `docs/audit.md` gives security teams. And the record's JSON Schema in
 //! `docs/audit.md`, checked against the record type and against the records oz wrote.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Output,
-    time::Duration,
-};
+use std::{path::Path, process::Output, time::Duration};
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -214,18 +210,6 @@ fn the_record_schema_in_docs_audit_md_is_the_record_types() {
     );
 }
 
-/// A fresh audit file path for one test.
-fn audit_log_path(test: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "ozctl-audit-{test}-{}-{nanos}.jsonl",
-        std::process::id()
-    ))
-}
-
 /// The entries of an audit file (the lines that are JSON), with their 1-based line numbers.
 fn entries(path: &Path) -> Vec<(u64, Value)> {
     std::fs::read_to_string(path)
@@ -298,7 +282,7 @@ async fn ozctl_verifies_the_file_oz_wrote_names_each_tampering_and_lists_alices_
     )
     .await;
 
-    let log = audit_log_path("review");
+    let log = crate::support::audit_log_path("ozctl-audit-review");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -412,18 +412,6 @@ async fn ozctl_exec_prints_the_output_of_alices_command_in_her_granted_pod() {
     assert_exec_forbidden(&bobs, "bob", &pod, &f.ns);
 }
 
-/// A fresh audit log file for one test.
-fn audit_log_path(test: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "streams-audit-{test}-{}-{nanos}.jsonl",
-        std::process::id()
-    ))
-}
-
 /// The audit records written so far whose event is `event` (`PodExec`, ...), oldest first. A
 /// line still being written is not one yet.
 fn audit_records(path: &Path, event: &str) -> Vec<Value> {
@@ -445,7 +433,7 @@ async fn audit_record(path: &Path, event: &str) -> Value {
 
 #[tokio::test]
 async fn real_exec_attach_port_forward_and_debug_are_audited_with_alices_grant() {
-    let audit_log = audit_log_path("all");
+    let audit_log = crate::support::audit_log_path("streams-audit-all");
     let f = Fixture::with_webhooks("streams-audit", &audit_log).await;
     let ns = f.ns.clone();
     web(&f).await;

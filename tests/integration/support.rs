@@ -503,3 +503,14 @@ where
     );
     created
 }
+
+/// A fresh audit file path for one test, `PREFIX-PID-NANOS.jsonl` in the tests' temporary
+/// directory (kept after the run, for a look at what oz wrote).
+pub fn audit_log_path(prefix: &str) -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{prefix}-{}-{nanos}.jsonl", std::process::id()))
+}

@@ -791,7 +791,7 @@ async fn requests_are_stamped_checked_and_immutable() {
 
 #[tokio::test]
 async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
-    let audit_path = audit_log_path("audit");
+    let audit_path = crate::support::audit_log_path("oz-webhooks-audit");
     let mut fixture = Fixture::new("whaudit", Some(audit_path.clone())).await;
     let ns = fixture.ns.clone();
     // alice's own request, made Ready for the pod the way the controller would.
@@ -873,7 +873,7 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
 
 #[tokio::test]
 async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_cache_in_use() {
-    let audit_path = audit_log_path("cache");
+    let audit_path = crate::support::audit_log_path("oz-webhooks-cache");
     // Scoped to the test namespace, as with --watch-namespaces (the other tests watch all).
     let mut fixture = Fixture::prepare("whcache", Some(audit_path.clone())).await;
     fixture.config.watch_namespaces = vec![fixture.ns.clone()];
@@ -914,18 +914,6 @@ async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_ca
 
     fixture.cleanup().await;
     let _ = std::fs::remove_file(&audit_path);
-}
-
-/// A fresh audit log file for one test.
-fn audit_log_path(test: &str) -> std::path::PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    std::env::temp_dir().join(format!(
-        "oz-webhooks-{test}-{}-{nanos}.jsonl",
-        std::process::id()
-    ))
 }
 
 /// The records written to the audit log so far (not its checkpoints).
