@@ -28,7 +28,10 @@ use oz_testenv::{
 use serde_json::Value;
 
 use crate::grants::free_port;
-use crate::support::{Operator, env, eventually, install_crds, metric_value};
+use crate::support::{
+    Operator, delete_webhook_configurations, env, eventually, http_get, install_crds,
+    kubectl_quietly, metric_value,
+};
 
 /// How long oz, the apiserver and kwok may take to get somewhere on a busy 2-core machine.
 const WAIT: Duration = Duration::from_secs(60);
@@ -186,7 +189,7 @@ impl Trail {
 
     async fn metric(&self, sample: &str) -> Option<f64> {
         metric_value(
-            &get_text(&format!("http://127.0.0.1:{}/metrics", self.metrics)).await,
+            &http_get(&format!("http://127.0.0.1:{}/metrics", self.metrics)).await,
             sample,
         )
     }
@@ -197,45 +200,10 @@ impl Drop for Trail {
     /// kubectl calls: no runtime is needed, even while a failed test unwinds).
     fn drop(&mut self) {
         self.operator.kill();
-        let kubectl = |args: &[&str]| {
-            let _ = env()
-                .kubectl(None)
-                .unwrap()
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .output();
-        };
-        let name = format!("oz-{}", self.ns);
-        kubectl(&[
-            "delete",
-            "--ignore-not-found",
-            &format!("mutatingwebhookconfiguration/{name}-requests"),
-            &format!("validatingwebhookconfiguration/{name}-requests"),
-            &format!("validatingwebhookconfiguration/{name}-audit"),
-        ]);
-        kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
+        delete_webhook_configurations(&format!("oz-{}", self.ns));
+        kubectl_quietly(&["delete", "namespace", &self.ns, "--wait=false"]);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// A tiny HTTP/1.0 GET (oz's metrics are plain HTTP on loopback); empty if nothing answers.
-async fn get_text(url: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let address = url.trim_start_matches("http://");
-    let (host, path) = address.split_once('/').unwrap();
-    let Ok(mut stream) = tokio::net::TcpStream::connect(host).await else {
-        return String::new();
-    };
-    if stream
-        .write_all(format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
-        .await
-        .is_err()
-    {
-        return String::new();
-    }
-    let mut body = String::new();
-    let _ = stream.read_to_string(&mut body).await;
-    body
 }
 
 fn entry(line: &str) -> Entry {

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::{
     grants::{WebhookOperator, free_port, let_groups_request},
-    support::{env, eventually, exec, grant, install_crds, metric_value, rule, subject},
+    support::{env, eventually, exec, grant, http_get, install_crds, metric_value, rule, subject},
 };
 
 /// How long oz, the apiserver and kwok may take to get somewhere on a busy 2-core machine.
@@ -84,7 +84,7 @@ impl Audited {
 
     /// `oz_webhook_refused_callers_total{reason}` now (0 before the first refusal).
     async fn refused(&self, reason: &str) -> f64 {
-        let text = scrape(self.metrics).await;
+        let text = http_get(&format!("http://127.0.0.1:{}/metrics", self.metrics)).await;
         let sample = format!("oz_webhook_refused_callers_total{{reason=\"{reason}\"}}");
         metric_value(&text, &sample).unwrap_or(0.0)
     }
@@ -124,21 +124,6 @@ impl Audited {
         }
         Client::try_from(config).unwrap()
     }
-}
-
-/// oz-manager's metrics, scraped from `127.0.0.1:port` (empty while it does not answer).
-async fn scrape(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return String::new();
-    };
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text).await;
-    text
 }
 
 /// POSTs `review` to oz's audit path with `client`: the HTTP status and body, or why the

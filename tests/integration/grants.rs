@@ -19,12 +19,11 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, ObjectMeta, PartialObjectMeta, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, PartialObjectMeta},
 };
 use oz_api::{AccessRequest, ExecAccessRequest, OzResource, PodAccessRequest, RequestPhase};
-use serde_json::json;
 
-use crate::support::{Operator, create_manifest, env, eventually, grant, rule, subject};
+use crate::support::{Operator, create_manifest, env, grant, rule, subject, wait_until_admitting};
 
 /// How long "eventually" waits in these tests: generous, since a loaded 2-core machine may be
 /// slow to settle. The properties that matter (revocation lag, no extra access) are asserted
@@ -624,18 +623,7 @@ impl WebhookOperator {
     pub async fn wait_until_admitting(&self, user: &str, template: &str) {
         let api =
             Api::<ExecAccessRequest>::namespaced(env().client_as(user).await.unwrap(), &self.ns);
-        eventually(
-            SETTLE,
-            &format!(
-                "oz's webhooks to admit {user} (log: {})",
-                self.operator.log.display()
-            ),
-            || {
-                let api = api.clone();
-                async move { admits(&api, user, template).await.then_some(()) }
-            },
-        )
-        .await;
+        wait_until_admitting(&api, user, template, SETTLE, &self.operator.log).await;
     }
 
     /// Deletes the cluster-scoped webhook configurations it registered.
@@ -653,34 +641,4 @@ impl WebhookOperator {
                 .await;
         }
     }
-}
-
-/// Whether oz's webhooks answer for `user` right now: a dry-run request naming a missing
-/// template is refused by oz, and one for `template` with a forged requester comes back with
-/// `user` stamped in.
-pub async fn admits(api: &Api<ExecAccessRequest>, user: &str, template: &str) -> bool {
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let probe = |template: &str| -> ExecAccessRequest {
-        serde_json::from_value(json!({
-            "apiVersion": "crds.wizardofoz.co/v1alpha1",
-            "kind": "ExecAccessRequest",
-            "metadata": {"name": "probe"},
-            "spec": {"templateName": template, "requester": {"username": "mallory", "groups": ["system:masters"]}},
-        }))
-        .unwrap()
-    };
-    let refused = matches!(
-        api.create(&dry_run, &probe("no-such-template")).await,
-        Err(kube::Error::Api(ref s)) if s.message.contains("does not exist")
-    );
-    let stamped = api
-        .create(&dry_run, &probe(template))
-        .await
-        .ok()
-        .and_then(|r| r.spec.requester)
-        .is_some_and(|r| r.username == user);
-    refused && stamped
 }

@@ -19,8 +19,8 @@ use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, grant, install_crds, metric_value,
-    role_binding, strict_timing, subject, wait_until_gone,
+    Operator, can_exec, create_manifest, env, eventually, grant, http_get, install_crds,
+    metric_value, role_binding, strict_timing, subject, wait_until_gone,
 };
 
 fn template(deployment: &str) -> String {
@@ -203,7 +203,7 @@ async fn wait_until_idle(metrics: u16, kind: &str) {
         Duration::from_secs(20),
         "the request controller to be idle",
         || async {
-            let text = get_text(&format!("http://127.0.0.1:{metrics}/metrics")).await;
+            let text = http_get(&format!("http://127.0.0.1:{metrics}/metrics")).await;
             let (started, ended) = (metric_value(&text, &started)?, metric_value(&text, &ended)?);
             (started > 0.0 && started == ended).then_some(())
         },
@@ -230,23 +230,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-async fn get_text(url: &str) -> String {
-    // A tiny HTTP/1.0 GET: the endpoints are plain HTTP on loopback.
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let address = url.trim_start_matches("http://");
-    let (host, path) = address.split_once('/').unwrap();
-    let Ok(mut stream) = tokio::net::TcpStream::connect(host).await else {
-        return String::new();
-    };
-    stream
-        .write_all(format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut body = String::new();
-    let _ = stream.read_to_string(&mut body).await;
-    body
 }
 
 #[tokio::test]
@@ -315,7 +298,7 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
         Duration::from_secs(15),
         "the readiness detail to name the namespace",
         || async {
-            let text = get_text(&format!("http://127.0.0.1:{health}/readyz")).await;
+            let text = http_get(&format!("http://127.0.0.1:{health}/readyz")).await;
             (text.contains(&format!("namespace {ns}: forbidden"))).then_some(text)
         },
     )
@@ -324,7 +307,7 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
         readiness.starts_with("HTTP/1.1 200") || readiness.starts_with("HTTP/1.0 200"),
         "still ready: {readiness}"
     );
-    let exported = get_text(&format!("http://127.0.0.1:{metrics}/metrics")).await;
+    let exported = http_get(&format!("http://127.0.0.1:{metrics}/metrics")).await;
     assert!(
         exported.contains(&format!(
             "oz_namespace_access_denied{{namespace=\"{ns}\"}} 1"
@@ -424,7 +407,7 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
     .await;
     assert!(operator_alive(&mut operator));
     eventually(Duration::from_secs(15), "the problem to clear", || async {
-        let text = get_text(&format!("http://127.0.0.1:{metrics}/metrics")).await;
+        let text = http_get(&format!("http://127.0.0.1:{metrics}/metrics")).await;
         text.contains(&format!(
             "oz_namespace_access_denied{{namespace=\"{ns}\"}} 0"
         ))
@@ -627,7 +610,7 @@ async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_
                 Duration::from_secs(30),
                 &format!("{sample} to be {value}"),
                 || async {
-                    let text = get_text(&url).await;
+                    let text = http_get(&url).await;
                     (!text.is_empty() && metric_value(&text, sample).unwrap_or(0.0) == value)
                         .then_some(())
                 },
@@ -661,7 +644,7 @@ async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_
 
     // No error loop: a grant made and expired in the other namespace (seconds of oz at work,
     // the positive marker) adds no failed reconcile.
-    let errors = sum_of(&get_text(&url).await, "oz_reconcile_errors_total");
+    let errors = sum_of(&http_get(&url).await, "oz_reconcile_errors_total");
     create_manifest(&admin, &survivor, &request("short", "3s"))
         .await
         .unwrap();
@@ -674,7 +657,7 @@ async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_
     )
     .await;
     assert_eq!(
-        sum_of(&get_text(&url).await, "oz_reconcile_errors_total"),
+        sum_of(&http_get(&url).await, "oz_reconcile_errors_total"),
         errors,
         "reconciles still failing after the namespace went (log: {})",
         operator.log.display()

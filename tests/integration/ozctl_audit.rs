@@ -6,12 +6,8 @@
 
 use std::{path::Path, process::Output, time::Duration};
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use kube::{
     Api,
-    api::DeleteParams,
     core::{
         DynamicObject,
         admission::{AdmissionRequest, AdmissionReview},
@@ -31,8 +27,8 @@ use serde_json::{Map, Value, json};
 use crate::{
     ozctl::ozctl_bin,
     support::{
-        Operator, create_manifest, create_once_admitted, env, eventually, grant, install_crds,
-        rule, subject,
+        Operator, create_manifest, create_once_admitted, delete_webhook_configurations, env,
+        eventually, grant, install_crds, rule, subject,
     },
 };
 
@@ -283,11 +279,7 @@ async fn ozctl_verifies_the_file_oz_wrote_names_each_tampering_and_lists_alices_
     .await;
 
     let log = crate::support::audit_log_path("ozctl-audit-review");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::grants::free_port();
     let mut operator = Operator::start(
         &ns,
         &[
@@ -572,16 +564,7 @@ async fn ozctl_verifies_the_file_oz_wrote_names_each_tampering_and_lists_alices_
     );
 
     drop(operator);
-    let name = format!("oz-{ns}");
-    let _ = Api::<MutatingWebhookConfiguration>::all(admin.clone())
-        .delete(&format!("{name}-requests"), &DeleteParams::default())
-        .await;
-    let validating = Api::<ValidatingWebhookConfiguration>::all(admin.clone());
-    for suffix in ["requests", "audit"] {
-        let _ = validating
-            .delete(&format!("{name}-{suffix}"), &DeleteParams::default())
-            .await;
-    }
+    delete_webhook_configurations(&format!("oz-{ns}"));
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&copy);
 }

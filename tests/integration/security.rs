@@ -474,16 +474,11 @@ async fn a_template_in_another_namespace_cannot_be_used() {
 
 /// oz-manager's metrics, scraped from `127.0.0.1:port`.
 async fn scrape(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
+    let text = crate::support::http_get(&format!("http://127.0.0.1:{port}/metrics")).await;
+    assert!(
+        !text.is_empty(),
+        "oz-manager's metrics on port {port} do not answer"
+    );
     text
 }
 

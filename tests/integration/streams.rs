@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 
 use crate::ozctl::ozctl_bin;
 use crate::support::{
-    Operator, create_manifest, create_once_admitted, env, eventually, grant, install_crds, rule,
-    subject,
+    Operator, create_manifest, create_once_admitted, delete_webhook_configurations, env,
+    eventually, grant, install_crds, kubectl_quietly, rule, subject,
 };
 
 /// How long oz, the controllers and kwok may take to get somewhere on a busy 2-core machine.
@@ -54,11 +54,7 @@ impl Fixture {
 
     /// oz's controllers and webhooks, scoped to the namespace, auditing to `audit_log`.
     async fn with_webhooks(prefix: &str, audit_log: &Path) -> Fixture {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::grants::free_port();
         let audit = format!("--audit-log-path={}", audit_log.display());
         let url = format!("--webhook-url-base=https://127.0.0.1:{port}");
         let port = format!("--webhook-port={port}");
@@ -229,25 +225,10 @@ impl Drop for Fixture {
     /// is needed, even while a failed test unwinds.
     fn drop(&mut self) {
         self.operator.kill();
-        let kubectl = |args: &[&str]| {
-            let _ = env()
-                .kubectl(None)
-                .unwrap()
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .output();
-        };
         if self.webhooks {
-            let name = format!("oz-{}", self.ns);
-            kubectl(&[
-                "delete",
-                "--ignore-not-found",
-                &format!("mutatingwebhookconfiguration/{name}-requests"),
-                &format!("validatingwebhookconfiguration/{name}-requests"),
-                &format!("validatingwebhookconfiguration/{name}-audit"),
-            ]);
+            delete_webhook_configurations(&format!("oz-{}", self.ns));
         }
-        kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
+        kubectl_quietly(&["delete", "namespace", &self.ns, "--wait=false"]);
     }
 }
 

@@ -13,6 +13,7 @@ use kube::{
         PostParams,
     },
 };
+use oz_api::{AccessRequest, ExecAccessRequest};
 use oz_testenv::{ControlPlane, exec};
 use serde_json::json;
 use tokio::sync::OnceCell;
@@ -462,43 +463,68 @@ pub fn metric_value(exposition: &str, sample: &str) -> Option<f64> {
     })
 }
 
-/// Creates `request` through `api` (a user's client) once oz's webhooks stamp `user` as its
-/// requester, and returns it. Dry runs until the mutating webhook answers: a request created
-/// before oz registered its webhooks would carry no requester, and a real create retried after
-/// that would only conflict with it. `log` names oz-manager's log for the timeout message.
-pub async fn create_once_admitted<K>(
-    api: &Api<K>,
-    request: &K,
-    user: &str,
-    log: &std::path::Path,
-) -> K
-where
-    K: oz_api::AccessRequest
-        + Clone
-        + std::fmt::Debug
-        + serde::Serialize
-        + serde::de::DeserializeOwned,
-{
+/// Whether oz's webhooks answer for `user` right now: a dry-run request naming a missing
+/// template is refused by oz, and one for `template` with a forged requester comes back with
+/// `user` stamped in.
+pub async fn admits(api: &Api<ExecAccessRequest>, user: &str, template: &str) -> bool {
     let dry_run = PostParams {
         dry_run: true,
         ..Default::default()
     };
-    let stamped = |r: &K| r.requester().is_some_and(|r| r.username == user);
+    let probe = |template: &str| -> ExecAccessRequest {
+        serde_json::from_value(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1",
+            "kind": "ExecAccessRequest",
+            "metadata": {"name": "probe"},
+            "spec": {"templateName": template, "requester": {"username": "mallory", "groups": ["system:masters"]}},
+        }))
+        .unwrap()
+    };
+    let refused = matches!(
+        api.create(&dry_run, &probe("no-such-template")).await,
+        Err(kube::Error::Api(ref s)) if s.message.contains("does not exist")
+    );
+    let stamped = api
+        .create(&dry_run, &probe(template))
+        .await
+        .ok()
+        .and_then(|r| r.spec.requester)
+        .is_some_and(|r| r.username == user);
+    refused && stamped
+}
+
+/// Waits up to `timeout` until oz's webhooks answer for `user` ([`admits`]), through `api`
+/// (that user's client). `log` names oz-manager's log for the timeout message.
+pub async fn wait_until_admitting(
+    api: &Api<ExecAccessRequest>,
+    user: &str,
+    template: &str,
+    timeout: Duration,
+    log: &std::path::Path,
+) {
     eventually(
-        Duration::from_secs(60),
-        &format!(
-            "oz's webhooks to record {user} as the requester (log: {})",
-            log.display()
-        ),
-        || async {
-            let created = api.create(&dry_run, request).await.ok()?;
-            stamped(&created).then_some(())
-        },
+        timeout,
+        &format!("oz's webhooks to admit {user} (log: {})", log.display()),
+        || async { admits(api, user, template).await.then_some(()) },
     )
     .await;
+}
+
+/// Creates `request` through `api` (a user's client) once oz's webhooks answer
+/// ([`wait_until_admitting`]), and returns it, with `user` stamped as its requester. A request
+/// created before oz registered its webhooks would carry no requester, and a real create retried
+/// after that would only conflict with it.
+pub async fn create_once_admitted(
+    api: &Api<ExecAccessRequest>,
+    request: &ExecAccessRequest,
+    user: &str,
+    log: &std::path::Path,
+) -> ExecAccessRequest {
+    let template = &request.spec.template_name;
+    wait_until_admitting(api, user, template, Duration::from_secs(60), log).await;
     let created = api.create(&PostParams::default(), request).await.unwrap();
     assert!(
-        stamped(&created),
+        created.requester().is_some_and(|r| r.username == user),
         "the webhook recorded {user}: {created:?}"
     );
     created
@@ -513,4 +539,49 @@ pub fn audit_log_path(prefix: &str) -> std::path::PathBuf {
         .as_nanos();
     std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("{prefix}-{}-{nanos}.jsonl", std::process::id()))
+}
+
+/// A plain HTTP/1.0 GET of `url` (`http://HOST:PORT/PATH`: oz-manager's metrics and health
+/// endpoints on loopback): the whole response, status line and headers included; empty if
+/// nothing answers.
+pub async fn http_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = url.trim_start_matches("http://");
+    let (host, path) = address.split_once('/').unwrap();
+    let Ok(mut stream) = tokio::net::TcpStream::connect(host).await else {
+        return String::new();
+    };
+    if stream
+        .write_all(format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .is_err()
+    {
+        return String::new();
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response).await;
+    response
+}
+
+/// Runs the bundled kubectl as admin, blocking, and ignores how it ends: for `Drop` impls,
+/// which must work without a runtime, even while a failed test unwinds.
+pub fn kubectl_quietly(args: &[&str]) {
+    let _ = env()
+        .kubectl(None)
+        .unwrap()
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output();
+}
+
+/// Deletes the webhook configurations oz-manager registered with
+/// `--webhook-configuration-name=NAME` (blocking, like [`kubectl_quietly`]).
+pub fn delete_webhook_configurations(name: &str) {
+    kubectl_quietly(&[
+        "delete",
+        "--ignore-not-found",
+        &format!("mutatingwebhookconfiguration/{name}-requests"),
+        &format!("validatingwebhookconfiguration/{name}-requests"),
+        &format!("validatingwebhookconfiguration/{name}-audit"),
+    ]);
 }
