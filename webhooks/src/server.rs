@@ -198,8 +198,8 @@ impl WebhookServer {
                 key.signer,
                 config.audit_rotation,
                 config.metrics.clone(),
-            )?
-            .with_unwritable_events(client.clone(), key.public_keys),
+                Some((client.clone(), key.public_keys)),
+            )?,
             _ => AuditLog::log_only(),
         };
         let checkpoints = audit_log.path().is_some().then(|| {

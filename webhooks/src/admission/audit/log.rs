@@ -76,12 +76,15 @@ impl AuditLog {
 
     /// Records also go to the audit file at `path` (created if missing; an existing one is
     /// continued), checkpoints signed by `signer`, rotated as `rotation` says; what is and is
-    /// not written is counted in `metrics`.
+    /// not written is counted in `metrics`. With `unwritable_events` (a client and the ConfigMap
+    /// of the audit keys), a Warning Event [`UNWRITABLE_REASON`] is published there when the
+    /// file cannot be written.
     pub fn open(
         path: &Path,
         signer: Signer,
         rotation: Rotation,
         metrics: WebhookMetrics,
+        unwritable_events: Option<(Client, ObjectReference)>,
     ) -> oz_audit::Result<Self> {
         let file = AuditFile::open(path, signer, rotation)?;
         info!(
@@ -93,21 +96,12 @@ impl AuditLog {
                 path: path.to_path_buf(),
                 file: Mutex::new(file),
                 metrics,
-                events: None,
+                events: unwritable_events,
                 unreported: AtomicU64::new(0),
                 last_warning: Mutex::new(None),
                 last_event: Mutex::new(None),
             })),
         })
-    }
-
-    /// Publishes a Warning Event [`UNWRITABLE_REASON`] on `object` (the ConfigMap of the audit
-    /// keys) when the file cannot be written. Call before cloning.
-    pub fn with_unwritable_events(mut self, client: Client, object: ObjectReference) -> Self {
-        if let Some(sink) = self.file.as_mut().and_then(Arc::get_mut) {
-            sink.events = Some((client, object));
-        }
-        self
     }
 
     /// The audit file, if there is one.
@@ -118,11 +112,11 @@ impl AuditLog {
     /// Writes one record: to the file (if any), then to the log, with its seq in the file, or
     /// `unwritten = true` if the file could not take it.
     pub async fn write(&self, record: &AuditRecord) {
-        let fields = match serde_json::to_value(record) {
-            Ok(Value::Object(fields)) => fields,
-            Ok(_) | Err(_) => unreachable!("an AuditRecord serialises to a JSON object"),
+        let Ok(Value::Object(fields)) = serde_json::to_value(record) else {
+            unreachable!("an AuditRecord serialises to a JSON object")
         };
-        let line = Value::Object(fields.clone()).to_string();
+        // The log's copy is written from the fields before the file takes them, not cloned.
+        let line = serde_json::to_string(&fields).expect("a JSON object always serialises");
         let (seq, unwritten) = match &self.file {
             Some(sink) => match sink.append(fields) {
                 Some(seq) => (Some(seq), false),
@@ -243,7 +237,8 @@ mod tests {
         let signer = Signer::generate().unwrap();
         let public = signer.public_key();
         let metrics = WebhookMetrics::default();
-        let log = AuditLog::open(&path, signer, Rotation::default(), metrics.clone()).unwrap();
+        let log =
+            AuditLog::open(&path, signer, Rotation::default(), metrics.clone(), None).unwrap();
         log.write(&record("alice")).await;
         assert_eq!(metrics.audit_records_written.get(), 1);
 

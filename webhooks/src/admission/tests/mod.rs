@@ -66,6 +66,7 @@ async fn guarded_harness(
             oz_audit::Signer::generate().unwrap(),
             oz_audit::Rotation::default(),
             crate::WebhookMetrics::default(),
+            None,
         )
         .unwrap(),
         events: None,
