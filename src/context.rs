@@ -7,7 +7,7 @@ use kube::{
     runtime::events::{Recorder, Reporter},
 };
 
-use crate::metrics::Metrics;
+use crate::{metrics::Metrics, notify::Notifier};
 
 /// Operator-wide settings the reconcilers follow.
 #[derive(Clone, Debug)]
@@ -41,6 +41,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Operator-wide settings.
     pub settings: Settings,
+    /// Sends news of requests to their sinks.
+    pub notifier: Notifier,
 }
 
 impl Context {
@@ -54,6 +56,7 @@ impl Context {
             client,
             metrics,
             settings,
+            notifier: Notifier::disabled(),
         }
     }
 }

@@ -7,6 +7,7 @@
 //!   Exec and Pod kinds ([`oz_api::AccessKind`]), reading like Oz's sequence: fetch, verify the template,
 //!   decide the duration, check expiry, build, report readiness.
 //! - [`builders`]: the heavy lifting of a grant: the Role, RoleBinding (and Pod) a request owns.
+//! - [`notify`]: news of requests, POSTed to the sinks their templates name.
 #![forbid(unsafe_code)]
 // oz is an application, not a library others call: its docs are for the people changing it
 // (`cargo doc --document-private-items`), where links to the reconcile's private steps resolve.
@@ -20,6 +21,7 @@ pub mod error;
 pub mod install;
 pub mod manager;
 pub mod metrics;
+pub mod notify;
 pub mod time;
 
 pub use context::{Context, Settings};

@@ -4,6 +4,7 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    ApprovalConfig, NotificationConfig,
     access_command::DEFAULT_ACCESS_COMMAND,
     rules::{
         DURATION_MAX_LENGTH, GO_DURATION_HINT, default_within_max_rule, positive_duration_rule,
@@ -54,6 +55,16 @@ pub struct AccessConfig {
     /// request; or `AllowedGroups`, every member of allowedGroups, as Oz does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_to: Option<GrantTo>,
+
+    /// oz only: who must approve a request before it is granted. Without it, a member of
+    /// allowedGroups is granted access alone, as in Oz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalConfig>,
+
+    /// oz only: where news of this template's requests (pending approval, approved, denied,
+    /// ready, expiring soon, expired) is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<NotificationConfig>,
 }
 
 impl AccessConfig {
@@ -101,6 +112,8 @@ mod tests {
             max_duration: max_duration(),
             access_command: default_access_command(),
             grant_to: None,
+            approval: None,
+            notifications: None,
         }
     }
 

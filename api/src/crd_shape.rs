@@ -94,6 +94,12 @@ macro_rules! access_request_spec {
                 printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
                 printcolumn(name = "Ready", type_ = "boolean", json_path = ".status.ready"),
                 printcolumn(
+                    name = "Approvals",
+                    type_ = "string",
+                    json_path = ".status.approvalProgress",
+                    description = "Approvals made of those required"
+                ),
+                printcolumn(
                     name = "Expires",
                     type_ = "string",
                     json_path = ".status.expiresAt",

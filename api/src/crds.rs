@@ -4,19 +4,22 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, PodAccessTemplate};
+use crate::{
+    AccessApproval, ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, PodAccessTemplate,
+};
 
-/// The four CRDs, templates first.
+/// The five CRDs: templates first, then requests, then approvals.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     vec![
         ExecAccessTemplate::crd(),
         ExecAccessRequest::crd(),
         without_nested_pod_spec_docs(PodAccessTemplate::crd()),
         PodAccessRequest::crd(),
+        AccessApproval::crd(),
     ]
 }
 
-/// The four CRDs as one multi-document YAML stream, as committed under `config/crd/`.
+/// The five CRDs as one multi-document YAML stream, as committed under `config/crd/`.
 pub fn crds_yaml() -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     for crd in all_crds() {

@@ -2,6 +2,7 @@
 
 use crate::{
     AccessConfig, CrossVersionObjectReference, RequestStatus, Requester, TemplateStatus,
+    approval::{MAX_REASON_LENGTH, MAX_TICKET_LENGTH},
     rules::{
         DURATION_MAX_LENGTH, GO_DURATION_HINT, OBJECT_NAME_HINT, object_name_rule,
         request_duration_rule,
@@ -44,6 +45,17 @@ access_request_spec! {
         #[schemars(length(max = DURATION_MAX_LENGTH))]
         #[x_kube(validation = Rule::new(request_duration_rule()).message(format!("spec.duration must be {GO_DURATION_HINT}; empty or 0 means the template's default").as_str()))]
         pub duration: Option<String>,
+
+        /// oz only: why access is needed, for approvers and the audit trail (at most 1024
+        /// characters). Required when the template's approval says `reasonRequired`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = MAX_REASON_LENGTH))]
+        pub reason: Option<String>,
+
+        /// oz only: the ticket or incident this access is for (at most 256 characters).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = MAX_TICKET_LENGTH))]
+        pub ticket: Option<String>,
 
         /// Who created the request, recorded by oz's admission webhook; not set by users.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -149,6 +149,10 @@ pub trait AccessRequest: OzResource {
     fn duration(&self) -> Option<&str>;
     /// `spec.requester`, as recorded by the admission webhook.
     fn requester(&self) -> Option<&Requester>;
+    /// `spec.reason`.
+    fn reason(&self) -> Option<&str>;
+    /// `spec.ticket`.
+    fn ticket(&self) -> Option<&str>;
     /// The status, if written yet.
     fn request_status(&self) -> Option<&RequestStatus>;
     /// The status, to change in place (as a cache trims what it does not read).
@@ -195,6 +199,12 @@ macro_rules! impl_access_request {
             }
             fn requester(&self) -> Option<&Requester> {
                 self.spec.requester.as_ref()
+            }
+            fn reason(&self) -> Option<&str> {
+                self.spec.reason.as_deref()
+            }
+            fn ticket(&self) -> Option<&str> {
+                self.spec.ticket.as_deref()
             }
             fn request_status(&self) -> Option<&RequestStatus> {
                 self.status.as_ref()

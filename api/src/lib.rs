@@ -1,4 +1,4 @@
-//! oz's API: the four `crds.wizardofoz.co/v1alpha1` kinds, wire-compatible with Oz, the
+//! oz's API: the five `crds.wizardofoz.co/v1alpha1` kinds (four Oz kinds and oz's AccessApproval), wire-compatible with Oz, the
 //! vocabulary every part of oz shares about them ([`AccessKind`], [`AccessRequest`],
 //! [`AccessTemplate`], [`AccessConfig::admits`], [`conditions`]), and the pure logic around them
 //! (durations, the duration decision, access-command rendering, pod mutation).
@@ -14,11 +14,13 @@ pub mod conditions;
 mod crds;
 #[macro_use]
 mod crd_shape;
+pub mod approval;
 pub mod duration;
 mod exec;
 pub mod kinds;
 mod metadata;
 mod mutation;
+pub mod notifications;
 mod pod;
 pub mod pod_mutation;
 mod requester;
@@ -27,6 +29,10 @@ mod status;
 mod target_ref;
 
 pub use access_config::{AccessConfig, GrantTo};
+pub use approval::{
+    AccessApproval, AccessApprovalSpec, AccessApprovalStatus, ApprovalConfig, ApprovalRecord,
+    ApprovalRequestRef, ApprovedKind, Decision,
+};
 pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
@@ -37,6 +43,7 @@ pub use mutation::{
     JsonPatchOperation, MAX_JSON_POINTER_LENGTH, MAX_PATCH_OPERATIONS, PatchOp,
     PodTemplateSpecMutationConfig,
 };
+pub use notifications::{NotificationConfig, SecretRef, SinkFormat};
 pub use pod::{PodAccessRequest, PodAccessRequestSpec, PodAccessTemplate, PodAccessTemplateSpec};
 pub use requester::Requester;
 pub use status::{RequestPhase, RequestStatus, TemplateStatus, condition_reason, condition_type};

@@ -6,6 +6,7 @@ use k8s_openapi::{api::core::v1::PodSpec, apimachinery::pkg::api::resource::Quan
 use crate::{
     AccessConfig, CrossVersionObjectReference, PodTemplateSpecMutationConfig, RequestStatus,
     Requester, TemplateStatus,
+    approval::{MAX_REASON_LENGTH, MAX_TICKET_LENGTH},
     rules::{OBJECT_NAME_HINT, OZ_POD_REQUEST_DURATION_PATTERN, object_name_rule},
 };
 
@@ -61,6 +62,17 @@ access_request_spec! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(regex(pattern = OZ_POD_REQUEST_DURATION_PATTERN))]
         pub duration: Option<String>,
+
+        /// oz only: why access is needed, for approvers and the audit trail (at most 1024
+        /// characters). Required when the template's approval says `reasonRequired`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = MAX_REASON_LENGTH))]
+        pub reason: Option<String>,
+
+        /// oz only: the ticket or incident this access is for (at most 256 characters).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = MAX_TICKET_LENGTH))]
+        pub ticket: Option<String>,
 
         /// Who created the request, recorded by oz's admission webhook; not set by users.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Serialize};
 
+use crate::ApprovalRecord;
+
 /// Status of ExecAccessTemplate and PodAccessTemplate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -33,24 +35,39 @@ pub struct RequestStatus {
     /// The pod the access is for. Chosen once and never changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_name: Option<String>,
-    /// Where the request stands, for humans: Pending, Ready, Expired, Denied or Failed.
+    /// Where the request stands, for humans: PendingApproval, Pending, Ready, Expired, Denied
+    /// or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<RequestPhase>,
-    /// When the access ends: creationTimestamp plus the decided duration.
+    /// When the access ends: creationTimestamp (or, for a template that requires approval,
+    /// approvedAt) plus the decided duration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
+    /// oz only: when the final approval was made; the access window starts here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_at: Option<Time>,
+    /// oz only: the approvals counted towards this grant, oldest first. Recomputed by oz from
+    /// the AccessApprovals on every reconcile: writing it changes nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRecord>,
+    /// oz only: approvals counted of those required, as `1/2`, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_progress: Option<String>,
 }
 
 /// Where a request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum RequestPhase {
+    /// oz only: waiting for the approvals its template requires; nothing is granted yet.
+    PendingApproval,
     /// Accepted; access is being set up.
     Pending,
     /// Access is granted and usable.
     Ready,
     /// The access window has ended and the grant is revoked.
     Expired,
-    /// The requester may not use the template; nothing was granted.
+    /// The requester may not use the template, or an approver denied the request; nothing
+    /// was granted.
     Denied,
     /// Access could not be set up; the conditions say why.
     Failed,
@@ -65,6 +82,8 @@ pub mod condition_type {
     pub const ACCESS_STILL_VALID: &str = "AccessStillValid";
     pub const ACCESS_RESOURCES_CREATED: &str = "AccessResourcesCreated";
     pub const ACCESS_RESOURCES_READY: &str = "AccessResourcesReady";
+    /// oz only: the approvals the template requires have been made.
+    pub const APPROVED: &str = "Approved";
 }
 
 /// The condition reasons Oz writes, with the same names.
@@ -78,4 +97,10 @@ pub mod condition_reason {
     pub const NOT_YET_READY: &str = "NotYetReady";
     /// oz only: the requester is not in the template's allowedGroups.
     pub const NOT_ALLOWED: &str = "NotAllowed";
+    /// oz only: the request waits for approvals.
+    pub const PENDING_APPROVAL: &str = "PendingApproval";
+    /// oz only: an approver denied the request.
+    pub const DENIED: &str = "Denied";
+    /// oz only: the requester approved their own request under the template's breakGlass.
+    pub const BREAK_GLASS: &str = "BreakGlass";
 }

@@ -189,6 +189,8 @@ impl RequestSpec<'_> {
         let mut request = ExecAccessRequest::new(
             &self.name,
             ExecAccessRequestSpec {
+                reason: None,
+                ticket: None,
                 template_name: self.template.into(),
                 target_pod: self.target_pod.clone(),
                 duration: self.duration.clone(),

@@ -149,6 +149,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             let object = ExecAccessRequest {
                 metadata,
                 spec: ExecAccessRequestSpec {
+                    reason: None,
+                    ticket: None,
                     template_name: request.template.clone(),
                     target_pod,
                     duration: request.duration.clone(),
@@ -162,6 +164,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             let object = PodAccessRequest {
                 metadata,
                 spec: PodAccessRequestSpec {
+                    reason: None,
+                    ticket: None,
                     template_name: request.template.clone(),
                     duration: request.duration.clone(),
                     requester: None,

@@ -296,6 +296,8 @@ mod tests {
         let mut request = ExecAccessRequest::new(
             name,
             ExecAccessRequestSpec {
+                reason: None,
+                ticket: None,
                 template_name: "web-exec".into(),
                 target_pod: None,
                 duration: None,

@@ -147,6 +147,8 @@ mod tests {
 
     fn config(grant_to: Option<GrantTo>) -> AccessConfig {
         AccessConfig {
+            approval: None,
+            notifications: None,
             allowed_groups: vec!["devs".into(), "sre".into()],
             default_duration: "1h".into(),
             max_duration: "2h".into(),

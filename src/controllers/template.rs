@@ -181,6 +181,8 @@ mod tests {
             max_duration: max.into(),
             access_command: command.into(),
             grant_to: None,
+            approval: None,
+            notifications: None,
         }
     }
 

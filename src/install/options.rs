@@ -120,7 +120,7 @@ pub struct InstallOptions {
     pub name: String,
     /// Replicas of the Deployment; more than one run as leader and hot standbys.
     pub replicas: i32,
-    /// Whether the four CRDs are included. `config/default` leaves them out, because it
+    /// Whether the five CRDs are included. `config/default` leaves them out, because it
     /// includes `config/crd`.
     pub crds: bool,
     /// A Secret in the operator's namespace whose `ca.crt` is the CA that signs the client

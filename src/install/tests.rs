@@ -160,7 +160,7 @@ fn a_cluster_wide_install_binds_one_cluster_role() {
     let roles = of_kind(&manifests, "Role");
     assert_eq!(roles.len(), 1, "only the operator namespace's own Role");
     assert_eq!(of_kind(&manifests, "ClusterRoleBinding").len(), 2);
-    assert_eq!(of_kind(&manifests, "CustomResourceDefinition").len(), 4);
+    assert_eq!(of_kind(&manifests, "CustomResourceDefinition").len(), 5);
     assert!(
         of_kind(
             &install_objects(&InstallOptions::committed()).unwrap(),

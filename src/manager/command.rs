@@ -25,7 +25,7 @@ pub struct Command {
 
 #[derive(Subcommand, Debug)]
 enum Print {
-    /// Print the CustomResourceDefinitions of the four oz kinds as YAML.
+    /// Print the CustomResourceDefinitions of the five oz kinds as YAML.
     Crds,
     /// Print a complete install (Namespace, CRDs, ServiceAccount, least-privilege RBAC,
     /// Services, Deployment, webhook configurations) as YAML, scoped to exactly the given

@@ -270,6 +270,8 @@ fn request(name: &str, template: &str, forged_requester: &str) -> ExecAccessRequ
     ExecAccessRequest::new(
         name,
         ExecAccessRequestSpec {
+            reason: None,
+            ticket: None,
             template_name: template.into(),
             target_pod: None,
             duration: None,

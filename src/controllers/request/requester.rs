@@ -85,6 +85,8 @@ mod tests {
             max_duration: "2h".into(),
             access_command: String::new(),
             grant_to: None,
+            approval: None,
+            notifications: None,
         }
     }
 
