@@ -6,8 +6,30 @@
 //! background task delivers with retries and backoff; what cannot be delivered ends as one
 //! dead-letter log line.
 
+use std::{
+    collections::{HashSet, VecDeque},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use oz_api::{AccessKind, NotificationConfig};
+use tokio::sync::mpsc;
+
+pub mod delivery;
+pub mod metrics;
+pub mod payload;
+pub mod sinks;
+
+pub use delivery::{Backoff, DeliveryConfig};
+pub use metrics::NotifyMetrics;
+use sinks::SinkResolver;
+
+/// How long a (request, kind) already sent is remembered, so a repeat is dropped.
+const SEEN_FOR: Duration = Duration::from_secs(6 * 3600);
+/// At most this many (request, kind) pairs are remembered; the oldest are forgotten first.
+const SEEN_CAPACITY: usize = 100_000;
 
 /// What happened to a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,18 +73,199 @@ pub struct Notice {
     pub message: String,
 }
 
+/// How the notifier queues, finds sinks and delivers.
+#[derive(Clone, Debug)]
+pub struct NotifierConfig {
+    /// Notices waiting for their sinks to be looked up; past that, `send` dead-letters.
+    pub queue_size: usize,
+    /// How long a sink Secret's answer (a missing one too) is reused.
+    pub sink_cache_ttl: Duration,
+    pub delivery: DeliveryConfig,
+}
+
+impl Default for NotifierConfig {
+    fn default() -> Self {
+        Self {
+            queue_size: 1024,
+            sink_cache_ttl: Duration::from_secs(30),
+            delivery: DeliveryConfig {
+                post_timeout: Duration::from_secs(10),
+                retry_for: Duration::from_secs(600),
+                backoff: Backoff {
+                    initial: Duration::from_secs(1),
+                    max: Duration::from_secs(60),
+                },
+                lane_capacity: 256,
+                lane_idle: Duration::from_secs(300),
+            },
+        }
+    }
+}
+
+/// A notice on its way, with the time it was sent (the CloudEvent's `time`).
+struct Queued {
+    notice: Notice,
+    time: Timestamp,
+}
+
 /// Sends notices. Cheap to clone; every clone feeds the same queue.
 #[derive(Clone, Default)]
-pub struct Notifier {}
+pub struct Notifier {
+    /// None: disabled.
+    shared: Option<Arc<Shared>>,
+}
+
+struct Shared {
+    queue: mpsc::Sender<Queued>,
+    seen: Mutex<Seen>,
+    metrics: NotifyMetrics,
+}
 
 impl Notifier {
     /// A notifier that sends nothing (tests of other parts, `--notifications=false`).
     pub fn disabled() -> Self {
-        Self {}
+        Self { shared: None }
     }
 
-    /// Queues `notice` for delivery and returns at once.
+    /// Starts the notifier: a background task looks up each notice's sinks with `client` and
+    /// hands it to their lanes. Needs a Tokio runtime.
+    pub fn start(client: Client, config: NotifierConfig, metrics: NotifyMetrics) -> Self {
+        let (notifier, queue) = Self::with_queue(config.queue_size, metrics.clone());
+        let resolver = SinkResolver::new(client, config.sink_cache_ttl);
+        let lanes = delivery::Lanes::new(config.delivery, metrics.clone());
+        tokio::spawn(dispatch(queue, resolver, lanes, metrics));
+        notifier
+    }
+
+    fn with_queue(size: usize, metrics: NotifyMetrics) -> (Self, mpsc::Receiver<Queued>) {
+        let (tx, rx) = mpsc::channel(size.max(1));
+        let shared = Shared {
+            queue: tx,
+            seen: Mutex::new(Seen::default()),
+            metrics,
+        };
+        (
+            Self {
+                shared: Some(Arc::new(shared)),
+            },
+            rx,
+        )
+    }
+
+    /// Queues `notice` for delivery and returns at once. A notice of a kind already sent for
+    /// the same request (uid) is dropped, so a caller may send on every reconcile that sees a
+    /// state; a notice that finds the queue full is dead-lettered.
     pub fn send(&self, notice: Notice) {
-        let _ = notice;
+        let Some(shared) = &self.shared else { return };
+        let key = (notice.uid.clone(), notice.kind);
+        // Held across the check and the enqueue, so that two reconciles sending the same
+        // notice at once send it once.
+        let mut seen = shared.seen.lock().expect("not poisoned");
+        if seen.contains(&key) {
+            return;
+        }
+        let queued = Queued {
+            notice,
+            time: Timestamp::now(),
+        };
+        match shared.queue.try_send(queued) {
+            Ok(()) => seen.insert(key, Instant::now()),
+            Err(error) => {
+                let (reason, why, queued) = match error {
+                    mpsc::error::TrySendError::Full(q) => (
+                        "queue_full",
+                        "the notification queue is full (sinks slow or down)",
+                        q,
+                    ),
+                    mpsc::error::TrySendError::Closed(q) => {
+                        ("stopped", "the notifier has stopped", q)
+                    }
+                };
+                drop(seen);
+                shared.metrics.dead_lettered(reason);
+                let n = &queued.notice;
+                delivery::dead_letter_line(
+                    &format!("{}/{}", n.namespace, n.name),
+                    &n.uid,
+                    n.kind,
+                    None,
+                    reason,
+                    why,
+                );
+            }
+        }
     }
 }
+
+/// Looks up each notice's sinks, in the order sent, and queues it on their lanes.
+async fn dispatch(
+    mut queue: mpsc::Receiver<Queued>,
+    resolver: SinkResolver,
+    lanes: delivery::Lanes,
+    metrics: NotifyMetrics,
+) {
+    while let Some(Queued { notice, time }) = queue.recv().await {
+        let request = format!("{}/{}", notice.namespace, notice.name);
+        let (sinks, refusals) = resolver.sinks_for(&notice).await;
+        for refusal in refusals {
+            metrics.dead_lettered("invalid_sink");
+            delivery::dead_letter_line(
+                &request,
+                &notice.uid,
+                notice.kind,
+                Some(&refusal.secret),
+                "invalid_sink",
+                &refusal.to_string(),
+            );
+        }
+        for sink in sinks {
+            let delivery = delivery::Delivery {
+                kind: notice.kind,
+                request: request.clone(),
+                uid: notice.uid.clone(),
+                secret: sink.secret.clone(),
+                payload: payload::payload(&notice, sink.format, time),
+            };
+            lanes.push(&sink, delivery);
+        }
+    }
+}
+
+/// The (request uid, kind) pairs already queued, forgotten after [`SEEN_FOR`] or, past
+/// [`SEEN_CAPACITY`], oldest first.
+#[derive(Default)]
+struct Seen {
+    keys: HashSet<(String, NoticeKind)>,
+    order: VecDeque<(Instant, (String, NoticeKind))>,
+}
+
+impl Seen {
+    fn contains(&mut self, key: &(String, NoticeKind)) -> bool {
+        self.forget_old(Instant::now());
+        self.keys.contains(key)
+    }
+
+    fn insert(&mut self, key: (String, NoticeKind), now: Instant) {
+        if self.keys.insert(key.clone()) {
+            self.order.push_back((now, key));
+        }
+        while self.order.len() > SEEN_CAPACITY {
+            if let Some((_, oldest)) = self.order.pop_front() {
+                self.keys.remove(&oldest);
+            }
+        }
+    }
+
+    fn forget_old(&mut self, now: Instant) {
+        while let Some((at, _)) = self.order.front() {
+            if now.duration_since(*at) < SEEN_FOR {
+                break;
+            }
+            let (_, key) = self.order.pop_front().expect("just looked");
+            self.keys.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
