@@ -13,6 +13,7 @@ use crate::{
     Settings,
     controllers::Scope,
     install::{self, Component},
+    notify::NotifierConfig,
 };
 
 /// Everything oz-manager was asked to run.
@@ -34,6 +35,8 @@ pub struct ManagerConfig {
     pub settings: Settings,
     /// The webhook server, if it runs (its `leader` is filled in here).
     pub webhooks: Option<oz_webhooks::WebhookConfig>,
+    /// How news of requests is sent to sinks; None with `--notifications=false`.
+    pub notifications: Option<NotifierConfig>,
 }
 
 /// oz-manager's run flags. Every flag also reads an environment variable (shown in --help).
@@ -168,6 +171,30 @@ pub struct RunArgs {
     /// does not wait on this: every grant has a timer of its own.
     #[arg(long, env = "OZ_MAX_CONCURRENT_RECONCILES", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
+
+    /// Send news of requests (pending approval, approved, denied, ready, expiring soon,
+    /// expired, break-glass) to the sinks their templates and namespaces name.
+    #[arg(long, env = "OZ_NOTIFICATIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub notifications: bool,
+
+    /// Notices waiting for delivery (at least 1); past that, new ones are dropped and counted
+    /// in oz_notifications_dead_lettered_total{reason="queue_full"}.
+    #[arg(long, env = "OZ_NOTIFICATIONS_QUEUE_SIZE", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub notifications_queue_size: u32,
+
+    /// How long a notice is retried, with exponential backoff, while its sink fails (a Go
+    /// duration, at least 1s); then it is dead-lettered.
+    #[arg(long, env = "OZ_NOTIFICATIONS_RETRY_FOR", default_value = "10m", value_parser = parse_positive)]
+    pub notifications_retry_for: Duration,
+
+    /// The longest pause between two attempts at one notice (a Go duration); pauses start at
+    /// 1s and double up to it.
+    #[arg(long, env = "OZ_NOTIFICATIONS_RETRY_MAX_INTERVAL", default_value = "1m", value_parser = parse_positive)]
+    pub notifications_retry_max_interval: Duration,
+
+    /// How long one POST to a sink may take (a Go duration).
+    #[arg(long, env = "OZ_NOTIFICATIONS_TIMEOUT", default_value = "10s", value_parser = parse_positive)]
+    pub notifications_timeout: Duration,
 }
 
 /// How oz-manager writes its logs. (No doc comments on the variants: clap would show them in
@@ -219,7 +246,24 @@ impl RunArgs {
                 max_concurrent_reconciles: self.max_concurrent_reconciles,
             },
             webhooks,
+            notifications: self.notifications.then(|| self.notifier_config()),
         })
+    }
+
+    fn notifier_config(&self) -> NotifierConfig {
+        let mut config = NotifierConfig {
+            queue_size: self.notifications_queue_size as usize,
+            ..NotifierConfig::default()
+        };
+        config.delivery.retry_for = self.notifications_retry_for;
+        config.delivery.backoff.max = self.notifications_retry_max_interval;
+        config.delivery.backoff.initial = config
+            .delivery
+            .backoff
+            .initial
+            .min(self.notifications_retry_max_interval);
+        config.delivery.post_timeout = self.notifications_timeout;
+        config
     }
 
     fn webhook_config(&self, watched: &[String]) -> Result<WebhookConfig, String> {
@@ -336,6 +380,14 @@ fn parse_checkpoint_interval(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// A positive Go duration.
+fn parse_positive(text: &str) -> Result<Duration, String> {
+    match parse_max_age(text)? {
+        d if d.is_zero() => Err(format!("{text:?}: must be positive")),
+        d => Ok(d),
+    }
+}
+
 /// `:8080`, `0.0.0.0:8080` or `0` (off).
 fn parse_bind(flag: &str, text: &str) -> Result<Option<SocketAddr>, String> {
     match text {
@@ -355,6 +407,66 @@ fn parse_bind(flag: &str, text: &str) -> Result<Option<SocketAddr>, String> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod notification_flag_tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::manager::Command;
+
+    fn config(args: &[&str]) -> Result<ManagerConfig, String> {
+        let command = Command::try_parse_from(
+            ["oz-manager", "--controllers", "exec"]
+                .iter()
+                .chain(args)
+                .copied(),
+        )
+        .map_err(|e| e.to_string())?;
+        command
+            .run_args()
+            .expect("a run, not a subcommand")
+            .manager_config()
+    }
+
+    #[test]
+    fn notifications_are_on_by_default_and_their_knobs_reach_the_notifier() {
+        let defaults = config(&[]).unwrap().notifications.expect("on by default");
+        assert_eq!(defaults.queue_size, 1024);
+        assert_eq!(defaults.delivery.retry_for, Duration::from_secs(600));
+        assert_eq!(defaults.delivery.post_timeout, Duration::from_secs(10));
+        assert_eq!(defaults.delivery.backoff.max, Duration::from_secs(60));
+
+        let tuned = config(&[
+            "--notifications-queue-size=5",
+            "--notifications-retry-for=45s",
+            "--notifications-retry-max-interval=500ms",
+            "--notifications-timeout=2s",
+        ])
+        .unwrap()
+        .notifications
+        .unwrap();
+        assert_eq!(tuned.queue_size, 5);
+        assert_eq!(tuned.delivery.retry_for, Duration::from_secs(45));
+        assert_eq!(tuned.delivery.backoff.max, Duration::from_millis(500));
+        assert_eq!(tuned.delivery.backoff.initial, Duration::from_millis(500));
+        assert_eq!(tuned.delivery.post_timeout, Duration::from_secs(2));
+
+        assert!(
+            config(&["--notifications=false"])
+                .unwrap()
+                .notifications
+                .is_none()
+        );
+        for bad in [
+            "--notifications-queue-size=0",
+            "--notifications-retry-for=0s",
+            "--notifications-timeout=-1s",
+        ] {
+            assert!(config(&[bad]).is_err(), "{bad}");
+        }
+    }
+}
 
 #[cfg(test)]
 mod audit_flag_tests {

@@ -12,6 +12,7 @@ use crate::{
     Context,
     controllers::{self, Scope},
     metrics::Metrics,
+    notify::{Notifier, NotifyMetrics},
 };
 
 pub mod access_probe;
@@ -32,6 +33,8 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     let mut metrics = Metrics::default();
     let webhook_metrics = oz_webhooks::WebhookMetrics::default();
     webhook_metrics.register(metrics.registry_mut());
+    let notify_metrics = NotifyMetrics::default();
+    notify_metrics.register(metrics.registry_mut());
     let metrics = Arc::new(metrics);
     let health = Arc::new(Health::default());
     if let Some(addr) = config.health_addr {
@@ -76,7 +79,11 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     };
     health.set_serving(true);
 
-    let ctx = Context::new(client, metrics, config.settings.clone());
+    let mut ctx = Context::new(client.clone(), metrics, config.settings.clone());
+    // Started on every replica, but only the leader's controllers send.
+    if let Some(notifications) = config.notifications.clone() {
+        ctx.notifier = Notifier::start(client, notifications, notify_metrics);
+    }
     match leadership.as_ref().map(|l| l.leading.clone()) {
         None => run_controllers(&ctx, &config, shutdown.clone()).await,
         Some(mut leading) => loop {
