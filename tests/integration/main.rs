@@ -12,6 +12,7 @@ mod harness;
 mod hostile;
 mod install;
 mod manager;
+mod notifications;
 mod ozctl;
 mod ozctl_audit;
 mod pod;

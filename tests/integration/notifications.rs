@@ -1,0 +1,414 @@
+//! Notifications delivered by oz's real [`Notifier`], started as oz-manager starts it, with a
+//! client of the test control plane (its sinks are Secrets there), to HTTP sinks served by the
+//! test on 127.0.0.1. The notices are sent by the test itself, so these tests need no
+//! controller.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode, header},
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, PostParams},
+};
+use oz::notify::{
+    Backoff, DeliveryConfig, Notice, NoticeKind, Notifier, NotifierConfig, NotifyMetrics,
+};
+use oz_api::{AccessKind, NotificationConfig, SecretRef, notifications::SINK_LABEL};
+use serde_json::Value;
+
+use crate::support::{env, eventually};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// What a test sink was sent, in the order it answered.
+#[derive(Clone, Debug)]
+struct Received {
+    content_type: String,
+    body: Value,
+}
+
+#[derive(Default)]
+struct SinkState {
+    /// Every POST, whatever the answer.
+    attempts: AtomicUsize,
+    /// The POSTs answered 200.
+    accepted: Mutex<Vec<Received>>,
+    /// While set, every POST is answered 503.
+    down: AtomicBool,
+    /// While set, no POST is ever answered.
+    hangs: AtomicBool,
+}
+
+/// An HTTP sink on 127.0.0.1, with switches the test flips.
+struct TestSink {
+    url: String,
+    state: Arc<SinkState>,
+}
+
+impl TestSink {
+    async fn start() -> Self {
+        let state = Arc::new(SinkState::default());
+        let app = Router::new().fallback(receive).with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hooks/T0/SECRET", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url, state }
+    }
+
+    fn accepted(&self) -> Vec<Received> {
+        self.state.accepted.lock().unwrap().clone()
+    }
+
+    /// Waits until the sink has accepted `count` notices, and returns them.
+    async fn wait_for(&self, count: usize, what: &str) -> Vec<Received> {
+        eventually(WAIT, what, || async {
+            let got = self.accepted();
+            (got.len() >= count).then_some(got)
+        })
+        .await
+    }
+}
+
+async fn receive(
+    State(state): State<Arc<SinkState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    state.attempts.fetch_add(1, Ordering::SeqCst);
+    if state.hangs.load(Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
+    if state.down.load(Ordering::SeqCst) {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    state
+        .accepted
+        .lock()
+        .unwrap()
+        .push(Received { content_type, body });
+    StatusCode::OK
+}
+
+/// A Secret naming `url` as a sink, with the sink label unless `labelled` is false.
+async fn sink_secret(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    url: &str,
+    format: Option<&str>,
+    labelled: bool,
+) {
+    let mut data = BTreeMap::from([("url".to_string(), url.to_string())]);
+    if let Some(format) = format {
+        data.insert("format".into(), format.into());
+    }
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: labelled.then(|| BTreeMap::from([(SINK_LABEL.into(), "true".into())])),
+            ..Default::default()
+        },
+        string_data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+/// The notifier as oz-manager starts it, with retries fast enough for a test.
+fn notifier(client: Client, metrics: &NotifyMetrics) -> Notifier {
+    let config = NotifierConfig {
+        delivery: DeliveryConfig {
+            post_timeout: Duration::from_secs(600),
+            retry_for: Duration::from_secs(600),
+            backoff: Backoff {
+                initial: Duration::from_millis(50),
+                max: Duration::from_millis(200),
+            },
+            ..NotifierConfig::default().delivery
+        },
+        ..NotifierConfig::default()
+    };
+    Notifier::start(client, config, metrics.clone())
+}
+
+fn notice(ns: &str, request: &str, kind: NoticeKind, template_sinks: &[&str]) -> Notice {
+    Notice {
+        kind,
+        access: AccessKind::Exec,
+        namespace: ns.into(),
+        name: request.into(),
+        uid: format!("uid-{request}"),
+        sinks: (!template_sinks.is_empty()).then(|| NotificationConfig {
+            secret_refs: template_sinks
+                .iter()
+                .map(|name| SecretRef {
+                    name: name.to_string(),
+                })
+                .collect(),
+            expiring_soon_before: None,
+        }),
+        requester: "alice".into(),
+        template: "debug".into(),
+        reason: Some("INC-7".into()),
+        ticket: None,
+        pod: None,
+        expires_at: None,
+        approvers: vec![],
+        message: format!("{kind:?}"),
+    }
+}
+
+/// (subject, type suffix) of each CloudEvent received.
+fn events(received: &[Received]) -> Vec<(String, String)> {
+    received
+        .iter()
+        .map(|r| {
+            let ty = r.body["type"].as_str().unwrap_or_default();
+            (
+                r.body["subject"].as_str().unwrap_or_default().to_string(),
+                ty.trim_start_matches("co.wizardofoz.access.request.")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+fn of_request(events: &[(String, String)], subject: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|(s, _)| s == subject)
+        .map(|(_, t)| t.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn notices_reach_the_template_and_namespace_sinks_once_each_in_order_per_request() {
+    let ns = env().namespace("notify-order").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let (team, namespace_sink) = (TestSink::start().await, TestSink::start().await);
+    sink_secret(&admin, &ns, "team-sink", &team.url, None, true).await;
+    sink_secret(
+        &admin,
+        &ns,
+        "oz-notifications",
+        &namespace_sink.url,
+        Some("CloudEvents"),
+        true,
+    )
+    .await;
+    let metrics = NotifyMetrics::default();
+    let notifier = notifier(admin, &metrics);
+
+    use NoticeKind::*;
+    let sent = [
+        ("r1", PendingApproval),
+        ("r2", PendingApproval),
+        ("r1", Approved),
+        ("r1", Ready),
+        ("r2", Denied),
+        ("r1", Ready), // a level-triggered repeat: dropped
+        ("r2", PendingApproval),
+        ("r1", ExpiringSoon),
+        ("r1", Expired),
+        ("r3", Ready), // the last: once it is in, everything before it is
+    ];
+    for (request, kind) in sent {
+        notifier.send(notice(&ns, request, kind, &["team-sink"]));
+    }
+    for sink in [&team, &namespace_sink] {
+        let received = sink.wait_for(8, "the last notice").await;
+        let got = events(&received);
+        assert_eq!(
+            got.last().unwrap(),
+            &(format!("{ns}/r3"), "ready".to_string())
+        );
+        assert_eq!(
+            of_request(&got, &format!("{ns}/r1")),
+            [
+                "pendingapproval",
+                "approved",
+                "ready",
+                "expiringsoon",
+                "expired"
+            ]
+        );
+        assert_eq!(
+            of_request(&got, &format!("{ns}/r2")),
+            ["pendingapproval", "denied"]
+        );
+        assert_eq!(got.len(), 8, "{got:?}");
+        let first = &received[0];
+        assert_eq!(first.content_type, "application/cloudevents+json");
+        assert_eq!(first.body["specversion"], "1.0");
+        assert_eq!(first.body["id"], "uid-r1.pendingapproval");
+        assert_eq!(
+            first.body["source"],
+            format!("/apis/crds.wizardofoz.co/v1alpha1/namespaces/{ns}/execaccessrequests/r1")
+        );
+        assert_eq!(first.body["data"]["requester"], "alice");
+        assert_eq!(first.body["data"]["reason"], "INC-7");
+    }
+    // Sent again after delivery: still dropped.
+    notifier.send(notice(&ns, "r1", Approved, &["team-sink"]));
+    notifier.send(notice(&ns, "r4", Ready, &["team-sink"]));
+    let received = team.wait_for(9, "the notice after the repeat").await;
+    assert_eq!(
+        events(&received)[8],
+        (format!("{ns}/r4"), "ready".to_string())
+    );
+    namespace_sink
+        .wait_for(9, "the notice after the repeat")
+        .await;
+    // Counted per sink that took it: r1, r3 and r4 at two sinks each.
+    assert_eq!(metrics.sent_count(Ready), 6);
+}
+
+#[tokio::test]
+async fn a_sink_answering_503_gets_every_notice_in_order_once_it_recovers() {
+    let ns = env().namespace("notify-retry").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let sink = TestSink::start().await;
+    sink.state.down.store(true, Ordering::SeqCst);
+    sink_secret(&admin, &ns, "oz-notifications", &sink.url, None, true).await;
+    let metrics = NotifyMetrics::default();
+    let notifier = notifier(admin, &metrics);
+
+    use NoticeKind::*;
+    let kinds = [PendingApproval, Approved, Ready, ExpiringSoon, Expired];
+    for kind in kinds {
+        notifier.send(notice(&ns, "r1", kind, &[]));
+    }
+    // Refused several times: retried, nothing accepted, nothing given up on.
+    eventually(WAIT, "three refused attempts", || async {
+        (sink.state.attempts.load(Ordering::SeqCst) >= 3).then_some(())
+    })
+    .await;
+    assert!(sink.accepted().is_empty());
+    sink.state.down.store(false, Ordering::SeqCst);
+
+    let received = sink
+        .wait_for(kinds.len(), "every notice after recovery")
+        .await;
+    assert_eq!(
+        of_request(&events(&received), &format!("{ns}/r1")),
+        [
+            "pendingapproval",
+            "approved",
+            "ready",
+            "expiringsoon",
+            "expired"
+        ]
+    );
+    for reason in ["gave_up", "rejected", "lane_full", "queue_full"] {
+        assert_eq!(metrics.dead_lettered_count(reason), 0, "{reason}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_returns_at_once_while_a_sink_hangs_and_other_sinks_still_get_their_notices() {
+    let ns = env().namespace("notify-hang").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let (stuck, healthy) = (TestSink::start().await, TestSink::start().await);
+    stuck.state.hangs.store(true, Ordering::SeqCst);
+    sink_secret(&admin, &ns, "stuck", &stuck.url, None, true).await;
+    sink_secret(&admin, &ns, "oz-notifications", &healthy.url, None, true).await;
+    let metrics = NotifyMetrics::default();
+    // The POST timeout is 10 minutes: if `send` waited for delivery, it would not return
+    // within the test.
+    let notifier = notifier(admin, &metrics);
+
+    const REQUESTS: usize = 40;
+    let (sender, namespace) = (notifier.clone(), ns.clone());
+    let sending = tokio::task::spawn_blocking(move || {
+        for i in 0..REQUESTS {
+            sender.send(notice(
+                &namespace,
+                &format!("r{i}"),
+                NoticeKind::Ready,
+                &["stuck"],
+            ));
+        }
+    });
+    tokio::time::timeout(WAIT, sending)
+        .await
+        .expect("send blocked on a sink that never answers")
+        .unwrap();
+
+    let received = healthy
+        .wait_for(REQUESTS, "every notice at the healthy sink")
+        .await;
+    assert_eq!(received.len(), REQUESTS);
+    eventually(WAIT, "the stuck sink to be called", || async {
+        (stuck.state.attempts.load(Ordering::SeqCst) >= 1).then_some(())
+    })
+    .await;
+    assert!(stuck.accepted().is_empty());
+}
+
+#[tokio::test]
+async fn a_secret_without_the_sink_label_is_not_used() {
+    let ns = env().namespace("notify-label").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let (unlabelled, labelled) = (TestSink::start().await, TestSink::start().await);
+    sink_secret(&admin, &ns, "not-a-sink", &unlabelled.url, None, false).await;
+    sink_secret(&admin, &ns, "oz-notifications", &labelled.url, None, true).await;
+    let metrics = NotifyMetrics::default();
+    let notifier = notifier(admin, &metrics);
+
+    notifier.send(notice(&ns, "r1", NoticeKind::Ready, &["not-a-sink"]));
+    labelled.wait_for(1, "the labelled sink's notice").await;
+    // The refusal is counted before the other sinks are handed the notice.
+    assert_eq!(metrics.dead_lettered_count("invalid_sink"), 1);
+    notifier.send(notice(&ns, "r2", NoticeKind::Ready, &["not-a-sink"]));
+    labelled.wait_for(2, "the second notice").await;
+    assert_eq!(metrics.dead_lettered_count("invalid_sink"), 2);
+    assert_eq!(unlabelled.state.attempts.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_slack_sink_gets_a_text_message() {
+    let ns = env().namespace("notify-slack").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let slack = TestSink::start().await;
+    sink_secret(&admin, &ns, "slack", &slack.url, Some("Slack"), true).await;
+    let metrics = NotifyMetrics::default();
+    let notifier = notifier(admin, &metrics);
+
+    let mut denied = notice(&ns, "r1", NoticeKind::Denied, &["slack"]);
+    denied.message = "denied by bob: not during the freeze".into();
+    notifier.send(denied);
+    let received = slack.wait_for(1, "the Slack message").await;
+    assert_eq!(received[0].content_type, "application/json");
+    let body = received[0].body.as_object().unwrap();
+    assert_eq!(body.keys().collect::<Vec<_>>(), ["text"], "{body:?}");
+    let text = body["text"].as_str().unwrap();
+    assert!(text.starts_with("Denied: ExecAccessRequest "), "{text}");
+    assert!(text.contains(&format!("{ns}/r1 by alice")), "{text}");
+    assert!(
+        text.contains("denied by bob: not during the freeze"),
+        "{text}"
+    );
+    assert!(text.contains("Reason: INC-7"), "{text}");
+}
