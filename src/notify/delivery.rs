@@ -102,6 +102,9 @@ impl PostError {
 
 type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// A lane's identity: the sink's URL, and whether it takes Slack's format.
+type LaneKey = (Uri, bool);
+
 /// The HTTP client: https with the OS's root certificates, and plain http (sinks inside the
 /// cluster, tests).
 fn http_client() -> HttpClient {
@@ -133,7 +136,7 @@ pub struct Lanes {
     config: DeliveryConfig,
     client: HttpClient,
     metrics: NotifyMetrics,
-    lanes: Arc<Mutex<HashMap<(Uri, bool), mpsc::Sender<Delivery>>>>,
+    lanes: Arc<Mutex<HashMap<LaneKey, mpsc::Sender<Delivery>>>>,
 }
 
 impl Lanes {
@@ -148,8 +151,7 @@ impl Lanes {
 
     /// Queues `delivery` on `sink`'s lane, without waiting.
     pub fn push(&self, sink: &Sink, delivery: Delivery) {
-        // Keyed by URL and format (whether Slack).
-        let key = (sink.url.clone(), sink.format == SinkFormat::Slack);
+        let key: LaneKey = (sink.url.clone(), sink.format == SinkFormat::Slack);
         let mut lanes = self.lanes.lock().expect("not poisoned");
         let lane = match lanes.get(&key) {
             Some(lane) if !lane.is_closed() => lane.clone(),

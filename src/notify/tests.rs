@@ -58,12 +58,6 @@ fn a_full_queue_dead_letters_at_once_and_the_notice_may_be_sent_again() {
 }
 
 #[test]
-fn a_disabled_notifier_sends_nothing() {
-    Notifier::disabled().send(notice("a", NoticeKind::Ready));
-    Notifier::default().send(notice("a", NoticeKind::Ready));
-}
-
-#[test]
 fn remembered_notices_are_bounded_by_age_and_count() {
     let mut seen = Seen::default();
     let start = Instant::now();
