@@ -28,6 +28,8 @@ pub struct NotifyMetrics {
     pub sent: Family<TypeLabels, Counter>,
     /// Notices given up on, by reason.
     pub dead_lettered: Family<ReasonLabels, Counter>,
+    /// GETs of sink Secrets sent to the apiserver (the cache answers the rest).
+    pub sink_lookups: Counter,
 }
 
 impl NotifyMetrics {
@@ -42,6 +44,11 @@ impl NotifyMetrics {
             "notifications_dead_lettered",
             "Notifications given up on, by reason",
             self.dead_lettered.clone(),
+        );
+        registry.register(
+            "notification_sink_lookups",
+            "GETs of notification sink Secrets sent to the apiserver",
+            self.sink_lookups.clone(),
         );
     }
 

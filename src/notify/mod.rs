@@ -131,7 +131,7 @@ impl Notifier {
     /// hands it to their lanes. Needs a Tokio runtime.
     pub fn start(client: Client, config: NotifierConfig, metrics: NotifyMetrics) -> Self {
         let (notifier, queue) = Self::with_queue(config.queue_size, metrics.clone());
-        let resolver = SinkResolver::new(client, config.sink_cache_ttl);
+        let resolver = SinkResolver::new(client, config.sink_cache_ttl, metrics.clone());
         let lanes = delivery::Lanes::new(config.delivery, metrics.clone());
         tokio::spawn(dispatch(queue, resolver, lanes, metrics));
         notifier

@@ -18,7 +18,7 @@ use oz_api::{
     notifications::{NAMESPACE_SINK_SECRET, SINK_FORMAT_KEY, SINK_LABEL, SINK_URL_KEY},
 };
 
-use super::Notice;
+use super::{Notice, NotifyMetrics};
 
 /// Past this many cached answers, expired ones are dropped.
 const CACHE_PRUNE_AT: usize = 4096;
@@ -73,6 +73,7 @@ enum Lookup {
 pub struct SinkResolver {
     client: Client,
     ttl: Duration,
+    metrics: NotifyMetrics,
     cache: Mutex<HashMap<(String, String), (Instant, Lookup)>>,
     /// Template-named Secrets already reported missing or unreadable: reported once, not per
     /// notice, until they are found again.
@@ -80,10 +81,11 @@ pub struct SinkResolver {
 }
 
 impl SinkResolver {
-    pub fn new(client: Client, ttl: Duration) -> Self {
+    pub fn new(client: Client, ttl: Duration, metrics: NotifyMetrics) -> Self {
         Self {
             client,
             ttl,
+            metrics,
             cache: Mutex::default(),
             reported: Mutex::default(),
         }
@@ -125,6 +127,7 @@ impl SinkResolver {
             return lookup.clone();
         }
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        self.metrics.sink_lookups.inc();
         let lookup = match api.get_opt(name).await {
             Ok(Some(secret)) => {
                 self.reported.lock().expect("not poisoned").remove(&key);

@@ -138,7 +138,12 @@ async fn sink_secret(
 
 /// The notifier as oz-manager starts it, with retries fast enough for a test.
 fn notifier(client: Client, metrics: &NotifyMetrics) -> Notifier {
+    notifier_with(client, metrics, NotifierConfig::default().sink_cache_ttl)
+}
+
+fn notifier_with(client: Client, metrics: &NotifyMetrics, sink_cache_ttl: Duration) -> Notifier {
     let config = NotifierConfig {
+        sink_cache_ttl,
         delivery: DeliveryConfig {
             post_timeout: Duration::from_secs(600),
             retry_for: Duration::from_secs(600),
@@ -411,4 +416,55 @@ async fn a_slack_sink_gets_a_text_message() {
         "{text}"
     );
     assert!(text.contains("Reason: INC-7"), "{text}");
+}
+
+#[tokio::test]
+async fn sink_secrets_are_read_once_per_ttl_and_a_namespace_sink_created_later_is_used() {
+    let ns = env().namespace("notify-cache").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let (team, namespace_sink) = (TestSink::start().await, TestSink::start().await);
+    sink_secret(&admin, &ns, "team-sink", &team.url, None, true).await;
+    let metrics = NotifyMetrics::default();
+    // Long enough that the burst below fits in one TTL on a loaded machine, short enough to
+    // wait out.
+    let ttl = Duration::from_secs(20);
+    let notifier = notifier_with(admin.clone(), &metrics, ttl);
+
+    const BURST: usize = 20;
+    for i in 0..BURST {
+        notifier.send(notice(
+            &ns,
+            &format!("r{i}"),
+            NoticeKind::Ready,
+            &["team-sink"],
+        ));
+    }
+    team.wait_for(BURST, "the burst").await;
+    // One GET for the template's Secret, one for the missing oz-notifications: not one per
+    // notice.
+    assert_eq!(metrics.sink_lookups.get(), 2);
+
+    // The missing namespace sink is remembered as missing only for the TTL.
+    sink_secret(
+        &admin,
+        &ns,
+        "oz-notifications",
+        &namespace_sink.url,
+        None,
+        true,
+    )
+    .await;
+    let mut next = BURST;
+    eventually(WAIT + ttl, "the namespace sink created later", || {
+        next += 1;
+        notifier.send(notice(
+            &ns,
+            &format!("r{next}"),
+            NoticeKind::Ready,
+            &["team-sink"],
+        ));
+        let got = namespace_sink.accepted().len();
+        async move { (got > 0).then_some(()) }
+    })
+    .await;
 }
