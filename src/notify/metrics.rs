@@ -82,3 +82,27 @@ impl NotifyMetrics {
             .get()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_under_the_documented_names() {
+        let metrics = NotifyMetrics::default();
+        let mut registry = Registry::with_prefix("oz");
+        metrics.register(&mut registry);
+        metrics.sent(NoticeKind::BreakGlass);
+        metrics.dead_lettered("gave_up");
+        metrics.sink_lookups.inc();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "oz_notifications_sent_total{type=\"breakglass\"} 1",
+            "oz_notifications_dead_lettered_total{reason=\"gave_up\"} 1",
+            "oz_notification_sink_lookups_total 1",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+    }
+}
