@@ -13,6 +13,7 @@ mod hostile;
 mod install;
 mod manager;
 mod ozctl;
+mod ozctl_approvals;
 mod ozctl_audit;
 mod pod;
 mod security;
