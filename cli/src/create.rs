@@ -459,6 +459,12 @@ mod tests {
             "It needs approval by 2 members of leads, ops (within 30m): they see it with \
              `ozctl approvals -n team` and approve it with `ozctl approve alice-x7k2p -n team`."
         );
+        let one: ApprovalConfig =
+            serde_json::from_value(serde_json::json!({"approverGroups": ["leads"]})).unwrap();
+        assert!(
+            approval_note(&hints, &one, "alice-x7k2p")
+                .starts_with("It needs approval by one member of leads (within 1h): ")
+        );
     }
 
     #[test]
