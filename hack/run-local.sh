@@ -90,6 +90,12 @@ start_manager() {
 }
 
 "$manager" crds | kubectl apply --server-side --field-manager=oz-make-run -f - >/dev/null
+# kubectl wait fails at once, instead of waiting, on a CRD whose status the apiserver has not
+# written yet ("accessor error: <nil>"): retry that for up to a minute, then wait for real.
+for _ in $(seq 600); do
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null 2>&1 && break
+  sleep 0.1
+done
 kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 kubectl create namespace oz-system >/dev/null
 : >"$run/oz-manager.log"
