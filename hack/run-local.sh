@@ -149,7 +149,7 @@ sees her request and approves it; then alice gets her shell (docs/approvals.md):
 
   export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/alice.kubeconfig"
   req=\$(ozctl create exec web-exec-approved -n demo --reason 'INC-42: web returns 502s' --ticket INC-42 --no-wait | head -1)
-  ozctl get requests "\$req" -n demo                                   # PendingApproval (0/1 approvals)
+  ozctl get requests "\$req" -n demo                                   # its reason; PendingApproval (0/1) once oz has seen it
   KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approvals -n demo       # dave's queue: alice's request, her reason
   KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approve "\$req" -n demo --comment 'ok for INC-42'
   ozctl exec "\$req" -n demo -- sh -c 'echo "approved, hello from \$POD_NAME"'

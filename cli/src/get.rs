@@ -265,7 +265,7 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
         view.phase(),
         Some(RequestPhase::Ready | RequestPhase::Expired)
     ) {
-        fields.push(("Waiting for", view.progress()));
+        fields.push(("Status", view.progress()));
     }
     if let Some(approved) = &view.status.approved_at {
         fields.push(("Approved", timefmt::local(approved.0)));
@@ -452,19 +452,19 @@ mod tests {
         }];
         let text = request_details(&pending, now);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "Name:         alice-x7k2p");
+        assert_eq!(lines[0], "Name:       alice-x7k2p");
         assert!(
-            lines.contains(&"Reason:       INC-42: the migration is stuck"),
+            lines.contains(&"Reason:     INC-42: the migration is stuck"),
             "{text}"
         );
-        assert!(lines.contains(&"Ticket:       INC-42"), "{text}");
+        assert!(lines.contains(&"Ticket:     INC-42"), "{text}");
         assert!(
-            lines.contains(&"Phase:        PendingApproval (1/2 approvals)"),
+            lines.contains(&"Phase:      PendingApproval (1/2 approvals)"),
             "{text}"
         );
         assert!(
             lines.contains(
-                &"Waiting for:  Approved: 1 of 2 approvals; waiting for a member of leads, ops"
+                &"Status:     Approved: 1 of 2 approvals; waiting for a member of leads, ops"
             ),
             "{text}"
         );
