@@ -24,14 +24,14 @@ use crate::{
 
 const WAIT: Duration = Duration::from_secs(90);
 
-/// A template for devs whose requests need one approval by a member of qa; `extra` adds
-/// approval fields (`reasonRequired: true, `).
-fn template(extra: &str) -> String {
+/// A template for devs whose requests need one approval by a member of `approvers`; `extra`
+/// adds approval fields (`reasonRequired: true, `).
+fn template(approvers: &str, extra: &str) -> String {
     format!(
         "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\n\
          metadata: {{name: web-approved}}\nspec:\n  \
          accessConfig: {{allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h, \
-         approval: {{{extra}approverGroups: [qa], pendingTimeout: 1h}}}}\n  \
+         approval: {{{extra}approverGroups: [{approvers}], pendingTimeout: 1h}}}}\n  \
          controllerTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n"
     )
 }
@@ -50,13 +50,17 @@ struct Fixture {
 
 impl Fixture {
     async fn new(prefix: &str, template_extra: &str) -> Fixture {
+        Fixture::with_approvers(prefix, "qa", template_extra).await
+    }
+
+    async fn with_approvers(prefix: &str, approvers: &str, template_extra: &str) -> Fixture {
         install_crds().await;
         let ns = env().namespace(prefix).await.unwrap();
         let admin = env().admin().await.unwrap();
         let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
             .await
             .unwrap();
-        create_manifest(&admin, &ns, &template(template_extra))
+        create_manifest(&admin, &ns, &template(approvers, template_extra))
             .await
             .unwrap();
         // A template without approval, for the probe that says oz's webhooks answer (a probe
@@ -105,7 +109,11 @@ impl Fixture {
                     &["get", "list", "watch"],
                 ),
             ],
-            vec![subject("Group", "qa"), subject("User", "carol")],
+            vec![
+                subject("Group", "qa"),
+                subject("Group", approvers),
+                subject("User", "carol"),
+            ],
         )
         .await;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -176,8 +184,9 @@ impl Fixture {
         .await
     }
 
-    /// alice asks through web-approved without waiting; returns the request's name.
-    async fn alice_asks(&self) -> String {
+    /// alice asks through web-approved without waiting, and is told it needs approval by
+    /// `who`; returns the request's name.
+    async fn alice_asks(&self, who: &str) -> String {
         let output = self
             .ozctl(
                 "alice",
@@ -195,7 +204,7 @@ impl Fixture {
             .await;
         assert_ok(&output, "alice's ozctl create --reason --ticket --no-wait");
         assert!(
-            stderr(&output).contains("It needs approval by one member of qa (within 1h)"),
+            stderr(&output).contains(&format!("It needs approval by {who} (within 1h)")),
             "{}",
             stderr(&output)
         );
@@ -242,7 +251,7 @@ async fn queue(f: &Fixture, user: &str) -> Vec<Value> {
 #[tokio::test]
 async fn alice_asks_with_a_reason_bob_sees_it_approves_and_alice_is_granted() {
     let f = Fixture::new("ozctl-approve", "").await;
-    let name = f.alice_asks().await;
+    let name = f.alice_asks("one member of qa").await;
     let pending = f.until_phase(&name, RequestPhase::PendingApproval).await;
     assert_eq!(
         pending.spec.reason.as_deref(),
@@ -363,7 +372,7 @@ async fn a_non_approver_is_refused_and_a_deny_ends_the_request() {
             .is_empty()
     );
 
-    let name = f.alice_asks().await;
+    let name = f.alice_asks("one member of qa").await;
     f.until_phase(&name, RequestPhase::PendingApproval).await;
 
     // carol may create AccessApprovals (RBAC) but is not in approverGroups: oz's webhook
@@ -414,5 +423,76 @@ async fn a_non_approver_is_refused_and_a_deny_ends_the_request() {
         "nothing was granted"
     );
     assert_eq!(queue(&f, "bob").await, Vec::<Value>::new());
+    f.cleanup();
+}
+
+#[tokio::test]
+async fn break_glass_is_said_on_purpose_and_grants_alone() {
+    // alice is in devs, and devs approve; the template allows break-glass, not self-approval.
+    let f = Fixture::with_approvers("ozctl-glass", "devs", "required: 2, breakGlass: true, ").await;
+    let name = f.alice_asks("2 members of devs").await;
+    f.until_phase(&name, RequestPhase::PendingApproval).await;
+
+    // Her own request is in her queue, marked as break-glass only.
+    let mine = queue(&f, "alice").await;
+    assert_eq!(mine.len(), 1, "{mine:#?}");
+    assert_eq!(mine[0]["standing"], "BreakGlass");
+
+    // Without --break-glass ozctl sends nothing, and says what to run.
+    let unsaid = f
+        .ozctl("alice", &["approve", &name, "--comment", "prod down"])
+        .await;
+    assert_eq!(unsaid.status.code(), Some(2), "{}", stderr(&unsaid));
+    assert!(
+        stderr(&unsaid).contains(&format!(
+            "approve {name} -n {} --break-glass --comment WHY",
+            f.ns
+        )),
+        "{}",
+        stderr(&unsaid)
+    );
+    let approvals: Api<AccessApproval> = Api::namespaced(f.admin.clone(), &f.ns);
+    assert!(
+        approvals
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // Said: one approval grants it, though the template requires two, marked break-glass.
+    let said = f
+        .ozctl(
+            "alice",
+            &[
+                "approve",
+                &name,
+                "--break-glass",
+                "--comment",
+                "INC-7: prod down, no one answers",
+                "--timeout",
+                "90s",
+            ],
+        )
+        .await;
+    assert_ok(&said, "alice's ozctl approve --break-glass");
+    assert!(
+        stdout(&said).starts_with(&format!(
+            "Approved (break-glass) ExecAccessRequest {name} as alice "
+        )),
+        "{}",
+        stdout(&said)
+    );
+    let stored = approvals.get(&format!("{name}-alice")).await.unwrap();
+    assert!(stored.spec.break_glass, "{stored:?}");
+    let ready = f.until_phase(&name, RequestPhase::Ready).await;
+    assert!(ready.status.unwrap().approvals[0].break_glass);
+    let shown = stdout(&f.ozctl("alice", &["get", "requests", &name]).await);
+    let row = shown.lines().last().unwrap();
+    assert!(
+        row.contains("   INC-7: prod down, no one answers   yes   "),
+        "{shown}"
+    );
     f.cleanup();
 }
