@@ -217,7 +217,7 @@ pub fn requests_table(views: &[RequestView], now: Timestamp, show_requester: boo
             view.kind.word().to_string(),
             view.template.clone(),
             view.status.pod_name.clone().unwrap_or_default(),
-            view.phase_word(),
+            phase_cell(view),
             view.expires_at()
                 .map(|t| timefmt::relative(now, t))
                 .unwrap_or_default(),
@@ -228,6 +228,17 @@ pub fn requests_table(views: &[RequestView], now: Timestamp, show_requester: boo
         table.row(row);
     }
     table
+}
+
+/// The PHASE cell: the phase, and while it waits for approval, how far along (`PendingApproval
+/// 1/2`).
+fn phase_cell(view: &RequestView) -> String {
+    match (view.phase(), &view.status.approval_progress) {
+        (Some(RequestPhase::PendingApproval), Some(progress)) if !view.deleting => {
+            format!("{} {progress}", view.phase_word())
+        }
+        _ => view.phase_word(),
+    }
 }
 
 /// One request in full, one field a line: who asked for what and why, where it stands (with
@@ -422,6 +433,17 @@ mod tests {
                 .ends_with("REQUESTER")
         );
         assert!(with_requester.lines().nth(2).unwrap().ends_with("bob"));
+
+        let mut waiting = request("carol-bbbbb", "carol", Some(RequestPhase::PendingApproval));
+        waiting.status.approval_progress = Some("1/2".into());
+        let row = requests_table(&[waiting], now, false).render();
+        assert!(
+            row.lines()
+                .nth(1)
+                .unwrap()
+                .contains("   PendingApproval 1/2   "),
+            "{row}"
+        );
     }
 
     #[test]
