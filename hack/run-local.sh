@@ -2,9 +2,11 @@
 # `make run`: a local control plane with the workload controllers and two simulated nodes (kwok),
 # oz's CRDs, oz-manager with its webhooks on 127.0.0.1 (answering only the apiserver, which
 # presents its webhook client certificate), and a demo namespace with Deployment web,
-# whose pods the controllers create and the nodes run, and two templates for group devs.
+# whose pods the controllers create and the nodes run, two templates for group devs, and a third
+# that needs the approval of a member of group leads.
 # It prints the commands that get alice access, ending with a real `kubectl exec` into the pod
-# oz granted her. Ctrl-C stops everything.
+# oz granted her; then alice asking through the approval template (with ozctl, saying why), dave
+# (group leads) seeing and approving her request, and alice's exec. Ctrl-C stops everything.
 #
 # oz-manager listens on three ports: admission webhooks (9443), metrics (8080) and health probes
 # (8081). When one is taken it uses the next free port above it, and says so.
@@ -17,11 +19,12 @@ testenv="$root/hack/testenv.sh"
 
 mkdir -p "$run"
 "$testenv" down "$dir" 2>/dev/null || true
-echo "building oz-manager..." >&2
-cargo build --quiet --bin oz-manager --manifest-path "$root/Cargo.toml"
+echo "building oz-manager and ozctl..." >&2
+cargo build --quiet -p oz -p ozctl --bin oz-manager --bin ozctl --manifest-path "$root/Cargo.toml"
 manager="${CARGO_TARGET_DIR:-$root/target}/debug/oz-manager"
+ozctl="${CARGO_TARGET_DIR:-$root/target}/debug/ozctl"
 
-"$testenv" up "$dir" --user alice:devs --user carol:devs --user bob:qa --controllers all --nodes 2 \
+"$testenv" up "$dir" --user alice:devs --user carol:devs --user bob:qa --user dave:leads --controllers all --nodes 2 \
   --webhook-client-cert
 # The CA of the client certificate the apiserver presents to webhooks: oz answers no one else.
 client_ca=$(sed -n 's/.*"webhookClientCaFile": "\(.*\)".*/\1/p' "$dir/ready.json")
@@ -30,6 +33,8 @@ client_ca=$(sed -n 's/.*"webhookClientCaFile": "\(.*\)".*/\1/p' "$dir/ready.json
 rm -f "$run"/audit.jsonl*
 # shellcheck disable=SC1091
 source "$dir/env"
+# The demo's users find ozctl next to kubectl.
+ln -sf "$ozctl" "$dir/bin/ozctl"
 manager_pid=""
 cleanup() {
   if [ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null; then
@@ -85,6 +90,12 @@ start_manager() {
 }
 
 "$manager" crds | kubectl apply --server-side --field-manager=oz-make-run -f - >/dev/null
+# kubectl wait fails at once, instead of waiting, on a CRD whose status the apiserver has not
+# written yet ("accessor error: <nil>"): retry that for up to a minute, then wait for real.
+for _ in $(seq 600); do
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null 2>&1 && break
+  sleep 0.1
+done
 kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 kubectl create namespace oz-system >/dev/null
 : >"$run/oz-manager.log"
@@ -100,7 +111,8 @@ done
 
 kubectl create namespace demo >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/workload.yaml" >/dev/null
-for sample in exec_access_template pod_access_template; do
+kubectl apply -n demo -f "$root/hack/demo/approvers.yaml" >/dev/null
+for sample in exec_access_template pod_access_template exec_access_template_approval; do
   kubectl apply -n demo -f "$root/config/samples/$sample.yaml" >/dev/null
 done
 # The Deployment and ReplicaSet controllers create its pods, the binder puts them on the kwok
@@ -115,7 +127,8 @@ oz is running against a real kube-apiserver $(kubectl version -o json 2>/dev/nul
 oz-manager: webhooks on port $webhook_port, metrics http://127.0.0.1:$metrics_port/metrics, health http://127.0.0.1:$health_port/readyz
 (logs: $run/oz-manager.log, audit records: $run/audit.jsonl; its webhooks answer only the apiserver,
 whose client certificate they verify, so each record says "caller":"apiserver").
-Namespace demo has Deployment web (pods ${pods// /, }) and templates web-exec and web-debug for group devs.
+Namespace demo has Deployment web (pods ${pods// /, }), templates web-exec and web-debug for group devs,
+and web-exec-approved for group devs, which needs the approval of one member of group leads (dave).
 
 Get exec access as alice (in group devs), in another terminal:
 
@@ -130,6 +143,17 @@ Get exec access as alice (in group devs), in another terminal:
 
 bob (group qa) is refused at creation:
   kubectl --kubeconfig $dir/users/bob.kubeconfig create -n demo -f $root/config/samples/exec_access_request.yaml
+
+Access that needs approval: alice asks through web-exec-approved, saying why; dave (group leads)
+sees her request and approves it; then alice gets her shell (docs/approvals.md):
+
+  export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/alice.kubeconfig"
+  req=\$(ozctl create exec web-exec-approved -n demo --reason 'INC-42: web returns 502s' --ticket INC-42 --no-wait | head -1)
+  ozctl get requests "\$req" -n demo                                   # its reason; PendingApproval (0/1) once oz has seen it
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approvals -n demo       # dave's queue: alice's request, her reason
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approve "\$req" -n demo --comment 'ok for INC-42'
+  ozctl exec "\$req" -n demo -- sh -c 'echo "approved, hello from \$POD_NAME"'
+  ozctl get requests "\$req" -n demo                                   # Ready, approved by dave
 
 Press Ctrl-C to stop everything.
 TXT

@@ -2,8 +2,10 @@
 # Checks `make run` as a newcomer uses it, on a machine where port 9443 is already taken: it
 # starts anyway on other ports, and its webhooks, metrics and health probes follow them; the
 # commands it prints get alice a Ready request and a real `kubectl exec` into the granted pod
-# (and no other), recorded by the audit webhook; bob is refused; Ctrl-C leaves nothing running,
-# not even a command still exec'd into a pod.
+# (and no other), recorded by the audit webhook; bob is refused; the approval demo's commands
+# get alice's request through a template that needs a lead's approval approved by dave (who sees
+# it in `ozctl approvals`), and her exec into the granted pod is recorded with dave as approver;
+# Ctrl-C leaves nothing running, not even a command still exec'd into a pod.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir="$root/.run/testenv"
@@ -86,7 +88,28 @@ if eval "$(grep -E '^  kubectl --kubeconfig .*bob' "$out")" 2>"$out.bob"; then
 fi
 grep -q 'allowedGroups' "$out.bob" || fail "bob's refusal does not say why: $(cat "$out.bob")"
 
-# 4. Ctrl-C, with a command still running in alice's pod, ends everything. Processes exec'd into
+# 4. The approval demo, run exactly as printed: alice asks with a reason, dave sees the request in
+# his queue and approves it, alice's ozctl exec runs in the pod granted after that.
+approval=$(sed -n '/^Access that needs approval/,/^Press Ctrl-C/p' "$out" | grep '^  ')
+grep -q 'ozctl approve' <<<"$approval" || fail "no ozctl approve among the approval demo's commands"
+approval_out=$(bash -c "set -e; $approval" 2>&1) || fail "the approval demo failed: $approval_out"
+echo "$approval_out"
+req=$(kubectl get execaccessrequests -n demo \
+  -o jsonpath='{.items[?(@.spec.templateName=="web-exec-approved")].metadata.name}')
+[ -n "$req" ] || fail "alice's request through web-exec-approved was not created"
+grep -q "^$req .*alice .*web-exec-approved .*INC-42" <<<"$approval_out" \
+  || fail "dave's ozctl approvals did not list $req with alice's reason and ticket"
+grep -q "^Approved ExecAccessRequest $req as dave " <<<"$approval_out" || fail "ozctl approve did not say dave approved $req"
+approved=$(kubectl get execaccessrequests -n demo "$req" \
+  -o jsonpath='{.status.phase} {.status.approvalProgress} {.status.approvals[*].approver} {.spec.reason}')
+[ "$approved" = "Ready 1/1 dave INC-42: web returns 502s" ] || fail "alice's approved request is: $approved"
+approved_pod=$(kubectl get execaccessrequests -n demo "$req" -o jsonpath='{.status.podName}')
+grep -qx "approved, hello from $approved_pod" <<<"$approval_out" \
+  || fail "alice's ozctl exec did not print 'approved, hello from $approved_pod'"
+grep '"subresource":"exec"' "$root/.run/audit.jsonl" | grep '"user":"alice"' | grep "\"name\":\"$req\"" \
+  | grep -q '"approvers":\["dave"\]' || fail "no audit record of alice's exec under $req naming dave as approver"
+
+# 5. Ctrl-C, with a command still running in alice's pod, ends everything. Processes exec'd into
 # a pod carry the control plane's work dir in their environment.
 in_pods() { grep -lxzF "OZ_TESTENV_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
 sleeping() { for p in $(in_pods); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" != sleep ] || return 0; done; return 1; }
@@ -104,4 +127,4 @@ for _ in $(seq 600); do
 done
 [ -z "$(left)" ] || fail "Ctrl-C left processes behind: $(left)"
 wait "$exec_client" 2>/dev/null || true
-echo "make run: 4 passed, 0 failed"
+echo "make run: 5 passed, 0 failed"

@@ -13,8 +13,10 @@ use clap::{Args, Subcommand};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use oz_api::{
-    AccessKind, AccessRequest, ExecAccessRequest, ExecAccessRequestSpec, PodAccessRequest,
-    PodAccessRequestSpec, RequestPhase, duration::parse_go_duration,
+    AccessKind, AccessRequest, ApprovalConfig, ExecAccessRequest, ExecAccessRequestSpec,
+    PodAccessRequest, PodAccessRequestSpec, RequestPhase,
+    approval::{MAX_REASON_LENGTH, MAX_TICKET_LENGTH},
+    duration::parse_go_duration,
 };
 
 use super::{
@@ -74,6 +76,13 @@ pub struct CreateRequestArgs {
     /// The request name's prefix [default: your user name]
     #[arg(short = 'N', long, value_name = "PREFIX")]
     pub request_name: Option<String>,
+    /// Why you need access, for approvers and the audit trail (required by templates whose
+    /// approval says reasonRequired)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// The ticket or incident this access is for
+    #[arg(long, value_name = "ID")]
+    pub ticket: Option<String>,
 }
 
 /// Whether and how long to wait.
@@ -109,6 +118,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
     if let Some(prefix) = &request.request_name {
         names::check_prefix(prefix).map_err(CliError::Usage)?;
     }
+    check_reason_and_ticket(request.reason.as_deref(), request.ticket.as_deref())
+        .map_err(CliError::Usage)?;
 
     // 1. Who am I, and may I use the template?
     let me = whoami(session).await?;
@@ -125,6 +136,16 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             user: me.username,
             groups: template.access.allowed_groups.join(", "),
         });
+    }
+    if let Some(approval) = &template.access.approval
+        && approval.reason_required
+        && request.reason.is_none()
+    {
+        return Err(CliError::Usage(format!(
+            "{} {} requires a reason: add --reason TEXT saying why you need access",
+            kind.template_kind(),
+            template.name
+        )));
     }
     if let Some(why) = &template.not_ready_because {
         eprintln!(
@@ -149,8 +170,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             let object = ExecAccessRequest {
                 metadata,
                 spec: ExecAccessRequestSpec {
-                    reason: None,
-                    ticket: None,
+                    reason: request.reason.clone(),
+                    ticket: request.ticket.clone(),
                     template_name: request.template.clone(),
                     target_pod,
                     duration: request.duration.clone(),
@@ -164,8 +185,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             let object = PodAccessRequest {
                 metadata,
                 spec: PodAccessRequestSpec {
-                    reason: None,
-                    ticket: None,
+                    reason: request.reason.clone(),
+                    ticket: request.ticket.clone(),
                     template_name: request.template.clone(),
                     duration: request.duration.clone(),
                     requester: None,
@@ -182,6 +203,9 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
         created.template,
         session.namespace
     );
+    if let Some(approval) = &template.access.approval {
+        eprintln!("{}", approval_note(&session.hints, approval, &created.name));
+    }
     if !request.wait.enabled() {
         return match request.output {
             Some(format) => output::print(&output::render(&created.object, format)?),
@@ -242,6 +266,42 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             ),
         }),
     }
+}
+
+/// What a requester is told when the template needs approval: who decides, and what they run.
+pub fn approval_note(hints: &Hints, approval: &ApprovalConfig, name: &str) -> String {
+    let required = match approval.required {
+        1 => "one member".to_string(),
+        n => format!("{n} members"),
+    };
+    format!(
+        "It needs approval by {required} of {} (within {}): they see it with `{}` and approve it with `{}`.",
+        approval.approver_groups.join(", "),
+        approval.pending_timeout(),
+        hints.command("approvals"),
+        hints.command(&format!("approve {name}"))
+    )
+}
+
+/// Checks `--reason` and `--ticket` against the limits the API server applies, before anything
+/// is sent.
+pub fn check_reason_and_ticket(reason: Option<&str>, ticket: Option<&str>) -> Result<(), String> {
+    for (flag, text, max) in [
+        ("--reason", reason, MAX_REASON_LENGTH),
+        ("--ticket", ticket, MAX_TICKET_LENGTH),
+    ] {
+        let Some(text) = text else { continue };
+        if text.trim().is_empty() {
+            return Err(format!("{flag} is empty: say it, or leave the flag out"));
+        }
+        let length = text.chars().count();
+        if length > max as usize {
+            return Err(format!(
+                "{flag} is {length} characters long; oz takes at most {max}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Creates `object` and returns what the API server made of it.
@@ -365,6 +425,45 @@ mod tests {
              End it early with: ozctl revoke alice-x7k2p -n team\n"
             ),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn reasons_and_tickets_are_checked_against_the_api_limits() {
+        assert!(check_reason_and_ticket(None, None).is_ok());
+        assert!(check_reason_and_ticket(Some("incident 42"), Some("INC-42")).is_ok());
+        let empty = check_reason_and_ticket(Some("  "), None).unwrap_err();
+        assert!(empty.starts_with("--reason is empty"), "{empty}");
+        let long = "x".repeat(257);
+        let error = check_reason_and_ticket(None, Some(&long)).unwrap_err();
+        assert_eq!(
+            error,
+            "--ticket is 257 characters long; oz takes at most 256"
+        );
+        assert!(check_reason_and_ticket(Some(&"é".repeat(1024)), None).is_ok());
+        assert!(check_reason_and_ticket(Some(&"é".repeat(1025)), None).is_err());
+    }
+
+    #[test]
+    fn the_approval_note_names_the_approvers_and_their_commands() {
+        let approval: ApprovalConfig = serde_json::from_value(serde_json::json!(
+            {"approverGroups": ["leads", "ops"], "required": 2, "pendingTimeout": "30m"}
+        ))
+        .unwrap();
+        let hints = Hints {
+            program: "ozctl".into(),
+            namespace: "team".into(),
+        };
+        assert_eq!(
+            approval_note(&hints, &approval, "alice-x7k2p"),
+            "It needs approval by 2 members of leads, ops (within 30m): they see it with \
+             `ozctl approvals -n team` and approve it with `ozctl approve alice-x7k2p -n team`."
+        );
+        let one: ApprovalConfig =
+            serde_json::from_value(serde_json::json!({"approverGroups": ["leads"]})).unwrap();
+        assert!(
+            approval_note(&hints, &one, "alice-x7k2p")
+                .starts_with("It needs approval by one member of leads (within 1h): ")
         );
     }
 

@@ -118,7 +118,9 @@ async fn get_requests(
     match object_format(args.output) {
         Some(format) => print_objects(views.iter().map(|v| v.object.clone()), args, format),
         None => {
-            if views.is_empty() {
+            if let ([view], Some(_)) = (views.as_slice(), &args.name) {
+                output::print(&request_details(view, Timestamp::now()))?;
+            } else if views.is_empty() {
                 eprintln!(
                     "No {}requests in namespace {}; ask for access with: {}",
                     if args.all { "" } else { "current " },
@@ -215,7 +217,7 @@ pub fn requests_table(views: &[RequestView], now: Timestamp, show_requester: boo
             view.kind.word().to_string(),
             view.template.clone(),
             view.status.pod_name.clone().unwrap_or_default(),
-            view.phase_word(),
+            phase_cell(view),
             view.expires_at()
                 .map(|t| timefmt::relative(now, t))
                 .unwrap_or_default(),
@@ -226,6 +228,98 @@ pub fn requests_table(views: &[RequestView], now: Timestamp, show_requester: boo
         table.row(row);
     }
     table
+}
+
+/// The PHASE cell: the phase, and while it waits for approval, how far along (`PendingApproval
+/// 1/2`).
+fn phase_cell(view: &RequestView) -> String {
+    match (view.phase(), &view.status.approval_progress) {
+        (Some(RequestPhase::PendingApproval), Some(progress)) if !view.deleting => {
+            format!("{} {progress}", view.phase_word())
+        }
+        _ => view.phase_word(),
+    }
+}
+
+/// One request in full, one field a line: who asked for what and why, where it stands (with
+/// its approvals, when its template needs them), and when its access ends.
+pub fn request_details(view: &RequestView, now: Timestamp) -> String {
+    let mut fields: Vec<(&str, String)> = vec![
+        ("Name", view.name.clone()),
+        ("Kind", view.kind.request_kind().to_string()),
+        ("Namespace", view.namespace.clone()),
+        ("Template", view.template.clone()),
+        ("Requester", view.requester_name().to_string()),
+    ];
+    if let Some(reason) = &view.reason {
+        fields.push(("Reason", reason.clone()));
+    }
+    if let Some(ticket) = &view.ticket {
+        fields.push(("Ticket", ticket.clone()));
+    }
+    if let Some(created) = view.created {
+        fields.push((
+            "Created",
+            format!(
+                "{} ({})",
+                timefmt::local(created),
+                timefmt::relative(now, created)
+            ),
+        ));
+    }
+    let phase = match &view.status.approval_progress {
+        Some(progress) => format!("{} ({progress} approvals)", view.phase_word()),
+        None => view.phase_word(),
+    };
+    fields.push(("Phase", phase));
+    if !matches!(
+        view.phase(),
+        Some(RequestPhase::Ready | RequestPhase::Expired)
+    ) {
+        fields.push(("Status", view.progress()));
+    }
+    if let Some(approved) = &view.status.approved_at {
+        fields.push(("Approved", timefmt::local(approved.0)));
+    }
+    if let Some(pod) = &view.status.pod_name {
+        fields.push(("Pod", pod.clone()));
+    }
+    if let Some(expires) = view.expires_at() {
+        fields.push((
+            "Expires",
+            format!(
+                "{} ({})",
+                timefmt::local(expires),
+                timefmt::relative(now, expires)
+            ),
+        ));
+    }
+    if let Some(message) = &view.status.access_message {
+        fields.push(("Access", message.clone()));
+    }
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 3;
+    let mut text = String::new();
+    for (key, value) in fields {
+        let value = value.replace(['\n', '\r'], " ");
+        text.push_str(&format!("{:width$}{value}\n", format!("{key}:")));
+    }
+    if !view.status.approvals.is_empty() {
+        text.push_str("Approvals:\n");
+        let mut table = Table::new(["APPROVER", "WHEN", "COMMENT", "BREAK-GLASS", "APPROVAL"]);
+        for a in &view.status.approvals {
+            table.row([
+                a.approver.clone(),
+                timefmt::local_short(a.at.0),
+                a.comment.clone().unwrap_or_default(),
+                yes_no(a.break_glass).to_string(),
+                a.name.clone(),
+            ]);
+        }
+        for line in table.render().lines() {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
+    text
 }
 
 /// The templates table: what each grants, for how long, to whom, and whether `me` may use it.
@@ -339,6 +433,86 @@ mod tests {
                 .ends_with("REQUESTER")
         );
         assert!(with_requester.lines().nth(2).unwrap().ends_with("bob"));
+
+        let mut waiting = request("carol-bbbbb", "carol", Some(RequestPhase::PendingApproval));
+        waiting.status.approval_progress = Some("1/2".into());
+        let row = requests_table(&[waiting], now, false).render();
+        assert!(
+            row.lines()
+                .nth(1)
+                .unwrap()
+                .contains("   PendingApproval 1/2   "),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn one_request_shows_why_and_who_approved() {
+        use oz_api::ApprovalRecord;
+        let now: Timestamp = "2026-11-21T12:00:00Z".parse().unwrap();
+        let mut pending = request("alice-x7k2p", "alice", Some(RequestPhase::PendingApproval));
+        pending.reason = Some("INC-42: the migration is stuck".into());
+        pending.ticket = Some("INC-42".into());
+        pending.status.pod_name = None;
+        pending.status.expires_at = None;
+        pending.status.approval_progress = Some("1/2".into());
+        pending.status.conditions =
+            vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Approved".into(),
+                status: "False".into(),
+                reason: "PendingApproval".into(),
+                message: "1 of 2 approvals; waiting for a member of leads, ops".into(),
+                last_transition_time: Time(now),
+                observed_generation: None,
+            }];
+        pending.status.approvals = vec![ApprovalRecord {
+            approver: "dave".into(),
+            at: Time(now),
+            comment: Some("ok for an hour".into()),
+            name: "alice-x7k2p-dave".into(),
+            break_glass: false,
+        }];
+        let text = request_details(&pending, now);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Name:       alice-x7k2p");
+        assert!(
+            lines.contains(&"Reason:     INC-42: the migration is stuck"),
+            "{text}"
+        );
+        assert!(lines.contains(&"Ticket:     INC-42"), "{text}");
+        assert!(
+            lines.contains(&"Phase:      PendingApproval (1/2 approvals)"),
+            "{text}"
+        );
+        assert!(
+            lines.contains(
+                &"Status:     Approved: 1 of 2 approvals; waiting for a member of leads, ops"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            lines[lines.len() - 2]
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            ["APPROVER", "WHEN", "COMMENT", "BREAK-GLASS", "APPROVAL"]
+        );
+        let approval = lines[lines.len() - 1];
+        assert!(approval.starts_with("  dave   "), "{text}");
+        assert!(
+            approval.contains("   ok for an hour   no            alice-x7k2p-dave"),
+            "{text}"
+        );
+        assert!(!text.contains("Expires"), "{text}");
+
+        // Without approvals: no Approvals section, and Ready shows the pod and the end.
+        let ready = request("bob-aaaaa", "bob", Some(RequestPhase::Ready));
+        let text = request_details(&ready, now);
+        assert!(
+            !text.contains("Approvals") && !text.contains("Reason"),
+            "{text}"
+        );
+        assert!(text.contains("Pod:        web-0\n"), "{text}");
+        assert!(text.contains("(in 29m 58s)"), "{text}");
     }
 
     fn access_config(groups: &[&str]) -> AccessConfig {

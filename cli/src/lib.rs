@@ -1,9 +1,11 @@
 //! `ozctl`, the engineers' CLI: ask for access through a template, wait until it is ready, use
 //! it, end it, and look back at who had access. It follows Oz's ozctl (`create` checks the
 //! template, creates the request, waits, and prints the access instructions) and adds `get`,
-//! `revoke`, `history`, `exec` and `audit` (oz's audit files, checked and reviewed).
+//! `revoke`, `history`, `exec`, `audit` (oz's audit files, checked and reviewed), and the
+//! approvers' `approvals`, `approve` and `deny`.
 //!
-//! One file per command ([`create`], [`get`], [`revoke`], [`history`], [`exec`], and
+//! One file per command ([`create`], [`get`], [`revoke`], [`history`], [`exec`],
+//! [`approvals`], [`decide`] (`approve` and `deny`), and
 //! [`audit`]'s [`review`](audit::review) and [`verify`](audit::verify)); the rest
 //! is shared: the cluster connection ([`session`]), who the user is ([`identity`]), both kinds
 //! of request and template seen the same way ([`requests`], [`templates`], [`kind_arg`] for
@@ -16,9 +18,11 @@
 //! result, so `-o json` can be piped.
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 pub mod audit;
 pub mod create;
 pub mod csv;
+pub mod decide;
 pub mod error;
 pub mod exec;
 #[cfg(test)]
@@ -74,6 +78,12 @@ pub enum Command {
     Revoke(revoke::RevokeArgs),
     /// List the requests whose access has ended, for access reviews
     History(history::HistoryArgs),
+    /// List the requests waiting for approval that you may decide
+    Approvals(approvals::ApprovalsArgs),
+    /// Approve a request waiting for approval
+    Approve(decide::ApproveArgs),
+    /// Deny a request waiting for approval (with --comment saying why)
+    Deny(decide::DenyArgs),
     /// Run a command (a shell by default) in a request's pod, once it is ready
     Exec(exec::ExecArgs),
     /// List the records of oz's audit files, verified, for access reviews; `audit verify`
@@ -103,6 +113,9 @@ pub fn help_footer(program: &str) -> String {
         "Examples:
   {p} get templates -n team              # what you may ask for
   {p} create exec web -n team -D 30m     # ask, wait, get the access command
+  {p} create exec db -n team --reason 'INC-42: stuck migration' --ticket INC-42
+  {p} approvals -n team                  # requests waiting for your approval
+  {p} approve alice-x7k2p -n team        # approve one (deny it with: deny NAME --comment WHY)
   {p} exec alice-x7k2p -n team           # a shell in the granted pod
   {p} revoke alice-x7k2p -n team         # end it now
   {p} history -n team --all -o csv       # who had access, for a review
@@ -141,6 +154,9 @@ pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
         Command::Get(args) => get::run(&session().await?, args).await.map(|()| 0),
         Command::Revoke(args) => revoke::run(&session().await?, args).await.map(|()| 0),
         Command::History(args) => history::run(&session().await?, args).await.map(|()| 0),
+        Command::Approvals(args) => approvals::run(&session().await?, args).await.map(|()| 0),
+        Command::Approve(args) => decide::approve(&session().await?, args).await.map(|()| 0),
+        Command::Deny(args) => decide::deny(&session().await?, args).await.map(|()| 0),
         Command::Exec(args) => exec::run(&session().await?, args).await,
         // The audit files are checked here; the cluster is asked only for the keys, if at all.
         Command::Audit(args) => audit::run(&cli.cluster, program, args).await,
@@ -430,6 +446,73 @@ mod tests {
             &["ozctl", "audit", "verify", "f", "-o", "table"],
             &["ozctl", "audit", "f", "-o", "text"],
             &["ozctl", "audit", "f", "--since", "1w"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn approvers_decide_with_approve_and_deny() {
+        let Command::Create(create) = parse_ok(&[
+            "ozctl",
+            "create",
+            "exec",
+            "web",
+            "--reason",
+            "INC-42: db stuck",
+            "--ticket",
+            "INC-42",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        let create::CreateKind::Exec(exec) = create.kind else {
+            panic!()
+        };
+        assert_eq!(exec.request.reason.as_deref(), Some("INC-42: db stuck"));
+        assert_eq!(exec.request.ticket.as_deref(), Some("INC-42"));
+
+        let Command::Approvals(list) =
+            parse_ok(&["ozctl", "approvals", "-A", "-o", "json"]).command
+        else {
+            panic!()
+        };
+        assert!(list.all_namespaces);
+        assert_eq!(list.output, approvals::ApprovalsFormat::Json);
+
+        let Command::Approve(approve) =
+            parse_ok(&["ozctl", "approve", "alice-x7k2p", "--comment", "ok"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(approve.decision.request, "alice-x7k2p");
+        assert_eq!(approve.comment.as_deref(), Some("ok"));
+        assert!(!approve.break_glass);
+        assert_eq!(approve.decision.kind, None);
+
+        let Command::Deny(deny) = parse_ok(&[
+            "ozctl",
+            "deny",
+            "alice-x7k2p",
+            "--kind",
+            "pod",
+            "--comment",
+            "not now",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(deny.comment, "not now");
+        assert_eq!(deny.decision.kind, Some(oz_api::AccessKind::Pod));
+
+        for args in [
+            // A deny says why; break-glass says why.
+            &["ozctl", "deny", "alice-x7k2p"][..],
+            &["ozctl", "approve", "alice-x7k2p", "--break-glass"],
+            &["ozctl", "approve"],
+            &["ozctl", "approvals", "-o", "yaml"],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }

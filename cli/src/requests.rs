@@ -23,6 +23,10 @@ pub struct RequestView {
     pub template: String,
     /// `spec.requester`, as oz's admission webhook recorded it.
     pub requester: Option<Requester>,
+    /// `spec.reason`: why access is needed.
+    pub reason: Option<String>,
+    /// `spec.ticket`: the ticket or incident it is for.
+    pub ticket: Option<String>,
     pub created: Option<Timestamp>,
     /// Whether it is being deleted.
     pub deleting: bool,
@@ -41,6 +45,8 @@ impl RequestView {
             namespace: request.namespace().unwrap_or_default(),
             template: request.template_name().to_string(),
             requester: request.requester().cloned(),
+            reason: request.reason().map(str::to_string),
+            ticket: request.ticket().map(str::to_string),
             created: request.meta().creation_timestamp.as_ref().map(|t| t.0),
             deleting: request.meta().deletion_timestamp.is_some(),
             status: request.request_status().cloned().unwrap_or_default(),
@@ -152,11 +158,21 @@ pub async fn find(
 
 /// Every request of these kinds in the session's namespace, oldest first.
 pub async fn list(session: &Session, kinds: &[AccessKind]) -> Result<Vec<RequestView>, CliError> {
+    list_in(session, kinds, false).await
+}
+
+/// Every request of these kinds in the session's namespace, or in every namespace, oldest
+/// first.
+pub async fn list_in(
+    session: &Session,
+    kinds: &[AccessKind],
+    all_namespaces: bool,
+) -> Result<Vec<RequestView>, CliError> {
     let mut views = Vec::new();
     for &kind in kinds {
         let mut listed = match kind {
-            AccessKind::Exec => list_typed::<ExecAccessRequest>(session).await?,
-            AccessKind::Pod => list_typed::<PodAccessRequest>(session).await?,
+            AccessKind::Exec => list_typed::<ExecAccessRequest>(session, all_namespaces).await?,
+            AccessKind::Pod => list_typed::<PodAccessRequest>(session, all_namespaces).await?,
         };
         views.append(&mut listed);
     }
@@ -164,8 +180,15 @@ pub async fn list(session: &Session, kinds: &[AccessKind]) -> Result<Vec<Request
     Ok(views)
 }
 
-async fn list_typed<R: AccessRequest>(session: &Session) -> Result<Vec<RequestView>, CliError> {
-    let api: Api<R> = session.api();
+async fn list_typed<R: AccessRequest>(
+    session: &Session,
+    all_namespaces: bool,
+) -> Result<Vec<RequestView>, CliError> {
+    let api: Api<R> = if all_namespaces {
+        Api::all(session.client.clone())
+    } else {
+        session.api()
+    };
     match api.list(&ListParams::default()).await {
         Ok(list) => Ok(list.items.iter().map(RequestView::of).collect()),
         Err(kube::Error::Api(status)) if status.code == 404 => Err(CliError::NotInstalled {

@@ -14,6 +14,7 @@ use super::{error::CliError, output::object_json, session::Session};
 pub struct TemplateView {
     pub kind: AccessKind,
     pub name: String,
+    pub namespace: String,
     /// `Deployment/web`, or `podSpec` for a PodAccessTemplate that gives its own pod spec.
     pub target: String,
     /// `spec.accessConfig`: its durations, and who may ask ([`AccessConfig::admits`]).
@@ -36,6 +37,7 @@ impl TemplateView {
         TemplateView {
             kind: T::KIND,
             name: template.name_any(),
+            namespace: template.namespace().unwrap_or_default(),
             target,
             access: template.access_config().clone(),
             ready: status.is_some_and(|s| s.ready),
@@ -75,20 +77,37 @@ async fn get_typed<T: AccessTemplate>(
 
 /// Every template of these kinds in the session's namespace, by name.
 pub async fn list(session: &Session, kinds: &[AccessKind]) -> Result<Vec<TemplateView>, CliError> {
+    list_in(session, kinds, false).await
+}
+
+/// Every template of these kinds in the session's namespace, or in every namespace, by
+/// namespace and name.
+pub async fn list_in(
+    session: &Session,
+    kinds: &[AccessKind],
+    all_namespaces: bool,
+) -> Result<Vec<TemplateView>, CliError> {
     let mut views = Vec::new();
     for &kind in kinds {
         let mut listed = match kind {
-            AccessKind::Exec => list_typed::<ExecAccessTemplate>(session).await?,
-            AccessKind::Pod => list_typed::<PodAccessTemplate>(session).await?,
+            AccessKind::Exec => list_typed::<ExecAccessTemplate>(session, all_namespaces).await?,
+            AccessKind::Pod => list_typed::<PodAccessTemplate>(session, all_namespaces).await?,
         };
         views.append(&mut listed);
     }
-    views.sort_by(|a, b| (&a.name, a.kind).cmp(&(&b.name, b.kind)));
+    views.sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
     Ok(views)
 }
 
-async fn list_typed<T: AccessTemplate>(session: &Session) -> Result<Vec<TemplateView>, CliError> {
-    let api: Api<T> = session.api();
+async fn list_typed<T: AccessTemplate>(
+    session: &Session,
+    all_namespaces: bool,
+) -> Result<Vec<TemplateView>, CliError> {
+    let api: Api<T> = if all_namespaces {
+        Api::all(session.client.clone())
+    } else {
+        session.api()
+    };
     match api.list(&ListParams::default()).await {
         Ok(list) => Ok(list.items.iter().map(TemplateView::of).collect()),
         Err(kube::Error::Api(status)) if status.code == 404 => Err(CliError::NotInstalled {

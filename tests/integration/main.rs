@@ -14,6 +14,7 @@ mod install;
 mod manager;
 mod notifications;
 mod ozctl;
+mod ozctl_approvals;
 mod ozctl_audit;
 mod pod;
 mod security;

@@ -1,0 +1,454 @@
+//! `ozctl approvals`: the requests waiting for a decision that I may make.
+//!
+//! Who I am and my groups come from a SelfSubjectReview (what oz's webhook will stamp on my
+//! decision); who may decide comes from each request's template (`approval.approverGroups`).
+//! The choice is a pure function, [`decidable`], over the requests, the templates and me.
+
+use clap::{Args, ValueEnum};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use oz_api::{ApprovalConfig, RequestPhase, duration::parse_go_duration};
+use serde::Serialize;
+
+use super::{
+    error::CliError,
+    identity::{Me, whoami},
+    output,
+    requests::{self, RequestView},
+    session::Session,
+    table::Table,
+    templates::{self, TemplateView},
+    timefmt,
+};
+
+/// `ozctl approvals`.
+#[derive(Args, Debug)]
+pub struct ApprovalsArgs {
+    /// In every namespace, not only the current one
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Output format
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value = "table",
+        value_name = "FORMAT"
+    )]
+    pub output: ApprovalsFormat,
+}
+
+/// How `approvals` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ApprovalsFormat {
+    Table,
+    Json,
+}
+
+/// Why I may decide a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Standing {
+    /// Someone else's request, and I am in its template's approverGroups.
+    Approver,
+    /// My own request, and the template allows self-approval: my approval counts as one.
+    SelfApproval,
+    /// My own request, and the template allows break-glass: my approval (with a comment) grants
+    /// it alone, and is announced.
+    BreakGlass,
+}
+
+/// A request I may decide, with its template's approval settings.
+#[derive(Clone, Debug)]
+pub struct Decidable<'a> {
+    pub request: &'a RequestView,
+    pub approval: &'a ApprovalConfig,
+    pub standing: Standing,
+}
+
+impl Decidable<'_> {
+    /// Approvals counted of those required, as `1/2`.
+    pub fn progress(&self) -> String {
+        self.request
+            .status
+            .approval_progress
+            .clone()
+            .unwrap_or_else(|| format!("0/{}", self.approval.required))
+    }
+
+    /// When the request stops waiting and ends Expired: creation plus `pendingTimeout`.
+    pub fn pending_until(&self) -> Option<Timestamp> {
+        let created = self.request.created?;
+        let timeout = parse_go_duration(self.approval.pending_timeout()).ok()?;
+        let timeout = SignedDuration::try_from(timeout.to_std().ok()?).ok()?;
+        created.checked_add(timeout).ok()
+    }
+}
+
+/// The requests among `requests` that `me` may decide now: waiting for approval
+/// (`PendingApproval`, not being deleted), through a template of `templates` that has an
+/// approval block naming one of my groups, not yet approved by me, and not my own unless the
+/// template allows self-approval or break-glass.
+pub fn decidable<'a>(
+    requests: &'a [RequestView],
+    templates: &'a [TemplateView],
+    me: &Me,
+) -> Vec<Decidable<'a>> {
+    requests
+        .iter()
+        .filter(|r| r.phase() == Some(RequestPhase::PendingApproval) && !r.deleting)
+        .filter(|r| !r.status.approvals.iter().any(|a| a.approver == me.username))
+        .filter_map(|request| {
+            let template = templates.iter().find(|t| {
+                t.kind == request.kind
+                    && t.namespace == request.namespace
+                    && t.name == request.template
+            })?;
+            let approval = template.access.approval.as_ref()?;
+            approval.approving_group(&me.groups)?;
+            let standing = if !request.is_by(&me.username) {
+                Standing::Approver
+            } else if approval.allow_self_approval {
+                Standing::SelfApproval
+            } else if approval.break_glass {
+                Standing::BreakGlass
+            } else {
+                return None;
+            };
+            Some(Decidable {
+                request,
+                approval,
+                standing,
+            })
+        })
+        .collect()
+}
+
+/// The longest reason a table cell shows; `-o json` has all of it.
+const REASON_CELL: usize = 40;
+
+/// The table: the request first, then who asked, through what, why, how far along, and how long
+/// it has left; NOTE marks my own requests.
+pub fn approvals_table(pending: &[Decidable], now: Timestamp) -> Table {
+    let mut table = Table::new([
+        "NAME",
+        "KIND",
+        "NAMESPACE",
+        "REQUESTER",
+        "TEMPLATE",
+        "REASON",
+        "TICKET",
+        "APPROVALS",
+        "AGE",
+        "TIMEOUT",
+        "NOTE",
+    ]);
+    for d in pending {
+        let r = d.request;
+        table.row([
+            r.name.clone(),
+            r.kind.word().to_string(),
+            r.namespace.clone(),
+            r.requester_name().to_string(),
+            r.template.clone(),
+            shorten(r.reason.as_deref().unwrap_or_default(), REASON_CELL),
+            r.ticket.clone().unwrap_or_default(),
+            d.progress(),
+            r.created
+                .map(|c| timefmt::compact(now.duration_since(c).unsigned_abs()))
+                .unwrap_or_default(),
+            d.pending_until()
+                .map(|until| match timefmt::relative(now, until) {
+                    left if left.starts_with("in ") => left[3..].to_string(),
+                    _ => "due".to_string(),
+                })
+                .unwrap_or_default(),
+            match d.standing {
+                Standing::Approver => "",
+                Standing::SelfApproval => "yours: self-approval allowed",
+                Standing::BreakGlass => "yours: break-glass only",
+            }
+            .to_string(),
+        ]);
+    }
+    table
+}
+
+/// `text` cut to `max` characters, ending in `…` when cut.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// One line of `-o json`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry<'a> {
+    kind: &'static str,
+    namespace: &'a str,
+    name: &'a str,
+    requester: &'a str,
+    template: &'a str,
+    reason: Option<&'a str>,
+    ticket: Option<&'a str>,
+    approvals: String,
+    approver_groups: &'a [String],
+    created: Option<String>,
+    pending_until: Option<String>,
+    standing: Standing,
+}
+
+/// Runs `ozctl approvals`.
+pub async fn run(session: &Session, args: ApprovalsArgs) -> Result<(), CliError> {
+    let me = whoami(session).await?;
+    let kinds = oz_api::AccessKind::ALL;
+    let requests = requests::list_in(session, &kinds, args.all_namespaces).await?;
+    let templates = templates::list_in(session, &kinds, args.all_namespaces).await?;
+    let pending = decidable(&requests, &templates, &me);
+    match args.output {
+        ApprovalsFormat::Json => {
+            let entries: Vec<Entry> = pending
+                .iter()
+                .map(|d| Entry {
+                    kind: d.request.kind.request_kind(),
+                    namespace: &d.request.namespace,
+                    name: &d.request.name,
+                    requester: d.request.requester_name(),
+                    template: &d.request.template,
+                    reason: d.request.reason.as_deref(),
+                    ticket: d.request.ticket.as_deref(),
+                    approvals: d.progress(),
+                    approver_groups: &d.approval.approver_groups,
+                    created: d.request.created.map(|t| t.to_string()),
+                    pending_until: d.pending_until().map(|t| t.to_string()),
+                    standing: d.standing,
+                })
+                .collect();
+            output::print(&output::render(&entries, output::ObjectFormat::Json)?)
+        }
+        ApprovalsFormat::Table if pending.is_empty() => {
+            let place = if args.all_namespaces {
+                "any namespace".to_string()
+            } else {
+                format!("namespace {}", session.namespace)
+            };
+            eprintln!(
+                "No requests in {place} wait for a decision of yours ({}, groups {}).",
+                me.username,
+                me.groups.join(", ")
+            );
+            Ok(())
+        }
+        ApprovalsFormat::Table => {
+            output::print(&approvals_table(&pending, Timestamp::now()).render())?;
+            eprintln!(
+                "Decide with: {} (or deny REQUEST --comment WHY)",
+                session.hint("approve REQUEST [--comment TEXT]")
+            );
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use oz_api::{
+        AccessKind, ApprovalRecord, ExecAccessRequest, ExecAccessTemplate, PodAccessTemplate,
+        RequestStatus, Requester,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    const CREATED: &str = "2026-11-21T12:00:00Z";
+
+    fn template(name: &str, approval: serde_json::Value) -> TemplateView {
+        let mut access = json!({"allowedGroups": ["devs"]});
+        if !approval.is_null() {
+            access["approval"] = approval;
+        }
+        let template: ExecAccessTemplate = serde_json::from_value(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessTemplate",
+            "metadata": {"name": name, "namespace": "team"},
+            "spec": {"accessConfig": access,
+                     "controllerTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+        }))
+        .unwrap();
+        TemplateView::of(&template)
+    }
+
+    fn request(name: &str, by: &str, template: &str, phase: RequestPhase) -> RequestView {
+        let mut request: ExecAccessRequest = serde_json::from_value(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
+            "metadata": {"name": name, "namespace": "team", "creationTimestamp": CREATED},
+            "spec": {"templateName": template, "reason": "incident 42: web is down",
+                     "ticket": "INC-42"},
+        }))
+        .unwrap();
+        request.spec.requester = Some(Requester {
+            username: by.into(),
+            uid: None,
+            groups: vec!["devs".into()],
+        });
+        request.status = Some(RequestStatus {
+            phase: Some(phase),
+            ..Default::default()
+        });
+        RequestView::of(&request)
+    }
+
+    fn me(name: &str, groups: &[&str]) -> Me {
+        Me {
+            username: name.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    fn names(pending: &[Decidable]) -> Vec<(String, Standing)> {
+        pending
+            .iter()
+            .map(|d| (d.request.name.clone(), d.standing))
+            .collect()
+    }
+
+    #[test]
+    fn approvers_see_the_pending_requests_of_their_templates_only() {
+        let templates = [
+            template("needs-leads", json!({"approverGroups": ["leads"]})),
+            template("needs-ops", json!({"approverGroups": ["ops"]})),
+            template("no-approval", json!(null)),
+        ];
+        let requests = [
+            request("a", "alice", "needs-leads", RequestPhase::PendingApproval),
+            request("b", "alice", "needs-ops", RequestPhase::PendingApproval),
+            request("c", "alice", "needs-leads", RequestPhase::Ready),
+            request("d", "alice", "no-approval", RequestPhase::PendingApproval),
+            request("e", "alice", "gone", RequestPhase::PendingApproval),
+        ];
+        let dave = me("dave", &["leads", "system:authenticated"]);
+        assert_eq!(
+            names(&decidable(&requests, &templates, &dave)),
+            [("a".to_string(), Standing::Approver)]
+        );
+        // Not an approver anywhere: nothing.
+        let carol = me("carol", &["devs"]);
+        assert!(decidable(&requests, &templates, &carol).is_empty());
+        // A template of the other kind, or in another namespace, with the same name does not
+        // count.
+        let mut pod = TemplateView::of(&serde_json::from_value::<PodAccessTemplate>(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "PodAccessTemplate",
+            "metadata": {"name": "needs-ops", "namespace": "team"},
+            "spec": {"accessConfig": {"allowedGroups": ["devs"], "approval": {"approverGroups": ["leads"]}},
+                     "podSpec": {"containers": []}},
+        })).unwrap());
+        assert_eq!(pod.kind, AccessKind::Pod);
+        let mut elsewhere = template("needs-ops", json!({"approverGroups": ["leads"]}));
+        elsewhere.namespace = "other".into();
+        assert!(
+            !names(&decidable(&requests, &[pod.clone(), elsewhere], &dave))
+                .iter()
+                .any(|(name, _)| name == "b")
+        );
+        pod.kind = AccessKind::Exec;
+        assert!(
+            names(&decidable(&requests, &[pod], &dave))
+                .iter()
+                .any(|(name, _)| name == "b")
+        );
+    }
+
+    #[test]
+    fn my_own_requests_only_with_self_approval_or_break_glass() {
+        let templates = [
+            template("plain", json!({"approverGroups": ["leads"]})),
+            template(
+                "self",
+                json!({"approverGroups": ["leads"], "allowSelfApproval": true, "breakGlass": true}),
+            ),
+            template(
+                "glass",
+                json!({"approverGroups": ["leads"], "breakGlass": true}),
+            ),
+        ];
+        let requests = [
+            request("p", "dave", "plain", RequestPhase::PendingApproval),
+            request("s", "dave", "self", RequestPhase::PendingApproval),
+            request("g", "dave", "glass", RequestPhase::PendingApproval),
+        ];
+        let dave = me("dave", &["leads"]);
+        assert_eq!(
+            names(&decidable(&requests, &templates, &dave)),
+            [
+                ("s".to_string(), Standing::SelfApproval),
+                ("g".to_string(), Standing::BreakGlass)
+            ]
+        );
+    }
+
+    #[test]
+    fn requests_i_approved_or_that_are_going_away_are_left_out() {
+        let templates = [template(
+            "two",
+            json!({"approverGroups": ["leads"], "required": 2}),
+        )];
+        let mut approved = request("a", "alice", "two", RequestPhase::PendingApproval);
+        approved.status.approvals = vec![ApprovalRecord {
+            approver: "dave".into(),
+            at: Time(CREATED.parse().unwrap()),
+            comment: None,
+            name: "a-dave".into(),
+            break_glass: false,
+        }];
+        approved.status.approval_progress = Some("1/2".into());
+        let mut deleting = request("b", "alice", "two", RequestPhase::PendingApproval);
+        deleting.deleting = true;
+        let requests = [approved, deleting];
+        assert!(decidable(&requests, &templates, &me("dave", &["leads"])).is_empty());
+        let erin = decidable(&requests, &templates, &me("erin", &["leads"]));
+        assert_eq!(names(&erin), [("a".to_string(), Standing::Approver)]);
+        assert_eq!(erin[0].progress(), "1/2");
+    }
+
+    #[test]
+    fn the_table_leads_with_the_name_and_shows_what_is_left() {
+        let templates = [
+            template(
+                "web",
+                json!({"approverGroups": ["leads"], "required": 2, "pendingTimeout": "1h"}),
+            ),
+            template(
+                "glass",
+                json!({"approverGroups": ["leads"], "breakGlass": true}),
+            ),
+        ];
+        let mut long = request("alice-x7k2p", "alice", "web", RequestPhase::PendingApproval);
+        long.reason = Some("x".repeat(60));
+        let requests = [
+            long,
+            request("dave-b2c3d", "dave", "glass", RequestPhase::PendingApproval),
+        ];
+        let pending = decidable(&requests, &templates, &me("dave", &["leads"]));
+        let now: Timestamp = "2026-11-21T12:10:30Z".parse().unwrap();
+        let reason = format!("{}…", "x".repeat(39));
+        assert_eq!(
+            approvals_table(&pending, now).render(),
+            format!(
+                "NAME          KIND   NAMESPACE   REQUESTER   TEMPLATE   REASON                                     TICKET   APPROVALS   AGE       TIMEOUT   NOTE\n\
+                 alice-x7k2p   exec   team        alice       web        {reason}   INC-42   0/2         10m 30s   49m 30s\n\
+                 dave-b2c3d    exec   team        dave        glass      incident 42: web is down                   INC-42   0/1         10m 30s   49m 30s   yours: break-glass only\n"
+            )
+        );
+        let late: Timestamp = "2026-11-21T13:00:01Z".parse().unwrap();
+        assert!(
+            approvals_table(&pending, late)
+                .render()
+                .lines()
+                .nth(1)
+                .unwrap()
+                .ends_with("   due")
+        );
+    }
+}
