@@ -149,6 +149,12 @@ impl Lanes {
         }
     }
 
+    /// How many lanes are running.
+    pub fn running(&self) -> usize {
+        let lanes = self.lanes.lock().expect("not poisoned");
+        lanes.values().filter(|lane| !lane.is_closed()).count()
+    }
+
     /// Queues `delivery` on `sink`'s lane, without waiting.
     pub fn push(&self, sink: &Sink, delivery: Delivery) {
         let key: LaneKey = (sink.url.clone(), sink.format == SinkFormat::Slack);

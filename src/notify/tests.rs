@@ -79,7 +79,8 @@ fn remembered_notices_are_bounded_by_age_and_count() {
     );
 }
 
-mod logs {
+/// Delivery through real lanes to sinks served on 127.0.0.1.
+mod lanes {
     use std::{
         io::Write,
         sync::{Arc, Mutex},
@@ -210,5 +211,43 @@ mod logs {
         ] {
             assert!(!error.to_string().contains("http"), "{error}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_lane_that_stopped_for_idleness_is_started_again_by_its_next_notice() {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let counter = count.clone();
+        let app = Router::new().fallback(post(move || async move {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            StatusCode::OK
+        }));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let metrics = NotifyMetrics::default();
+        let lanes = delivery::Lanes::new(
+            DeliveryConfig {
+                lane_idle: Duration::from_millis(100),
+                ..fast()
+            },
+            metrics.clone(),
+        );
+        let sink = Sink {
+            secret: "payments/sink".into(),
+            url: format!("http://127.0.0.1:{port}/").parse().unwrap(),
+            format: SinkFormat::Slack,
+        };
+        lanes.push(&sink, delivery(NoticeKind::Ready));
+        wait_for("the first delivery", || {
+            metrics.sent_count(NoticeKind::Ready) == 1
+        })
+        .await;
+        wait_for("the lane to stop", || lanes.running() == 0).await;
+        lanes.push(&sink, delivery(NoticeKind::Expired));
+        wait_for("the delivery after the restart", || {
+            metrics.sent_count(NoticeKind::Expired) == 1
+        })
+        .await;
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }
