@@ -60,6 +60,7 @@ impl AccessLookup for Lookup {
                     }),
                     phase: Some(oz_api::RequestPhase::Ready),
                     pod_name: Some("web-0".into()),
+                    approvers: Vec::new(),
                 }]
             } else {
                 Vec::new()

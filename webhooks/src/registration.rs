@@ -42,6 +42,10 @@ use crate::{Error, FIELD_MANAGER, Result};
 pub const MUTATE_REQUESTS_PATH: &str = "/mutate-requests";
 /// Path of the validating webhook for requests.
 pub const VALIDATE_REQUESTS_PATH: &str = "/validate-requests";
+/// Path of the mutating webhook that records who made a decision (an AccessApproval).
+pub const MUTATE_APPROVALS_PATH: &str = "/mutate-approvals";
+/// Path of the validating webhook for AccessApprovals.
+pub const VALIDATE_APPROVALS_PATH: &str = "/validate-approvals";
 /// Path of the exec/attach/port-forward/debug audit webhook.
 pub const AUDIT_PATH: &str = "/audit";
 
@@ -49,6 +53,10 @@ pub const AUDIT_PATH: &str = "/audit";
 pub const REQUESTER_WEBHOOK: &str = "requester.oz.wizardofoz.co";
 /// Name of the request validating webhook inside its configuration.
 pub const REQUESTS_WEBHOOK: &str = "requests.oz.wizardofoz.co";
+/// Name of the mutating webhook that stamps an AccessApproval's approver.
+pub const APPROVER_WEBHOOK: &str = "approver.oz.wizardofoz.co";
+/// Name of the AccessApproval validating webhook.
+pub const APPROVALS_WEBHOOK: &str = "approvals.oz.wizardofoz.co";
 /// The webhook guarding request deletion (who may revoke, and the expired records).
 pub const REQUEST_DELETES_WEBHOOK: &str = "request-deletes.oz.wizardofoz.co";
 /// Name of the audit webhook inside its configuration; the apiserver prefixes the audit
@@ -265,21 +273,35 @@ impl Registration {
 
     /// The mutating configuration, trusting `ca_bundle` (PEM).
     pub fn mutating_configuration(&self, ca_bundle: &str) -> MutatingWebhookConfiguration {
+        // Both stamp who acts (the requester, the approver) and fail closed: an unstamped
+        // object would be refused by validation anyway.
+        let stamping_webhook = |name: &str, path: &str, rule: RuleWithOperations| MutatingWebhook {
+            name: name.into(),
+            client_config: self.endpoint.client_config(path, ca_bundle),
+            rules: Some(vec![rule]),
+            failure_policy: Some("Fail".into()),
+            match_policy: Some("Equivalent".into()),
+            namespace_selector: self.request_namespace_selector.clone(),
+            reinvocation_policy: Some("Never".into()),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
+            ..Default::default()
+        };
         MutatingWebhookConfiguration {
             metadata: metadata(self.requests_name()),
-            webhooks: Some(vec![MutatingWebhook {
-                name: REQUESTER_WEBHOOK.into(),
-                client_config: self.endpoint.client_config(MUTATE_REQUESTS_PATH, ca_bundle),
-                rules: Some(vec![request_rule(&["CREATE"])]),
-                failure_policy: Some("Fail".into()),
-                match_policy: Some("Equivalent".into()),
-                namespace_selector: self.request_namespace_selector.clone(),
-                reinvocation_policy: Some("Never".into()),
-                side_effects: "None".into(),
-                admission_review_versions: vec!["v1".into()],
-                timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
-                ..Default::default()
-            }]),
+            webhooks: Some(vec![
+                stamping_webhook(
+                    REQUESTER_WEBHOOK,
+                    MUTATE_REQUESTS_PATH,
+                    request_rule(&["CREATE"]),
+                ),
+                stamping_webhook(
+                    APPROVER_WEBHOOK,
+                    MUTATE_APPROVALS_PATH,
+                    approval_rule(&["CREATE"]),
+                ),
+            ]),
         }
     }
 
@@ -288,28 +310,46 @@ impl Registration {
         &self,
         ca_bundle: &str,
     ) -> Vec<ValidatingWebhookConfiguration> {
-        let requests_webhook =
-            |name: &str, operations: &[&str], failure_policy: &str| ValidatingWebhook {
-                name: name.into(),
-                client_config: self
-                    .endpoint
-                    .client_config(VALIDATE_REQUESTS_PATH, ca_bundle),
-                rules: Some(vec![request_rule(operations)]),
-                failure_policy: Some(failure_policy.into()),
-                match_policy: Some("Equivalent".into()),
-                namespace_selector: self.request_namespace_selector.clone(),
-                side_effects: "None".into(),
-                admission_review_versions: vec!["v1".into()],
-                timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
-                ..Default::default()
+        let validating_webhook =
+            |name: &str, path: &str, rule: RuleWithOperations, failure_policy: &str| {
+                ValidatingWebhook {
+                    name: name.into(),
+                    client_config: self.endpoint.client_config(path, ca_bundle),
+                    rules: Some(vec![rule]),
+                    failure_policy: Some(failure_policy.into()),
+                    match_policy: Some("Equivalent".into()),
+                    namespace_selector: self.request_namespace_selector.clone(),
+                    side_effects: "None".into(),
+                    admission_review_versions: vec!["v1".into()],
+                    timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
+                    ..Default::default()
+                }
             };
         let mut configurations = vec![ValidatingWebhookConfiguration {
             metadata: metadata(self.requests_name()),
             webhooks: Some(vec![
-                requests_webhook(REQUESTS_WEBHOOK, &["CREATE", "UPDATE"], "Fail"),
+                validating_webhook(
+                    REQUESTS_WEBHOOK,
+                    VALIDATE_REQUESTS_PATH,
+                    request_rule(&["CREATE", "UPDATE"]),
+                    "Fail",
+                ),
                 // Ignore: deleting a request only removes access, so with oz down a delete (a
                 // revocation, or the garbage collector's cascade) must still go through.
-                requests_webhook(REQUEST_DELETES_WEBHOOK, &["DELETE"], "Ignore"),
+                validating_webhook(
+                    REQUEST_DELETES_WEBHOOK,
+                    VALIDATE_REQUESTS_PATH,
+                    request_rule(&["DELETE"]),
+                    "Ignore",
+                ),
+                // Deletes are not seen: deleting a decision withdraws it, which anyone allowed
+                // to delete it may do, and the garbage collector must.
+                validating_webhook(
+                    APPROVALS_WEBHOOK,
+                    VALIDATE_APPROVALS_PATH,
+                    approval_rule(&["CREATE", "UPDATE"]),
+                    "Fail",
+                ),
             ]),
         }];
         if self.audit {
@@ -431,6 +471,13 @@ fn request_rule(operations: &[&str]) -> RuleWithOperations {
             "podaccessrequests".into(),
         ]),
         scope: Some("Namespaced".into()),
+    }
+}
+
+fn approval_rule(operations: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        resources: Some(vec!["accessapprovals".into()]),
+        ..request_rule(operations)
     }
 }
 

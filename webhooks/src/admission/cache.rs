@@ -12,7 +12,10 @@
 //! - a template that is not in the cache is read (it may have been created a moment ago);
 //! - [`find_grant`](super::audit::find_grant) asks the apiserver before concluding that there
 //!   is no grant ([`AccessLookup::uncached`]), so an exec right after its request became Ready
-//!   is still attributed to it.
+//!   is still attributed to it;
+//! - AccessApprovals are not cached at all ([`AccessLookup::decisions`]), and the approval
+//!   handlers read the request decided on through [`AccessLookup::uncached`] too: decisions are
+//!   rare, and one on a request that became Ready a moment ago must be refused.
 //!
 //! What remains: for those milliseconds, a request that has just expired or been deleted can
 //! still be named as the grant, and a template's just-changed accessConfig is not yet seen.
@@ -42,7 +45,9 @@ use oz_api::{
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::{AccessLookup, Answer, KubeLookup, RequestSummary};
+use oz_api::AccessApproval;
+
+use super::{AccessLookup, Answer, KubeLookup, RequestState, RequestSummary};
 
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
@@ -175,6 +180,19 @@ impl Stores {
         }
     }
 
+    fn request(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<RequestState> {
+        match kind {
+            AccessKind::Exec => self
+                .exec_requests
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|r| RequestState::of(&*r)),
+            AccessKind::Pod => self
+                .pod_requests
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|r| RequestState::of(&*r)),
+        }
+    }
+
     fn requests(&self, namespace: &str) -> Vec<RequestSummary> {
         let mut requests = Vec::new();
         self.exec_requests_by_namespace
@@ -289,6 +307,27 @@ impl AccessLookup for CachedLookup {
             }
             None => self.live.requests(namespace),
         }
+    }
+
+    fn request(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<RequestState>> {
+        if let Some(request) = self
+            .stores(namespace)
+            .and_then(|stores| stores.request(kind, namespace, name))
+        {
+            return Box::pin(async move { Ok(Some(request)) });
+        }
+        // Not listed yet, or created a moment ago (an approver may be that quick).
+        self.live.request(kind, namespace, name)
+    }
+
+    /// Always the apiserver's: see [`AccessLookup::decisions`].
+    fn decisions(&self, namespace: &str) -> Answer<'_, Vec<AccessApproval>> {
+        self.live.decisions(namespace)
     }
 
     fn uncached(&self) -> Option<&dyn AccessLookup> {
@@ -642,6 +681,7 @@ mod tests {
             kind: "ExecAccessRequest".into(),
             name: name.into(),
             template: "web".into(),
+            approvers: Vec::new(),
         })
     }
 
@@ -657,6 +697,7 @@ mod tests {
             }),
             phase: Some(phase),
             pod_name: Some("web-0".into()),
+            approvers: Vec::new(),
         }
     }
 

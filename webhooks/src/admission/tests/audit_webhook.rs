@@ -56,6 +56,7 @@ fn grant_request(
         }),
         phase: Some(phase),
         pod_name: Some(pod.into()),
+        approvers: Vec::new(),
     }
 }
 
@@ -125,7 +126,8 @@ async fn an_exec_is_recorded_with_its_grant_and_allowed() {
         Some(Grant {
             kind: "ExecAccessRequest".into(),
             name: "alices".into(),
-            template: "web".into()
+            template: "web".into(),
+            approvers: Vec::new(),
         })
     );
     assert!(record.time.ends_with('Z'), "{}", record.time);
@@ -175,7 +177,8 @@ async fn a_group_grant_lets_other_members_in() {
         Some(Grant {
             kind: "PodAccessRequest".into(),
             name: "carols".into(),
-            template: "shared".into()
+            template: "shared".into(),
+            approvers: Vec::new(),
         }),
         "alice is in devs"
     );
@@ -326,6 +329,7 @@ fn the_event_reads_like_ozs() {
         kind: "ExecAccessRequest".into(),
         name: "alices".into(),
         template: "web".into(),
+        approvers: Vec::new(),
     });
     let related = events::audit_event(action, &record).secondary.unwrap();
     assert_eq!(related.kind.as_deref(), Some("ExecAccessRequest"));
