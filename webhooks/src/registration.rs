@@ -589,6 +589,71 @@ mod tests {
     }
 
     #[test]
+    fn approval_webhooks_fail_closed_and_cover_only_access_approvals() {
+        let registration =
+            Registration::new(WebhookEndpoint::service("oz-system/oz-webhook", 443).unwrap());
+        let mutating = registration.mutating_configuration("PEM").webhooks.unwrap();
+        let approver = mutating
+            .iter()
+            .find(|w| w.name == APPROVER_WEBHOOK)
+            .expect("the approver webhook is registered");
+        let validating = registration.validating_configurations("PEM");
+        let approvals = validating[0]
+            .webhooks
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|w| w.name == APPROVALS_WEBHOOK)
+            .expect("the approvals webhook is registered with the request ones");
+        for (path, failure_policy, rules, expected_path, operations) in [
+            (
+                approver
+                    .client_config
+                    .service
+                    .as_ref()
+                    .unwrap()
+                    .path
+                    .as_deref(),
+                approver.failure_policy.as_deref(),
+                approver.rules.as_ref().unwrap(),
+                MUTATE_APPROVALS_PATH,
+                &["CREATE"][..],
+            ),
+            (
+                approvals
+                    .client_config
+                    .service
+                    .as_ref()
+                    .unwrap()
+                    .path
+                    .as_deref(),
+                approvals.failure_policy.as_deref(),
+                approvals.rules.as_ref().unwrap(),
+                VALIDATE_APPROVALS_PATH,
+                &["CREATE", "UPDATE"][..],
+            ),
+        ] {
+            assert_eq!(path, Some(expected_path));
+            assert_eq!(failure_policy, Some("Fail"));
+            assert_eq!(rules.len(), 1);
+            assert_eq!(
+                rules[0].resources.as_deref(),
+                Some(&["accessapprovals".to_string()][..])
+            );
+            assert_eq!(
+                rules[0].api_groups.as_deref(),
+                Some(&["crds.wizardofoz.co".to_string()][..])
+            );
+            let wanted: Vec<String> = operations.iter().map(|o| o.to_string()).collect();
+            assert_eq!(rules[0].operations.as_ref(), Some(&wanted));
+        }
+        assert_eq!(
+            approver.namespace_selector,
+            registration.request_namespace_selector
+        );
+    }
+
+    #[test]
     fn the_audit_webhook_never_blocks_and_has_no_object_selector() {
         let mut registration =
             Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap());
