@@ -11,7 +11,7 @@
 //!   never the spec (the CRD's CEL rule says the same, defence in depth).
 //!
 //! The request decided on and the decisions already made are read from the apiserver, not
-//! from the handlers' cache ([`AccessLookup::uncached`], [`AccessLookup::decisions`]):
+//! from the handlers' cache ([`AccessLookup::request`], [`AccessLookup::decisions`]):
 //! decisions are rare, and one made a moment after the request became Ready, or a person's
 //! second decision made a moment after their first, must be seen. Two decisions by one person
 //! created at the same instant can still both pass (neither sees the other); that is tolerated
@@ -214,8 +214,7 @@ async fn validate_create(
         .template(target.kind, namespace, &target.template)
         .await
         .map_err(|e| could_not_read(target.kind.template_kind(), &target.template, e))?;
-    let live = lookup.uncached().unwrap_or(lookup);
-    let decisions = live.decisions(namespace).await.map_err(|e| {
+    let decisions = lookup.decisions(namespace).await.map_err(|e| {
         format!("could not read the AccessApprovals in namespace {namespace:?}: {e}")
     })?;
     check_decision(
@@ -237,8 +236,8 @@ async fn decided_request(
 ) -> Result<RequestState, String> {
     let kind = AccessKind::from(approval.spec.request_ref.kind);
     let name = &approval.spec.request_ref.name;
-    let live = lookup.uncached().unwrap_or(lookup);
-    live.request(kind, namespace, name)
+    lookup
+        .request(kind, namespace, name)
         .await
         .map_err(|e| {
             format!(

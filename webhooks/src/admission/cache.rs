@@ -13,9 +13,10 @@
 //! - [`find_grant`](super::audit::find_grant) asks the apiserver before concluding that there
 //!   is no grant ([`AccessLookup::uncached`]), so an exec right after its request became Ready
 //!   is still attributed to it;
-//! - AccessApprovals are not cached at all ([`AccessLookup::decisions`]), and the approval
-//!   handlers read the request decided on through [`AccessLookup::uncached`] too: decisions are
-//!   rare, and one on a request that became Ready a moment ago must be refused.
+//! - AccessApprovals, and the request a decision is made on, are not served from memory at all
+//!   ([`AccessLookup::decisions`], [`AccessLookup::request`]): decisions are rare, a decision on
+//!   a request that became Ready a moment ago must be refused, and a person's second decision
+//!   made a moment after their first must be seen.
 //!
 //! What remains: for those milliseconds, a request that has just expired or been deleted can
 //! still be named as the grant, and a template's just-changed accessConfig is not yet seen.
@@ -180,19 +181,6 @@ impl Stores {
         }
     }
 
-    fn request(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<RequestState> {
-        match kind {
-            AccessKind::Exec => self
-                .exec_requests
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|r| RequestState::of(&*r)),
-            AccessKind::Pod => self
-                .pod_requests
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|r| RequestState::of(&*r)),
-        }
-    }
-
     fn requests(&self, namespace: &str) -> Vec<RequestSummary> {
         let mut requests = Vec::new();
         self.exec_requests_by_namespace
@@ -309,19 +297,14 @@ impl AccessLookup for CachedLookup {
         }
     }
 
+    /// Always the apiserver's: the approval handlers need the request as it is now (see the
+    /// module documentation), and nothing else reads a single request.
     fn request(
         &self,
         kind: AccessKind,
         namespace: &str,
         name: &str,
     ) -> Answer<'_, Option<RequestState>> {
-        if let Some(request) = self
-            .stores(namespace)
-            .and_then(|stores| stores.request(kind, namespace, name))
-        {
-            return Box::pin(async move { Ok(Some(request)) });
-        }
-        // Not listed yet, or created a moment ago (an approver may be that quick).
         self.live.request(kind, namespace, name)
     }
 
