@@ -463,6 +463,7 @@ impl AccessLookup for StaticLookup {
             requester: Some(cluster::alice()),
             phase: Some(RequestPhase::Ready),
             pod_name: Some(self.pod.clone()),
+            approvers: Vec::new(),
         };
         Box::pin(async move { Ok(vec![summary]) })
     }

@@ -1,9 +1,9 @@
 //! The admission handlers (`oz_webhooks::admission::router`, in process) on arbitrary bodies.
 //!
-//! The first byte picks the path (mutate, validate, audit, healthz, or one that does not
-//! exist); the second picks the mode and the user: the rest of the input as the raw body, or as
-//! the `spec` (when it is JSON) or the `templateName|duration` (with the user stamped as the
-//! requester) of an otherwise valid review, so the fuzzer reaches the decisions and not only the
+//! The first byte picks the path (mutate, validate, audit, healthz, one that does not exist,
+//! or the approval webhooks); the second picks the mode and the user: the rest of the input as
+//! the raw body, or as the `spec` (when it is JSON) or the `templateName|duration` (with the
+//! user stamped as the requester) of an otherwise valid review, so the fuzzer reaches the decisions and not only the
 //! parser. Seeds: `fuzz/seeds/admission/`.
 //!
 //! Properties: nothing panics; every answer is 200, 400 (with an AdmissionReview saying why),
@@ -60,6 +60,7 @@ impl AccessLookup for Lookup {
                     }),
                     phase: Some(oz_api::RequestPhase::Ready),
                     pod_name: Some("web-0".into()),
+                    approvers: Vec::new(),
                 }]
             } else {
                 Vec::new()
@@ -94,6 +95,10 @@ const PATHS: &[&str] = &[
     "/audit",
     "/healthz",
     "/nope",
+    // Last, so the seeds (first bytes 0 to 2) keep the paths they were written for. This lookup reads no requests
+    // by name, so these refuse every decision; what they show is that no body makes them panic.
+    "/mutate-approvals",
+    "/validate-approvals",
 ];
 
 /// Who sends the review: a member of devs, a non-member, an admin, and nobody.

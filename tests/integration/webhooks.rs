@@ -344,8 +344,9 @@ async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
     let bundles = fixture.ca_bundles().await;
     assert_eq!(
         bundles.len(),
-        4,
-        "mutating, validating (CREATE/UPDATE and DELETE) and audit webhooks"
+        6,
+        "mutating (requests, approvals), validating (request CREATE/UPDATE and DELETE, \
+         approvals) and audit webhooks"
     );
     assert!(bundles.iter().all(|b| *b == ca_bundle), "{bundles:?}");
 

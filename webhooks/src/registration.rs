@@ -42,6 +42,10 @@ use crate::{Error, FIELD_MANAGER, Result};
 pub const MUTATE_REQUESTS_PATH: &str = "/mutate-requests";
 /// Path of the validating webhook for requests.
 pub const VALIDATE_REQUESTS_PATH: &str = "/validate-requests";
+/// Path of the mutating webhook that records who made a decision (an AccessApproval).
+pub const MUTATE_APPROVALS_PATH: &str = "/mutate-approvals";
+/// Path of the validating webhook for AccessApprovals.
+pub const VALIDATE_APPROVALS_PATH: &str = "/validate-approvals";
 /// Path of the exec/attach/port-forward/debug audit webhook.
 pub const AUDIT_PATH: &str = "/audit";
 
@@ -49,6 +53,10 @@ pub const AUDIT_PATH: &str = "/audit";
 pub const REQUESTER_WEBHOOK: &str = "requester.oz.wizardofoz.co";
 /// Name of the request validating webhook inside its configuration.
 pub const REQUESTS_WEBHOOK: &str = "requests.oz.wizardofoz.co";
+/// Name of the mutating webhook that stamps an AccessApproval's approver.
+pub const APPROVER_WEBHOOK: &str = "approver.oz.wizardofoz.co";
+/// Name of the AccessApproval validating webhook.
+pub const APPROVALS_WEBHOOK: &str = "approvals.oz.wizardofoz.co";
 /// The webhook guarding request deletion (who may revoke, and the expired records).
 pub const REQUEST_DELETES_WEBHOOK: &str = "request-deletes.oz.wizardofoz.co";
 /// Name of the audit webhook inside its configuration; the apiserver prefixes the audit
@@ -265,21 +273,35 @@ impl Registration {
 
     /// The mutating configuration, trusting `ca_bundle` (PEM).
     pub fn mutating_configuration(&self, ca_bundle: &str) -> MutatingWebhookConfiguration {
+        // Both stamp who acts (the requester, the approver) and fail closed: an unstamped
+        // object would be refused by validation anyway.
+        let stamping_webhook = |name: &str, path: &str, rule: RuleWithOperations| MutatingWebhook {
+            name: name.into(),
+            client_config: self.endpoint.client_config(path, ca_bundle),
+            rules: Some(vec![rule]),
+            failure_policy: Some("Fail".into()),
+            match_policy: Some("Equivalent".into()),
+            namespace_selector: self.request_namespace_selector.clone(),
+            reinvocation_policy: Some("Never".into()),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
+            ..Default::default()
+        };
         MutatingWebhookConfiguration {
             metadata: metadata(self.requests_name()),
-            webhooks: Some(vec![MutatingWebhook {
-                name: REQUESTER_WEBHOOK.into(),
-                client_config: self.endpoint.client_config(MUTATE_REQUESTS_PATH, ca_bundle),
-                rules: Some(vec![request_rule(&["CREATE"])]),
-                failure_policy: Some("Fail".into()),
-                match_policy: Some("Equivalent".into()),
-                namespace_selector: self.request_namespace_selector.clone(),
-                reinvocation_policy: Some("Never".into()),
-                side_effects: "None".into(),
-                admission_review_versions: vec!["v1".into()],
-                timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
-                ..Default::default()
-            }]),
+            webhooks: Some(vec![
+                stamping_webhook(
+                    REQUESTER_WEBHOOK,
+                    MUTATE_REQUESTS_PATH,
+                    request_rule(&["CREATE"]),
+                ),
+                stamping_webhook(
+                    APPROVER_WEBHOOK,
+                    MUTATE_APPROVALS_PATH,
+                    approval_rule(&["CREATE"]),
+                ),
+            ]),
         }
     }
 
@@ -288,28 +310,46 @@ impl Registration {
         &self,
         ca_bundle: &str,
     ) -> Vec<ValidatingWebhookConfiguration> {
-        let requests_webhook =
-            |name: &str, operations: &[&str], failure_policy: &str| ValidatingWebhook {
-                name: name.into(),
-                client_config: self
-                    .endpoint
-                    .client_config(VALIDATE_REQUESTS_PATH, ca_bundle),
-                rules: Some(vec![request_rule(operations)]),
-                failure_policy: Some(failure_policy.into()),
-                match_policy: Some("Equivalent".into()),
-                namespace_selector: self.request_namespace_selector.clone(),
-                side_effects: "None".into(),
-                admission_review_versions: vec!["v1".into()],
-                timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
-                ..Default::default()
+        let validating_webhook =
+            |name: &str, path: &str, rule: RuleWithOperations, failure_policy: &str| {
+                ValidatingWebhook {
+                    name: name.into(),
+                    client_config: self.endpoint.client_config(path, ca_bundle),
+                    rules: Some(vec![rule]),
+                    failure_policy: Some(failure_policy.into()),
+                    match_policy: Some("Equivalent".into()),
+                    namespace_selector: self.request_namespace_selector.clone(),
+                    side_effects: "None".into(),
+                    admission_review_versions: vec!["v1".into()],
+                    timeout_seconds: Some(REQUEST_TIMEOUT_SECONDS),
+                    ..Default::default()
+                }
             };
         let mut configurations = vec![ValidatingWebhookConfiguration {
             metadata: metadata(self.requests_name()),
             webhooks: Some(vec![
-                requests_webhook(REQUESTS_WEBHOOK, &["CREATE", "UPDATE"], "Fail"),
+                validating_webhook(
+                    REQUESTS_WEBHOOK,
+                    VALIDATE_REQUESTS_PATH,
+                    request_rule(&["CREATE", "UPDATE"]),
+                    "Fail",
+                ),
                 // Ignore: deleting a request only removes access, so with oz down a delete (a
                 // revocation, or the garbage collector's cascade) must still go through.
-                requests_webhook(REQUEST_DELETES_WEBHOOK, &["DELETE"], "Ignore"),
+                validating_webhook(
+                    REQUEST_DELETES_WEBHOOK,
+                    VALIDATE_REQUESTS_PATH,
+                    request_rule(&["DELETE"]),
+                    "Ignore",
+                ),
+                // Deletes are not seen: deleting a decision withdraws it, which anyone allowed
+                // to delete it may do, and the garbage collector must.
+                validating_webhook(
+                    APPROVALS_WEBHOOK,
+                    VALIDATE_APPROVALS_PATH,
+                    approval_rule(&["CREATE", "UPDATE"]),
+                    "Fail",
+                ),
             ]),
         }];
         if self.audit {
@@ -434,6 +474,13 @@ fn request_rule(operations: &[&str]) -> RuleWithOperations {
     }
 }
 
+fn approval_rule(operations: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        resources: Some(vec!["accessapprovals".into()]),
+        ..request_rule(operations)
+    }
+}
+
 fn pod_rule(operation: &str, resources: &[&str]) -> RuleWithOperations {
     RuleWithOperations {
         operations: Some(vec![operation.into()]),
@@ -538,6 +585,71 @@ mod tests {
         assert_eq!(
             requests.rules.as_ref().unwrap()[0].operations.as_deref(),
             Some(&["CREATE".to_string(), "UPDATE".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn approval_webhooks_fail_closed_and_cover_only_access_approvals() {
+        let registration =
+            Registration::new(WebhookEndpoint::service("oz-system/oz-webhook", 443).unwrap());
+        let mutating = registration.mutating_configuration("PEM").webhooks.unwrap();
+        let approver = mutating
+            .iter()
+            .find(|w| w.name == APPROVER_WEBHOOK)
+            .expect("the approver webhook is registered");
+        let validating = registration.validating_configurations("PEM");
+        let approvals = validating[0]
+            .webhooks
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|w| w.name == APPROVALS_WEBHOOK)
+            .expect("the approvals webhook is registered with the request ones");
+        for (path, failure_policy, rules, expected_path, operations) in [
+            (
+                approver
+                    .client_config
+                    .service
+                    .as_ref()
+                    .unwrap()
+                    .path
+                    .as_deref(),
+                approver.failure_policy.as_deref(),
+                approver.rules.as_ref().unwrap(),
+                MUTATE_APPROVALS_PATH,
+                &["CREATE"][..],
+            ),
+            (
+                approvals
+                    .client_config
+                    .service
+                    .as_ref()
+                    .unwrap()
+                    .path
+                    .as_deref(),
+                approvals.failure_policy.as_deref(),
+                approvals.rules.as_ref().unwrap(),
+                VALIDATE_APPROVALS_PATH,
+                &["CREATE", "UPDATE"][..],
+            ),
+        ] {
+            assert_eq!(path, Some(expected_path));
+            assert_eq!(failure_policy, Some("Fail"));
+            assert_eq!(rules.len(), 1);
+            assert_eq!(
+                rules[0].resources.as_deref(),
+                Some(&["accessapprovals".to_string()][..])
+            );
+            assert_eq!(
+                rules[0].api_groups.as_deref(),
+                Some(&["crds.wizardofoz.co".to_string()][..])
+            );
+            let wanted: Vec<String> = operations.iter().map(|o| o.to_string()).collect();
+            assert_eq!(rules[0].operations.as_ref(), Some(&wanted));
+        }
+        assert_eq!(
+            approver.namespace_selector,
+            registration.request_namespace_selector
         );
     }
 

@@ -12,7 +12,11 @@
 //! - a template that is not in the cache is read (it may have been created a moment ago);
 //! - [`find_grant`](super::audit::find_grant) asks the apiserver before concluding that there
 //!   is no grant ([`AccessLookup::uncached`]), so an exec right after its request became Ready
-//!   is still attributed to it.
+//!   is still attributed to it;
+//! - AccessApprovals, and the request a decision is made on, are not served from memory at all
+//!   ([`AccessLookup::decisions`], [`AccessLookup::request`]): decisions are rare, a decision on
+//!   a request that became Ready a moment ago must be refused, and a person's second decision
+//!   made a moment after their first must be seen.
 //!
 //! What remains: for those milliseconds, a request that has just expired or been deleted can
 //! still be named as the grant, and a template's just-changed accessConfig is not yet seen.
@@ -42,7 +46,9 @@ use oz_api::{
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::{AccessLookup, Answer, KubeLookup, RequestSummary};
+use oz_api::AccessApproval;
+
+use super::{AccessLookup, Answer, KubeLookup, RequestState, RequestSummary};
 
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
@@ -289,6 +295,22 @@ impl AccessLookup for CachedLookup {
             }
             None => self.live.requests(namespace),
         }
+    }
+
+    /// Always the apiserver's: the approval handlers need the request as it is now (see the
+    /// module documentation), and nothing else reads a single request.
+    fn request(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<RequestState>> {
+        self.live.request(kind, namespace, name)
+    }
+
+    /// Always the apiserver's: see [`AccessLookup::decisions`].
+    fn decisions(&self, namespace: &str) -> Answer<'_, Vec<AccessApproval>> {
+        self.live.decisions(namespace)
     }
 
     fn uncached(&self) -> Option<&dyn AccessLookup> {
@@ -642,6 +664,7 @@ mod tests {
             kind: "ExecAccessRequest".into(),
             name: name.into(),
             template: "web".into(),
+            approvers: Vec::new(),
         })
     }
 
@@ -657,6 +680,7 @@ mod tests {
             }),
             phase: Some(phase),
             pod_name: Some("web-0".into()),
+            approvers: Vec::new(),
         }
     }
 

@@ -10,9 +10,9 @@ use std::{
     },
 };
 
-use oz_api::{AccessConfig, AccessKind};
+use oz_api::{AccessApproval, AccessConfig, AccessKind};
 
-use super::{AccessLookup, Answer, LookupError, RequestSummary};
+use super::{AccessLookup, Answer, LookupError, RequestState, RequestSummary};
 
 /// The one namespace the fake holds anything in.
 pub(crate) const NS: &str = "team-a";
@@ -23,6 +23,10 @@ pub(crate) struct FakeLookup {
     pub(crate) templates: BTreeMap<(AccessKind, String), AccessConfig>,
     /// Behind a lock, so a test can change what is stored while the lookup is shared.
     pub(crate) requests: Mutex<Vec<RequestSummary>>,
+    /// The requests the approval handlers read by name.
+    pub(crate) request_states: Mutex<Vec<RequestState>>,
+    /// The AccessApprovals stored.
+    pub(crate) decisions: Mutex<Vec<AccessApproval>>,
     /// Every read fails, as when the apiserver is away.
     pub(crate) broken: bool,
     pub(crate) request_reads: AtomicUsize,
@@ -42,6 +46,16 @@ impl FakeLookup {
 
     pub(crate) fn with_request(mut self, request: RequestSummary) -> Self {
         self.requests.get_mut().unwrap().push(request);
+        self
+    }
+
+    pub(crate) fn with_request_state(mut self, request: RequestState) -> Self {
+        self.request_states.get_mut().unwrap().push(request);
+        self
+    }
+
+    pub(crate) fn with_decision(mut self, decision: AccessApproval) -> Self {
+        self.decisions.get_mut().unwrap().push(decision);
         self
     }
 
@@ -82,6 +96,33 @@ impl AccessLookup for FakeLookup {
         self.request_reads.fetch_add(1, Ordering::SeqCst);
         let found = if namespace == NS {
             self.requests.lock().unwrap().clone()
+        } else {
+            Vec::new()
+        };
+        self.answer(found)
+    }
+
+    fn request(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<RequestState>> {
+        let found = (namespace == NS)
+            .then(|| {
+                let states = self.request_states.lock().unwrap();
+                states
+                    .iter()
+                    .find(|r| r.kind == kind && r.name == name)
+                    .cloned()
+            })
+            .flatten();
+        self.answer(found)
+    }
+
+    fn decisions(&self, namespace: &str) -> Answer<'_, Vec<AccessApproval>> {
+        let found = if namespace == NS {
+            self.decisions.lock().unwrap().clone()
         } else {
             Vec::new()
         };

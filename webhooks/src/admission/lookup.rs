@@ -3,10 +3,11 @@
 //! them from memory with [`CachedLookup`](super::CachedLookup).
 
 use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use oz_api::{
-    AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
-    PodAccessRequest, PodAccessTemplate, RequestPhase, Requester,
+    AccessApproval, AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest,
+    ExecAccessTemplate, PodAccessRequest, PodAccessTemplate, RequestPhase, Requester,
 };
 
 /// A request of either kind in the compact form [`AccessLookup::requests`] answers with: what
@@ -26,6 +27,27 @@ pub struct RequestSummary {
     pub phase: Option<RequestPhase>,
     /// `status.podName`.
     pub pod_name: Option<String>,
+    /// The user names in `status.approvals`: who approved the grant, for the audit record.
+    pub approvers: Vec<String>,
+}
+
+/// One request as the approval handlers read it: what a decision on it is checked against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestState {
+    /// Its kind.
+    pub kind: AccessKind,
+    /// Its name.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `spec.templateName`.
+    pub template: String,
+    /// `spec.requester`.
+    pub requester: Option<Requester>,
+    /// `status.phase`.
+    pub phase: Option<RequestPhase>,
+    /// `status.approvedAt`.
+    pub approved_at: Option<Time>,
 }
 
 /// A read from the cluster failed.
@@ -56,6 +78,27 @@ pub trait AccessLookup: Send + Sync + 'static {
     /// Every ExecAccessRequest and PodAccessRequest in `namespace`.
     fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>>;
 
+    /// `kind`'s request `name` in `namespace`, or `None` if there is no such request. The
+    /// default answers that this lookup reads no single requests (a lookup that only serves
+    /// the audit), so the approval handlers refuse rather than guess.
+    fn request(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<RequestState>> {
+        let _ = (kind, namespace, name);
+        Box::pin(async { Err(LookupError(NO_APPROVAL_READS.into())) })
+    }
+
+    /// Every AccessApproval in `namespace`, as the apiserver has them now: "one decision per
+    /// person" must see a decision made a moment ago, so no implementation answers this from
+    /// a cache. The default: as for [`AccessLookup::request`].
+    fn decisions(&self, namespace: &str) -> Answer<'_, Vec<AccessApproval>> {
+        let _ = namespace;
+        Box::pin(async { Err(LookupError(NO_APPROVAL_READS.into())) })
+    }
+
     /// For a lookup that answers from a cache, which can lag the apiserver: a lookup that reads
     /// the apiserver itself. [`find_grant`](super::audit::find_grant) asks it before concluding
     /// that a user has no grant, so a request that became Ready a moment ago still counts.
@@ -65,7 +108,10 @@ pub trait AccessLookup: Send + Sync + 'static {
     }
 }
 
-/// [`AccessLookup`] through the apiserver. Needs get/list on the four oz kinds.
+const NO_APPROVAL_READS: &str = "this lookup reads no requests or approvals by name";
+
+/// [`AccessLookup`] through the apiserver. Needs get/list on the four oz kinds and list on
+/// AccessApprovals.
 #[derive(Clone)]
 pub struct KubeLookup {
     client: Client,
@@ -108,6 +154,32 @@ impl AccessLookup for KubeLookup {
             Ok(requests)
         })
     }
+
+    fn request(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<RequestState>> {
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        Box::pin(async move {
+            match kind {
+                AccessKind::Exec => {
+                    self.request_state::<ExecAccessRequest>(&namespace, &name)
+                        .await
+                }
+                AccessKind::Pod => {
+                    self.request_state::<PodAccessRequest>(&namespace, &name)
+                        .await
+                }
+            }
+        })
+    }
+
+    fn decisions(&self, namespace: &str) -> Answer<'_, Vec<AccessApproval>> {
+        let api = Api::<AccessApproval>::namespaced(self.client.clone(), namespace);
+        Box::pin(async move { Ok(api.list(&ListParams::default()).await?.items) })
+    }
 }
 
 impl KubeLookup {
@@ -121,6 +193,18 @@ impl KubeLookup {
             .get_opt(name)
             .await?;
         Ok(template.map(|t| t.access_config().clone()))
+    }
+
+    /// Request `name` of kind `R`, if it exists.
+    async fn request_state<R: AccessRequest>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<RequestState>, LookupError> {
+        let request = Api::<R>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await?;
+        Ok(request.as_ref().map(RequestState::of))
     }
 
     /// Every request of kind `R` in `namespace`, reduced.
@@ -146,6 +230,25 @@ impl RequestSummary {
             requester: request.requester().cloned(),
             phase: status.and_then(|s| s.phase),
             pod_name: status.and_then(|s| s.pod_name.clone()),
+            approvers: status
+                .map(|s| s.approvals.iter().map(|a| a.approver.clone()).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl RequestState {
+    /// `request`, as the approval handlers read it.
+    pub fn of<R: AccessRequest>(request: &R) -> Self {
+        let status = request.request_status();
+        Self {
+            kind: R::KIND,
+            name: request.name_any(),
+            uid: request.uid(),
+            template: request.template_name().to_string(),
+            requester: request.requester().cloned(),
+            phase: status.and_then(|s| s.phase),
+            approved_at: status.and_then(|s| s.approved_at.clone()),
         }
     }
 }

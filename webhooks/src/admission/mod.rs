@@ -8,9 +8,12 @@
 //! |---|---|---|
 //! | [`MUTATE_REQUESTS_PATH`] | [`REQUESTER_WEBHOOK`](crate::registration::REQUESTER_WEBHOOK) | [`requests::mutate`] |
 //! | [`VALIDATE_REQUESTS_PATH`] | [`REQUESTS_WEBHOOK`](crate::registration::REQUESTS_WEBHOOK), [`REQUEST_DELETES_WEBHOOK`](crate::registration::REQUEST_DELETES_WEBHOOK) | [`requests::validate`] |
+//! | [`MUTATE_APPROVALS_PATH`] | [`APPROVER_WEBHOOK`](crate::registration::APPROVER_WEBHOOK) | [`approvals::mutate`] |
+//! | [`VALIDATE_APPROVALS_PATH`] | [`APPROVALS_WEBHOOK`](crate::registration::APPROVALS_WEBHOOK) | [`approvals::validate`] |
 //! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](crate::registration::AUDIT_WEBHOOK), [`AUDIT_ENFORCED_WEBHOOK`](crate::registration::AUDIT_ENFORCED_WEBHOOK) | [`audit::audit`] |
 //!
 //! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
+//! - [`approvals`]: stamp who decided on an AccessApproval's create, then validate the decision.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
@@ -21,6 +24,7 @@
 //! panic. With a client CA, a caller that is not the kube-apiserver gets HTTP 401 or 403 before
 //! any handler runs ([`guarded_router`], [`crate::callers`]).
 
+pub mod approvals;
 pub mod audit;
 pub mod cache;
 pub mod events;
@@ -48,11 +52,14 @@ use tracing::warn;
 pub use audit::{AuditLog, AuditRecord, EnforceSettings, Grant};
 pub use cache::CachedLookup;
 pub use events::AuditEvents;
-pub use lookup::{AccessLookup, Answer, KubeLookup, LookupError, RequestSummary};
+pub use lookup::{AccessLookup, Answer, KubeLookup, LookupError, RequestState, RequestSummary};
 
 use crate::{
     callers::{self, CallerPolicy},
-    registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
+    registration::{
+        AUDIT_PATH, MUTATE_APPROVALS_PATH, MUTATE_REQUESTS_PATH, VALIDATE_APPROVALS_PATH,
+        VALIDATE_REQUESTS_PATH,
+    },
 };
 
 /// The largest AdmissionReview accepted. The apiserver caps objects at about 1.5 MiB, and a
@@ -76,7 +83,8 @@ pub struct AdmissionState {
     pub deletes: requests::DeletePolicy,
 }
 
-/// The routes: [`MUTATE_REQUESTS_PATH`], [`VALIDATE_REQUESTS_PATH`], [`AUDIT_PATH`] and
+/// The routes: [`MUTATE_REQUESTS_PATH`], [`VALIDATE_REQUESTS_PATH`], [`MUTATE_APPROVALS_PATH`],
+/// [`VALIDATE_APPROVALS_PATH`], [`AUDIT_PATH`] and
 /// [`HEALTHZ_PATH`], answering anyone ([`CallerPolicy::anyone`]).
 pub fn router(state: Arc<AdmissionState>) -> Router {
     guarded_router(state, CallerPolicy::anyone())
@@ -88,6 +96,8 @@ pub fn guarded_router(state: Arc<AdmissionState>, callers: CallerPolicy) -> Rout
     Router::new()
         .route(MUTATE_REQUESTS_PATH, post(requests::mutate))
         .route(VALIDATE_REQUESTS_PATH, post(requests::validate))
+        .route(MUTATE_APPROVALS_PATH, post(approvals::mutate))
+        .route(VALIDATE_APPROVALS_PATH, post(approvals::validate))
         .route(AUDIT_PATH, post(audit::audit))
         // Before the body is read: a refused caller's review is never parsed.
         .route_layer(middleware::from_fn_with_state(

@@ -4,7 +4,8 @@
 //!   userInfo, replacing whatever the user wrote.
 //! - Validating ([`validation`]): a CREATE must name an existing template of the same family
 //!   in the same namespace, come from a member of one of its allowedGroups, carry the requester
-//!   the mutating webhook stamped, and have a valid duration (a too-long one is clamped later,
+//!   the mutating webhook stamped, give `spec.reason` if the template's approval requires one,
+//!   and have a valid duration (a too-long one is clamped later,
 //!   as in Oz). An UPDATE may change metadata and status, never the spec.
 //!
 //! The CRD schema also makes the spec immutable; this is the same rule again, defence in depth
@@ -206,6 +207,19 @@ pub fn check_create<R: AccessRequest>(
             user = requester.username,
             allowed = template.allowed_groups,
             groups = requester.groups,
+        ));
+    }
+    if template
+        .approval
+        .as_ref()
+        .is_some_and(|approval| approval.reason_required)
+        && created
+            .reason()
+            .is_none_or(|reason| reason.trim().is_empty())
+    {
+        return Err(format!(
+            "spec.reason: {template_kind} {template_name:?} requires a reason on each request: \
+             say why you need access (ozctl create --reason TEXT)"
         ));
     }
     match decide_access_duration(

@@ -114,6 +114,7 @@ fn grant_of(request: &RequestSummary) -> Grant {
         kind: request.kind.request_kind().into(),
         name: request.name.clone(),
         template: request.template.clone(),
+        approvers: request.approvers.clone(),
     }
 }
 
@@ -152,6 +153,7 @@ mod tests {
             }),
             phase: Some(phase),
             pod_name: Some("web-0".into()),
+            approvers: Vec::new(),
         }
     }
 
@@ -247,6 +249,7 @@ mod tests {
             kind: "ExecAccessRequest".into(),
             name: "alices".into(),
             template: "web".into(),
+            approvers: Vec::new(),
         };
         assert_eq!(
             denial(&enforce, &record(Some(granted), None, &["devs"])),

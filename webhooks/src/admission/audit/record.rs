@@ -73,6 +73,10 @@ pub struct Grant {
     pub name: String,
     /// The template it was granted through.
     pub template: String,
+    /// Who approved the grant (the request's `status.approvals`), oldest first; empty when its
+    /// template requires no approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
 }
 
 /// One audit record, written as one JSON object.
@@ -254,6 +258,9 @@ pub fn audit_annotations(record: &AuditRecord) -> BTreeMap<String, String> {
         Some(grant) => {
             annotations.insert("grant".into(), format!("{}/{}", grant.kind, grant.name));
             annotations.insert("template".into(), grant.template.clone());
+            if !grant.approvers.is_empty() {
+                annotations.insert("approvers".into(), grant.approvers.join(","));
+            }
         }
         None => {
             annotations.insert("grant".into(), "none".into());

@@ -56,6 +56,7 @@ fn grant_request(
         }),
         phase: Some(phase),
         pod_name: Some(pod.into()),
+        approvers: Vec::new(),
     }
 }
 
@@ -125,7 +126,8 @@ async fn an_exec_is_recorded_with_its_grant_and_allowed() {
         Some(Grant {
             kind: "ExecAccessRequest".into(),
             name: "alices".into(),
-            template: "web".into()
+            template: "web".into(),
+            approvers: Vec::new(),
         })
     );
     assert!(record.time.ends_with('Z'), "{}", record.time);
@@ -175,7 +177,8 @@ async fn a_group_grant_lets_other_members_in() {
         Some(Grant {
             kind: "PodAccessRequest".into(),
             name: "carols".into(),
-            template: "shared".into()
+            template: "shared".into(),
+            approvers: Vec::new(),
         }),
         "alice is in devs"
     );
@@ -326,6 +329,7 @@ fn the_event_reads_like_ozs() {
         kind: "ExecAccessRequest".into(),
         name: "alices".into(),
         template: "web".into(),
+        approvers: Vec::new(),
     });
     let related = events::audit_event(action, &record).secondary.unwrap();
     assert_eq!(related.kind.as_deref(), Some("ExecAccessRequest"));
@@ -335,4 +339,35 @@ fn the_event_reads_like_ozs() {
         related.api_version.as_deref(),
         Some("crds.wizardofoz.co/v1alpha1")
     );
+}
+
+#[tokio::test]
+async fn the_record_names_the_approvers_of_the_grant() {
+    // The summary the lookups make of a request approved by bob, then dave.
+    let request: oz_api::ExecAccessRequest = serde_json::from_value(json!({
+        "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
+        "metadata": {"name": "alices", "namespace": NS},
+        "spec": {"templateName": "web", "requester": {"username": "alice", "groups": ["devs"]}},
+        "status": {
+            "phase": "Ready", "podName": "web-0", "approvedAt": "2026-11-21T00:01:00Z",
+            "approvals": [
+                {"approver": "bob", "at": "2026-11-21T00:00:00Z", "name": "alices-bob"},
+                {"approver": "dave", "at": "2026-11-21T00:01:00Z", "name": "alices-dave", "comment": "ok"},
+            ],
+        },
+    }))
+    .unwrap();
+    let lookup = standard_lookup().with_request(RequestSummary::of(&request));
+    let h = harness(lookup, EnforceSettings::default()).await;
+    let response = h.review(AUDIT_PATH, alice_exec()).await;
+    assert_eq!(
+        response["auditAnnotations"],
+        json!({"grant": "ExecAccessRequest/alices", "template": "web", "approvers": "bob,dave"})
+    );
+    let records = h.audit_records();
+    let grant = records[0].grant.as_ref().unwrap();
+    assert_eq!(grant.approvers, ["bob", "dave"]);
+    let line = std::fs::read_to_string(h.audit_file.path()).unwrap();
+    let raw: Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(raw["grant"]["approvers"], json!(["bob", "dave"]));
 }

@@ -21,6 +21,7 @@ use crate::{
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
 };
 
+mod approval_webhooks;
 mod audit_webhook;
 mod callers;
 mod request_webhooks;
