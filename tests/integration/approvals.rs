@@ -467,3 +467,32 @@ async fn a_break_glass_self_approval_grants_at_once_and_is_announced() {
     .await;
     assert_eq!(count, 1.0);
 }
+
+#[tokio::test]
+async fn deleting_the_approval_of_a_granted_request_ends_it_denied_and_revoked() {
+    let f = Fixture::new("approvals-withdrawn", "{approverGroups: [leads]}").await;
+    let request = f.request("withdrawn").await;
+    f.decide("bob-ok", &request, "bob", "Approve", "").await;
+    f.wait_for("withdrawn", RequestPhase::Ready).await;
+    assert!(!f.grants_of(&request).is_empty());
+    Api::<AccessApproval>::namespaced(f.admin.clone(), &f.ns)
+        .delete("bob-ok", &Default::default())
+        .await
+        .unwrap();
+    let denied = f.wait_for("withdrawn", RequestPhase::Denied).await;
+    let approved = condition(&denied, condition_type::APPROVED);
+    assert_eq!(
+        (approved.status.as_str(), approved.reason.as_str()),
+        ("False", "Denied")
+    );
+    assert_eq!(
+        approved.message,
+        "approval withdrawn: 0 of 1 approvals remain; the grant is revoked"
+    );
+    // Revoked before the status said Denied.
+    let roles: Api<Role> = Api::namespaced(f.admin.clone(), &f.ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(f.admin.clone(), &f.ns);
+    let managed = ListParams::default().labels("app.kubernetes.io/managed-by=oz");
+    assert!(roles.list(&managed).await.unwrap().items.is_empty());
+    assert!(bindings.list(&managed).await.unwrap().items.is_empty());
+}
