@@ -52,6 +52,8 @@ pub struct Metrics {
     pub revocation_lag: Family<KindLabels, Histogram>,
     /// Grants whose revocation is armed on a timer of its own, by request kind.
     pub expiry_timers: Family<KindLabels, Gauge>,
+    /// Requests granted on a break-glass self-approval, by request kind.
+    pub break_glass: Family<KindLabels, Counter>,
     /// 1 while oz lacks the permissions it needs in a watched namespace.
     pub namespace_access_denied: Family<NamespaceLabels, Gauge>,
     /// 1 while this replica leads (runs the controllers), with `--leader-elect`.
@@ -106,6 +108,12 @@ impl Default for Metrics {
             "Seconds from a grant's expiresAt until its access was revoked",
             revocation_lag.clone(),
         );
+        let break_glass = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "break_glass",
+            "Requests granted on a break-glass self-approval",
+            break_glass.clone(),
+        );
         let namespace_access_denied = Family::<NamespaceLabels, Gauge>::default();
         registry.register(
             "namespace_access_denied",
@@ -128,6 +136,7 @@ impl Default for Metrics {
             expiry_timers,
             time_to_ready,
             revocation_lag,
+            break_glass,
             namespace_access_denied,
         }
     }
@@ -183,6 +192,11 @@ impl Metrics {
         self.revocation_lag
             .get_or_create(&kind_labels(kind))
             .observe(seconds);
+    }
+
+    /// Counts a request of `kind` granted on a break-glass self-approval.
+    pub fn count_break_glass(&self, kind: &str) {
+        self.break_glass.get_or_create(&kind_labels(kind)).inc();
     }
 
     /// The gauge of the expiry timers armed for `kind`.

@@ -17,6 +17,10 @@ use crate::{
     },
 };
 
+mod tally;
+
+pub use tally::{Outcome, TalliedRequest, Tally, tally};
+
 /// The longest `spec.reason` of a request, and `spec.comment` of an approval.
 pub const MAX_REASON_LENGTH: u32 = 1024;
 /// The longest `spec.ticket` of a request.

@@ -20,7 +20,9 @@ use kube::{
         watcher,
     },
 };
-use oz_api::{AccessRequest, AccessTemplate, ControllerKind, RequestPhase};
+use oz_api::{
+    AccessApproval, AccessRequest, AccessTemplate, ApprovedKind, ControllerKind, RequestPhase,
+};
 
 use super::{
     request::{self, RequestReconciler},
@@ -138,7 +140,17 @@ pub async fn request_controller<B: AccessBuilder>(
     let concurrency = ctx.settings.max_concurrent_reconciles;
     let kind = <B::Request as Resource>::kind(&()).to_string();
     let counting = count_active_grants(ctx.clone(), store.clone(), kind.clone());
-    let reconciler = Arc::new(RequestReconciler::new(ctx, builder));
+    // The decisions on requests, cached for the reconcile's tally; a change to one (deleted
+    // too: that withdraws it) wakes the request it names.
+    let (approvals, approvals_writer) = reflector::store();
+    let decisions = watcher::watcher(
+        scope.api::<AccessApproval>(&client),
+        watcher::Config::default(),
+    )
+    .modify(|approval| oz_api::strip_unread_metadata(approval.meta_mut()))
+    .reflect(approvals_writer)
+    .touched_objects();
+    let reconciler = Arc::new(RequestReconciler::new(ctx, builder, approvals));
     let (forgetting, cached) = (reconciler.clone(), store.clone());
     let requests = watcher::watcher(scope.api::<B::Request>(&client), watcher::Config::default())
         .modify(|request| oz_api::strip_unread_metadata(request.meta_mut()))
@@ -158,7 +170,8 @@ pub async fn request_controller<B: AccessBuilder>(
             scope.api::<<B::Request as AccessRequest>::Template>(&client),
             watcher::Config::default(),
             requests_naming(&store),
-        );
+        )
+        .watches_stream(decisions, request_decided::<B::Request>);
     if B::OWNS_PODS {
         controller = controller.owns(scope.api::<Pod>(&client), owned);
     }
@@ -194,6 +207,13 @@ fn requests_naming<R: AccessRequest>(
             .map(|r| ObjectRef::from_obj(&**r))
             .collect()
     }
+}
+
+/// Maps a changed decision to the request of kind `R` it names, if any.
+fn request_decided<R: AccessRequest>(approval: AccessApproval) -> Option<ObjectRef<R>> {
+    let decided = &approval.spec.request_ref;
+    (decided.kind == ApprovedKind::from(R::KIND))
+        .then(|| ObjectRef::new(&decided.name).within(&approval.namespace().unwrap_or_default()))
 }
 
 /// Keeps `oz_active_grants` counting the Ready requests in the cache. The gauge is shared by

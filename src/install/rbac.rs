@@ -213,6 +213,13 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
             "controllers: the same for the owner references of the Roles, RoleBindings and Pods a request owns",
         );
         rules.add(
+            CRD_GROUP,
+            &["accessapprovals"],
+            &["get", "list", "watch"],
+            "controllers: the request controller tallies a request's decisions from a watch cache of AccessApprovals, \
+             and a change to one (its deletion too: that withdraws it) wakes the request it names; oz never writes them",
+        );
+        rules.add(
             "apps",
             &["deployments", "statefulsets", "daemonsets"],
             &["get", "list", "watch"],
@@ -293,6 +300,12 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
             &AccessKind::ALL.map(AccessKind::request_plural),
             &["list", "watch"],
             "webhooks: the audit webhook tells whether an exec or attach is covered by an active grant, from a watch cache of requests (a LIST when it finds none)",
+        );
+        rules.add(
+            CRD_GROUP,
+            &["accessapprovals"],
+            &["get", "list", "watch"],
+            "webhooks: the approval webhooks refuse a second decision by the same approver on a request, from a watch cache of AccessApprovals",
         );
         rules.add(
             "",

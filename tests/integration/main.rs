@@ -3,6 +3,7 @@
 //! its own.
 
 mod approval_webhooks;
+mod approvals;
 mod audit_trail;
 mod callers;
 mod crds;

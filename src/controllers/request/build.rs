@@ -8,16 +8,19 @@ use kube::{ResourceExt, runtime::controller::Action};
 use oz_api::{
     AccessConfig, AccessRequest, AccessTemplate, RequestPhase, Requester,
     access_command::render_access_command, condition_reason as reason, condition_type as kind,
-    conditions::Observation,
+    conditions::Observation, duration::parse_positive_duration,
+    notifications::DEFAULT_EXPIRING_SOON_BEFORE,
 };
 
 use super::{
+    notices::expiring_soon_message,
     reconciling::{Reconciling, Step},
     status::{Pass, Wake},
 };
 use crate::{
     Result,
     builders::{AccessBuilder, BuildError, Built, rbac::subjects_for},
+    notify::NoticeKind,
     time,
 };
 
@@ -101,7 +104,28 @@ pub async fn is_access_ready<B: AccessBuilder>(
     let (observation, phase) = readiness(built.ready, &built.pod.name_any());
     pass.observe(observation);
     pass.status.phase = Some(phase);
+    let wake = match expiring_soon_at(config, expires_at) {
+        Some(soon) if phase == RequestPhase::Ready && pass.now >= soon => {
+            let message = expiring_soon_message(&pass.status);
+            pass.announce(NoticeKind::ExpiringSoon, message);
+            wake
+        }
+        // Woken then to say so.
+        Some(soon) if pass.now < soon => Wake::At(soon),
+        _ => wake,
+    };
     r.finish(&mut pass, wake).await
+}
+
+/// When a grant ending at `expires_at` is announced as expiring soon: `expiringSoonBefore`
+/// (default 5m) earlier.
+pub fn expiring_soon_at(config: &AccessConfig, expires_at: Timestamp) -> Option<Timestamp> {
+    let before = config
+        .notifications
+        .as_ref()
+        .map_or(DEFAULT_EXPIRING_SOON_BEFORE, |n| n.expiring_soon_before());
+    let before = parse_positive_duration(before).ok()?;
+    Some(time::add(expires_at, -before))
 }
 
 /// The readiness condition and phase of a grant whose resources exist: Ready once its pod is,
@@ -152,6 +176,27 @@ mod tests {
         assert_eq!(
             waiting.message,
             "resources not yet available: waiting for pod \"web-0\" to become ready"
+        );
+    }
+
+    #[test]
+    fn a_grant_is_announced_as_expiring_soon_five_minutes_before_unless_the_template_says() {
+        let mut config: AccessConfig = serde_json::from_value(serde_json::json!({
+            "allowedGroups": ["devs"], "defaultDuration": "1h", "maxDuration": "2h"
+        }))
+        .unwrap();
+        let expires_at: Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
+        assert_eq!(
+            expiring_soon_at(&config, expires_at),
+            Some("2026-01-01T00:55:00Z".parse().unwrap())
+        );
+        config.notifications = Some(oz_api::NotificationConfig {
+            secret_refs: Vec::new(),
+            expiring_soon_before: Some("30s".into()),
+        });
+        assert_eq!(
+            expiring_soon_at(&config, expires_at),
+            Some("2026-01-01T00:59:30Z".parse().unwrap())
         );
     }
 

@@ -1,5 +1,6 @@
 //! Step: verify the duration. The access window is decided from the request and the template,
-//! and `expiresAt` is fixed from the creation time: once made, a grant never gets longer, by an
+//! and `expiresAt` is fixed from the creation time (or, for a template that requires approval,
+//! from `approvedAt`, the creation of the approval that completed it): once made, a grant never gets longer, by an
 //! edited template or an edited status alike.
 
 use std::ops::ControlFlow;
@@ -19,11 +20,13 @@ use super::{
 use crate::{builders::AccessBuilder, time};
 
 /// The grant's `expiresAt`, recorded in the status; or the end of the grant if the durations
-/// are not valid.
+/// are not valid. The window starts at `approved_at` when the template requires approval (the
+/// tally's, never the status's), else at creation.
 pub async fn verify_duration<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
     pass: &mut Pass,
     config: &AccessConfig,
+    approved_at: Option<Timestamp>,
 ) -> Step<Timestamp> {
     let decision = match decide_access_duration(
         r.request.duration(),
@@ -47,8 +50,9 @@ pub async fn verify_duration<B: AccessBuilder>(
         decision.message,
     ));
     let created = r.request.meta().creation_timestamp.as_ref().map(|t| t.0);
+    let start = approved_at.or(created);
     let recorded = pass.status.expires_at.as_ref().map(|t| t.0);
-    let expires_at = fix_expires_at(created, pass.now, decision.duration, recorded);
+    let expires_at = fix_expires_at(start, pass.now, decision.duration, recorded);
     pass.status.expires_at = Some(Time(expires_at));
     Ok(ControlFlow::Continue(expires_at))
 }

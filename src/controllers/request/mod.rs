@@ -5,11 +5,17 @@
 //!    is granted nothing more;
 //! 2. [`template::verify_template`]: its template exists, and owns it;
 //! 3. [`requester::verify_requester`]: its requester is in allowedGroups;
-//! 4. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed;
-//! 5. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
+//! 4. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
+//!    add up (else it waits, or ends Denied or Expired);
+//! 5. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
+//!    creation or from approval;
+//! 6. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
 //!    it is;
-//! 6. [`build::verify_access_resources`]: the builder makes the grant;
-//! 7. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//! 7. [`build::verify_access_resources`]: the builder makes the grant;
+//! 8. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//!
+//! News of each change (pending approval, approved, denied, ready, expiring soon, expired,
+//! break-glass) goes to the notifier once the status says it ([`notices`]).
 //!
 //! Every step records its conditions on one [`status::Pass`], written once. It differs from Oz
 //! where Oz is wrong:
@@ -26,17 +32,22 @@
 
 use std::{ops::ControlFlow, sync::Arc};
 
-use kube::{Resource, runtime::controller::Action};
-use oz_api::AccessTemplate;
+use kube::{
+    Resource,
+    runtime::{controller::Action, reflector::Store},
+};
+use oz_api::{AccessApproval, AccessTemplate};
 
 use crate::{
     Context, Result,
     builders::{AccessBuilder, grant_identity},
 };
 
+mod approval;
 mod build;
 mod duration;
 mod expire;
+mod notices;
 mod reconciling;
 mod requester;
 mod status;
@@ -48,21 +59,23 @@ pub use requester::REQUESTER_ALLOWED;
 use status::Pass;
 use timers::ExpiryTimers;
 
-/// The context of one request controller: the shared context, its kind's builder, and the
-/// timers that revoke its grants at expiry.
+/// The context of one request controller: the shared context, its kind's builder, the
+/// timers that revoke its grants at expiry, and the cache of the decisions on its requests.
 pub struct RequestReconciler<B: AccessBuilder> {
     pub ctx: Context,
     pub builder: B,
     pub timers: ExpiryTimers<B>,
+    pub approvals: Store<AccessApproval>,
 }
 
 impl<B: AccessBuilder> RequestReconciler<B> {
-    pub fn new(ctx: Context, builder: B) -> Self {
+    pub fn new(ctx: Context, builder: B, approvals: Store<AccessApproval>) -> Self {
         let timers = ExpiryTimers::new(ctx.clone(), builder);
         Self {
             ctx,
             builder,
             timers,
+            approvals,
         }
     }
 }
@@ -114,6 +127,7 @@ async fn reconcile_steps<B: AccessBuilder>(
         builder: this.builder,
         request: &**request,
         grant: grant_identity(&**request)?,
+        approvals: &this.approvals,
     };
     let mut pass = Pass::new(&**request);
 
@@ -121,7 +135,13 @@ async fn reconcile_steps<B: AccessBuilder>(
     let template = step!(template::verify_template(&r, &mut pass));
     let config = template.access_config();
     let requester = step!(requester::verify_requester(&r, &mut pass, config));
-    let expires_at = step!(duration::verify_duration(&r, &mut pass, config));
+    let approved_at = step!(approval::verify_approval(&r, &mut pass, config, requester));
+    let expires_at = step!(duration::verify_duration(
+        &r,
+        &mut pass,
+        config,
+        approved_at
+    ));
     step!(expire::is_access_expired(&r, &mut pass, expires_at));
     // Before anything is built, so that nothing this pass creates can outlive it.
     this.timers.arm(&r.grant, expires_at);

@@ -3,8 +3,8 @@
 
 use std::ops::ControlFlow;
 
-use kube::runtime::controller::Action;
-use oz_api::{RequestPhase, conditions::Observation};
+use kube::runtime::{controller::Action, reflector::Store};
+use oz_api::{AccessApproval, RequestPhase, conditions::Observation};
 
 use super::status::{Pass, Wake};
 use crate::{
@@ -26,6 +26,8 @@ pub struct Reconciling<'a, B: AccessBuilder> {
     pub request: &'a B::Request,
     /// The name, labels and owner of its grant's objects.
     pub grant: GrantIdentity,
+    /// The AccessApprovals in the controller's scope, as the watch cache has them.
+    pub approvals: &'a Store<AccessApproval>,
 }
 
 impl<B: AccessBuilder> Reconciling<'_, B> {

@@ -12,11 +12,13 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessRequest, RequestPhase, RequestStatus, condition_type as kind,
+    AccessRequest, AccessTemplate, NotificationConfig, RequestPhase, RequestStatus,
+    condition_type as kind,
     conditions::{self, Observation},
 };
 
-use crate::{Context, Result, apply::apply_status, time};
+use super::notices::{notice, notices_for};
+use crate::{Context, Result, apply::apply_status, notify::NoticeKind, time};
 
 /// When a request is looked at again, if no watch wakes it first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +51,11 @@ pub struct Pass {
     /// The status as the steps so far have decided it.
     pub status: RequestStatus,
     notes: Vec<Note>,
+    /// The template's notification config, once the template step has read it (`None`: not
+    /// read yet, and read by [`Pass::finish`] if there is news to send).
+    sinks: Option<Option<NotificationConfig>>,
+    /// Notices to send whether or not the status changes (ExpiringSoon).
+    announced: Vec<(NoticeKind, String)>,
 }
 
 impl Pass {
@@ -60,7 +67,24 @@ impl Pass {
             status: previous.clone(),
             previous,
             notes: Vec::new(),
+            sinks: None,
+            announced: Vec::new(),
         }
+    }
+
+    /// Records the template's notification config, for the notices this pass sends.
+    pub fn notify_through(&mut self, sinks: Option<&NotificationConfig>) {
+        self.sinks = Some(sinks.cloned());
+    }
+
+    /// Sends a notice with the status, whether or not it changes (the notifier drops a repeat).
+    pub fn announce(&mut self, kind: NoticeKind, message: String) {
+        self.announced.push((kind, message));
+    }
+
+    /// The status as it was before this pass.
+    pub fn previous(&self) -> &RequestStatus {
+        &self.previous
     }
 
     /// Records a condition.
@@ -87,7 +111,9 @@ impl Pass {
         wake: Wake,
     ) -> Result<Action> {
         self.status.ready = conditions::all_true(&self.status.conditions);
+        let mut notices = std::mem::take(&mut self.announced);
         if self.status == self.previous {
+            self.send(ctx, request, notices).await;
             return Ok(wake.action());
         }
         let api: Api<R> =
@@ -99,6 +125,7 @@ impl Pass {
             }
             other => other?,
         };
+        clear_dropped_fields(&api, &request.name_any(), &self.previous, &self.status).await?;
 
         if became(&self.previous, &self.status, RequestPhase::Ready)
             && let Some(created) = &request.meta().creation_timestamp
@@ -119,7 +146,85 @@ impl Pass {
                 tracing::warn!(error = %e, "could not publish an event");
             }
         }
+        let changes = notices_for(&self.previous, &self.status);
+        if changes.iter().any(|(k, _)| *k == NoticeKind::BreakGlass) {
+            ctx.metrics.count_break_glass(&R::kind(&()));
+        }
+        notices.splice(0..0, changes);
+        self.send(ctx, request, notices).await;
         Ok(wake.action())
+    }
+
+    /// Sends `notices` about `request`, reading its template's notification config first if
+    /// no step has (the expiry timer's path).
+    async fn send<R: AccessRequest>(
+        &mut self,
+        ctx: &Context,
+        request: &R,
+        notices: Vec<(NoticeKind, String)>,
+    ) {
+        if notices.is_empty() {
+            return;
+        }
+        let sinks = match self.sinks.take() {
+            Some(sinks) => sinks,
+            None => template_sinks(ctx, request).await,
+        };
+        for (kind, message) in notices {
+            let notice = notice(kind, request, &self.status, sinks.clone(), message);
+            ctx.notifier.send(notice);
+        }
+        self.sinks = Some(sinks);
+    }
+}
+
+/// Removes the status fields `status` no longer has but `previous` had. Server-side apply only
+/// removes the fields oz itself set before: a field someone else wrote (an `approvedAt` or
+/// `approvals` edited by hand) would otherwise stay, and the status would not say what oz
+/// decided.
+async fn clear_dropped_fields<R: AccessRequest>(
+    api: &Api<R>,
+    name: &str,
+    previous: &RequestStatus,
+    status: &RequestStatus,
+) -> Result<()> {
+    let (Ok(serde_json::Value::Object(before)), Ok(serde_json::Value::Object(after))) =
+        (serde_json::to_value(previous), serde_json::to_value(status))
+    else {
+        return Ok(());
+    };
+    let dropped: serde_json::Map<String, serde_json::Value> = before
+        .keys()
+        .filter(|key| !after.contains_key(*key))
+        .map(|key| (key.clone(), serde_json::Value::Null))
+        .collect();
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    let patch = serde_json::json!({ "status": dropped });
+    api.patch_status(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The notification config of `request`'s template; none if it cannot be read (the
+/// namespace's sink still hears of it).
+async fn template_sinks<R: AccessRequest>(
+    ctx: &Context,
+    request: &R,
+) -> Option<NotificationConfig> {
+    let api: Api<R::Template> =
+        Api::namespaced(ctx.client.clone(), &request.namespace().unwrap_or_default());
+    match api.get_opt(request.template_name()).await {
+        Ok(template) => template?.access_config().notifications.clone(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read a template's notification config");
+            None
+        }
     }
 }
 

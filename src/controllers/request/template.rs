@@ -9,7 +9,8 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use oz_api::{
-    AccessRequest, condition_reason as reason, condition_type as kind, conditions::Observation,
+    AccessRequest, AccessTemplate, condition_reason as reason, condition_type as kind,
+    conditions::Observation,
 };
 use serde_json::json;
 
@@ -48,6 +49,7 @@ pub async fn verify_template<B: AccessBuilder>(
         "Found Target Template",
     ));
     own_by_template(r, &template).await?;
+    pass.notify_through(template.access_config().notifications.as_ref());
     Ok(ControlFlow::Continue(template))
 }
 
