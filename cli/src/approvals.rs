@@ -103,12 +103,15 @@ pub fn decidable<'a>(
                     && t.name == request.template
             })?;
             let approval = template.access.approval.as_ref()?;
-            approval.approving_group(&me.groups)?;
-            let standing = if !request.is_by(&me.username) {
+            let approver = approval.approving_group(&me.groups).is_some();
+            // Break-glass is for a requester with no approver around: they need not be one.
+            let standing = if !request.is_by(&me.username) && approver {
                 Standing::Approver
-            } else if approval.allow_self_approval {
+            } else if !request.is_by(&me.username) {
+                return None;
+            } else if approval.allow_self_approval && approver {
                 Standing::SelfApproval
-            } else if approval.break_glass {
+            } else if approval.break_glass && !approval.allow_self_approval {
                 Standing::BreakGlass
             } else {
                 return None;
@@ -385,6 +388,12 @@ mod tests {
                 ("s".to_string(), Standing::SelfApproval),
                 ("g".to_string(), Standing::BreakGlass)
             ]
+        );
+        // A requester who is no approver may still break glass, and only that.
+        let dave = me("dave", &["devs"]);
+        assert_eq!(
+            names(&decidable(&requests, &templates, &dave)),
+            [("g".to_string(), Standing::BreakGlass)]
         );
     }
 

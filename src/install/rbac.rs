@@ -6,6 +6,7 @@ use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 use oz_api::AccessKind;
+use oz_api::notifications::NAMESPACE_SINK_SECRET;
 
 use super::{
     AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, InstallOptions, Manifest,
@@ -218,6 +219,15 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
             &["get", "list", "watch"],
             "controllers: the request controller tallies a request's decisions from a watch cache of AccessApprovals, \
              and a change to one (its deletion too: that withdraws it) wakes the request it names; oz never writes them",
+        );
+        rules.add_named(
+            "",
+            &["secrets"],
+            &[NAMESPACE_SINK_SECRET],
+            &["get"],
+            "notifications: the namespace's sink (docs/approvals.md), read by name only: a template's own secretRefs \
+             are readable only where the Secret's owner grants oz get on that one name, so oz can never read, nor grant, \
+             any other Secret here",
         );
         rules.add(
             "apps",

@@ -162,7 +162,10 @@ fn considered<'a>(approval: &'a AccessApproval, request: TalliedRequest<'_>) -> 
     })
 }
 
-/// Whether a considered decision counts, marking a valid break-glass Approve as such.
+/// Whether a considered decision counts, marking a valid break-glass Approve as such. A
+/// break-glass Approve is the requester's own, made when no approver is around: it counts
+/// whether or not the requester is an approver (the requester step has already checked that
+/// they may ask at all).
 fn is_valid(config: &ApprovalConfig, request: TalliedRequest<'_>, v: &mut Valid<'_>) -> bool {
     let spec = &v.approval.spec;
     let groups = spec
@@ -170,11 +173,12 @@ fn is_valid(config: &ApprovalConfig, request: TalliedRequest<'_>, v: &mut Valid<
         .as_ref()
         .map(|a| a.groups.as_slice())
         .unwrap_or_default();
-    if config.approving_group(groups).is_none() {
-        return false;
+    let approver = config.approving_group(groups).is_some();
+    if v.approver != request.requester {
+        return approver;
     }
-    if v.approver != request.requester || config.allow_self_approval {
-        return true;
+    if config.allow_self_approval {
+        return approver;
     }
     let has_comment = spec
         .comment
@@ -396,6 +400,16 @@ mod tests {
             }
         );
         assert!(t.records[1].break_glass && !t.records[0].break_glass);
+        // The requester need not be an approver: break-glass is for when none is around.
+        let mut outsider = glass.clone();
+        outsider.spec.approver.as_mut().unwrap().groups = vec!["devs".into()];
+        assert_eq!(
+            outcome(&config, &[outsider]),
+            Outcome::Approved {
+                at: at(4),
+                break_glass: true
+            }
+        );
         // Without a comment, or once the template no longer allows it: ignored.
         let mut silent = glass.clone();
         silent.spec.comment = Some("  ".into());
