@@ -28,6 +28,7 @@ use serde_json::json;
 
 use crate::{
     grants::free_port,
+    notifications::{TestSink, events, of_request, sink_secret},
     support::{Operator, create_manifest, env, eventually, http_get, install_crds, metric_value},
 };
 
@@ -495,4 +496,53 @@ async fn deleting_the_approval_of_a_granted_request_ends_it_denied_and_revoked()
     let managed = ListParams::default().labels("app.kubernetes.io/managed-by=oz");
     assert!(roles.list(&managed).await.unwrap().items.is_empty());
     assert!(bindings.list(&managed).await.unwrap().items.is_empty());
+}
+
+/// The controller's news of a request reaches the namespace's sink through a real oz-manager:
+/// pendingapproval, approved and ready, once each and in that order, although the sink
+/// refused (503) every POST until the request was already Ready: an outage delays the news,
+/// never the grant.
+#[tokio::test]
+async fn news_of_a_request_reaches_the_namespace_sink_in_order_after_an_outage() {
+    let sink = TestSink::start().await;
+    sink.state
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let f = Fixture::new("approvals-news", "{approverGroups: [leads]}").await;
+    sink_secret(&f.admin, &f.ns, "oz-notifications", &sink.url, None, true).await;
+
+    let request = f.request("news").await;
+    f.wait_for("news", RequestPhase::PendingApproval).await;
+    eventually(
+        SETTLE,
+        "the sink to refuse the pendingapproval notice twice",
+        || async {
+            (sink
+                .state
+                .attempts
+                .load(std::sync::atomic::Ordering::SeqCst)
+                >= 2)
+                .then_some(())
+        },
+    )
+    .await;
+    f.decide("bob-ok", &request, "bob", "Approve", "").await;
+    f.wait_for("news", RequestPhase::Ready).await;
+    assert!(sink.accepted().is_empty(), "the sink was down all along");
+
+    sink.state
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let received = sink.wait_for(3, "the three notices after the outage").await;
+    let subject = format!("{}/news", f.ns);
+    assert_eq!(
+        of_request(&events(&received), &subject)[..3],
+        ["pendingapproval", "approved", "ready"],
+        "{received:?}"
+    );
+    let ready = &received[2].body;
+    assert_eq!(ready["id"], format!("{}.ready", request.uid().unwrap()));
+    assert_eq!(ready["data"]["requester"], "alice");
+    assert_eq!(ready["data"]["reason"], "deploy is stuck");
+    assert_eq!(ready["data"]["approvers"], json!(["bob"]));
 }

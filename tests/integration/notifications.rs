@@ -35,31 +35,31 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// What a test sink was sent, in the order it answered.
 #[derive(Clone, Debug)]
-struct Received {
+pub(crate) struct Received {
     content_type: String,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 #[derive(Default)]
-struct SinkState {
+pub(crate) struct SinkState {
     /// Every POST, whatever the answer.
-    attempts: AtomicUsize,
+    pub(crate) attempts: AtomicUsize,
     /// The POSTs answered 200.
     accepted: Mutex<Vec<Received>>,
     /// While set, every POST is answered 503.
-    down: AtomicBool,
+    pub(crate) down: AtomicBool,
     /// While set, no POST is ever answered.
     hangs: AtomicBool,
 }
 
 /// An HTTP sink on 127.0.0.1, with switches the test flips.
-struct TestSink {
-    url: String,
-    state: Arc<SinkState>,
+pub(crate) struct TestSink {
+    pub(crate) url: String,
+    pub(crate) state: Arc<SinkState>,
 }
 
 impl TestSink {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let state = Arc::new(SinkState::default());
         let app = Router::new().fallback(receive).with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -68,12 +68,12 @@ impl TestSink {
         Self { url, state }
     }
 
-    fn accepted(&self) -> Vec<Received> {
+    pub(crate) fn accepted(&self) -> Vec<Received> {
         self.state.accepted.lock().unwrap().clone()
     }
 
     /// Waits until the sink has accepted `count` notices, and returns them.
-    async fn wait_for(&self, count: usize, what: &str) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, count: usize, what: &str) -> Vec<Received> {
         eventually(WAIT, what, || async {
             let got = self.accepted();
             (got.len() >= count).then_some(got)
@@ -109,7 +109,7 @@ async fn receive(
 }
 
 /// A Secret naming `url` as a sink, with the sink label unless `labelled` is false.
-async fn sink_secret(
+pub(crate) async fn sink_secret(
     client: &Client,
     ns: &str,
     name: &str,
@@ -186,7 +186,7 @@ fn notice(ns: &str, request: &str, kind: NoticeKind, template_sinks: &[&str]) ->
 }
 
 /// (subject, type suffix) of each CloudEvent received.
-fn events(received: &[Received]) -> Vec<(String, String)> {
+pub(crate) fn events(received: &[Received]) -> Vec<(String, String)> {
     received
         .iter()
         .map(|r| {
@@ -200,7 +200,7 @@ fn events(received: &[Received]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn of_request(events: &[(String, String)], subject: &str) -> Vec<String> {
+pub(crate) fn of_request(events: &[(String, String)], subject: &str) -> Vec<String> {
     events
         .iter()
         .filter(|(s, _)| s == subject)
