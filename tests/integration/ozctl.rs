@@ -27,7 +27,7 @@ use oz_testenv::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, grant, install_crds, rule, subject,
+    Operator, can_exec, create_manifest, env, eventually, install_crds, let_everyone_request,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -53,25 +53,7 @@ impl Fixture {
             .unwrap();
         create_manifest(&admin, &ns, EXEC_TEMPLATE).await.unwrap();
         // What hack/demo/workload.yaml grants every signed-in user.
-        grant(
-            &admin,
-            &ns,
-            "oz-requesters",
-            vec![
-                rule(
-                    &[oz_api::GROUP],
-                    &["execaccessrequests", "podaccessrequests"],
-                    &["create", "get", "list", "watch", "delete"],
-                ),
-                rule(
-                    &[oz_api::GROUP],
-                    &["execaccesstemplates", "podaccesstemplates"],
-                    &["get", "list", "watch"],
-                ),
-            ],
-            vec![subject("Group", "system:authenticated")],
-        )
-        .await;
+        let_everyone_request(&admin, &ns).await;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -18,7 +18,7 @@ use crate::{
     ozctl::ozctl_bin,
     support::{
         Operator, create_manifest, delete_webhook_configurations, env, eventually, grant,
-        install_crds, rule, subject, wait_until_admitting,
+        install_crds, let_everyone_request, rule, subject, wait_until_admitting,
     },
 };
 
@@ -67,25 +67,7 @@ impl Fixture {
         // through web-approved may be refused for want of a reason).
         create_manifest(&admin, &ns, PLAIN_TEMPLATE).await.unwrap();
         // hack/demo/workload.yaml: every signed-in user may ask.
-        grant(
-            &admin,
-            &ns,
-            "oz-requesters",
-            vec![
-                rule(
-                    &[oz_api::GROUP],
-                    &["execaccessrequests", "podaccessrequests"],
-                    &["create", "get", "list", "watch", "delete"],
-                ),
-                rule(
-                    &[oz_api::GROUP],
-                    &["execaccesstemplates", "podaccesstemplates"],
-                    &["get", "list", "watch"],
-                ),
-            ],
-            vec![subject("Group", "system:authenticated")],
-        )
-        .await;
+        let_everyone_request(&admin, &ns).await;
         // hack/demo/approvers.yaml, for group qa: decide, and read what is decided on. Carol
         // gets it too, to show that RBAC lets her create a decision and oz still refuses it.
         grant(

@@ -585,3 +585,27 @@ pub fn delete_webhook_configurations(name: &str) {
         &format!("validatingwebhookconfiguration/{name}-audit"),
     ]);
 }
+
+/// What hack/demo/workload.yaml grants every signed-in user in `ns`: ask for access, and read
+/// the templates to ask through.
+pub async fn let_everyone_request(admin: &Client, ns: &str) {
+    grant(
+        admin,
+        ns,
+        "oz-requesters",
+        vec![
+            rule(
+                &[oz_api::GROUP],
+                &["execaccessrequests", "podaccessrequests"],
+                &["create", "get", "list", "watch", "delete"],
+            ),
+            rule(
+                &[oz_api::GROUP],
+                &["execaccesstemplates", "podaccesstemplates"],
+                &["get", "list", "watch"],
+            ),
+        ],
+        vec![subject("Group", "system:authenticated")],
+    )
+    .await;
+}
