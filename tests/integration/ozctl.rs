@@ -221,7 +221,8 @@ fn build_ozctl() -> PathBuf {
         .expect("cargo built ozctl but did not say where")
 }
 
-async fn ozctl_with(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
+/// Runs ozctl in namespace `ns` with `kubeconfig` in KUBECONFIG.
+pub(crate) async fn ozctl_with(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
     tokio::process::Command::new(ozctl_bin())
         .args(["--namespace", ns])
         .args(args)
@@ -232,17 +233,17 @@ async fn ozctl_with(kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Asserts the command succeeded, showing everything it said if not.
 #[track_caller]
-fn assert_ok(output: &Output, what: &str) {
+pub(crate) fn assert_ok(output: &Output, what: &str) {
     assert!(
         output.status.success(),
         "{what}: {}\nstdout:\n{}\nstderr:\n{}",

@@ -15,7 +15,7 @@ use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 use serde_json::Value;
 
 use crate::{
-    ozctl::ozctl_bin,
+    ozctl::{assert_ok, ozctl_with, stderr, stdout},
     support::{
         Operator, create_manifest, delete_webhook_configurations, env, eventually, grant,
         install_crds, let_everyone_request, rule, subject, wait_until_admitting,
@@ -134,14 +134,7 @@ impl Fixture {
     }
 
     async fn ozctl(&self, user: &str, args: &[&str]) -> Output {
-        tokio::process::Command::new(ozctl_bin())
-            .args(["--namespace", &self.ns])
-            .args(args)
-            .env("KUBECONFIG", env().kubeconfig_of(user).unwrap())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .unwrap()
+        ozctl_with(env().kubeconfig_of(user).unwrap(), &self.ns, args).await
     }
 
     fn requests(&self) -> Api<ExecAccessRequest> {
@@ -199,26 +192,6 @@ impl Fixture {
     }
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-#[track_caller]
-fn assert_ok(output: &Output, what: &str) {
-    assert!(
-        output.status.success(),
-        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        stdout(output),
-        stderr(output)
-    );
-}
-
-/// The requests `user`'s `ozctl approvals -o json` lists.
 async fn queue(f: &Fixture, user: &str) -> Vec<Value> {
     let output = f.ozctl(user, &["approvals", "-o", "json"]).await;
     assert_ok(&output, &format!("{user}'s ozctl approvals -o json"));
