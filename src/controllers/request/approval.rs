@@ -116,16 +116,8 @@ async fn deny<B: AccessBuilder, T>(
     pass: &mut Pass,
     message: String,
 ) -> Step<T> {
-    r.revoke().await?;
-    pass.observe(Observation::no(
-        kind::APPROVED,
-        reason::DENIED,
-        message.clone(),
-    ));
-    pass.status.phase = Some(RequestPhase::Denied);
-    pass.status.access_message = None;
-    pass.note(EventType::Warning, "Denied", message);
-    Ok(ControlFlow::Break(r.finish(pass, Wake::OnChange).await?))
+    let why = Observation::no(kind::APPROVED, reason::DENIED, message);
+    Ok(ControlFlow::Break(r.deny(pass, why).await?))
 }
 
 /// Waits for decisions, granting nothing meanwhile, until `pendingTimeout` past creation; then

@@ -1,7 +1,7 @@
 //! Step: verify the duration. The access window is decided from the request and the template,
 //! and `expiresAt` is fixed from the creation time (or, for a template that requires approval,
-//! from `approvedAt`, the creation of the approval that completed it): once made, a grant never gets longer, by an
-//! edited template or an edited status alike.
+//! from `approvedAt`, the creation of the approval that completed it): once made, a grant
+//! never gets longer, by an edited template or an edited status alike.
 
 use std::ops::ControlFlow;
 

@@ -10,7 +10,7 @@ use oz_api::{
     condition_type as kind, conditions,
 };
 
-use super::status::became;
+use super::status::{became, granted_message, until};
 use crate::notify::{Notice, NoticeKind};
 
 /// The notices a status change from `previous` to `status` sends, each with its sentence for
@@ -41,14 +41,7 @@ pub fn notices_for(previous: &RequestStatus, status: &RequestStatus) -> Vec<(Not
         notices.push((NoticeKind::Denied, why));
     }
     if became(previous, status, RequestPhase::Ready) {
-        notices.push((
-            NoticeKind::Ready,
-            format!(
-                "access to pod {} granted until {}",
-                status.pod_name.as_deref().unwrap_or_default(),
-                until(status)
-            ),
-        ));
+        notices.push((NoticeKind::Ready, granted_message(status)));
     }
     if became(previous, status, RequestPhase::Expired) {
         let message = match approved_condition(status) {
@@ -110,14 +103,6 @@ fn approved_condition(status: &RequestStatus) -> Option<&Condition> {
 fn approval_message(status: &RequestStatus) -> String {
     approved_condition(status)
         .map(|c| c.message.clone())
-        .unwrap_or_default()
-}
-
-fn until(status: &RequestStatus) -> String {
-    status
-        .expires_at
-        .as_ref()
-        .map(|t| t.0.to_string())
         .unwrap_or_default()
 }
 

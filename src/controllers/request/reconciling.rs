@@ -3,7 +3,7 @@
 
 use std::ops::ControlFlow;
 
-use kube::runtime::{controller::Action, reflector::Store};
+use kube::runtime::{controller::Action, events::EventType, reflector::Store};
 use oz_api::{AccessApproval, RequestPhase, conditions::Observation};
 
 use super::status::{Pass, Wake};
@@ -47,6 +47,17 @@ impl<B: AccessBuilder> Reconciling<'_, B> {
         self.revoke().await?;
         pass.observe(why);
         pass.status.phase = Some(RequestPhase::Failed);
+        self.finish(pass, Wake::OnChange).await
+    }
+
+    /// Ends the grant and denies the request, for good, because of `why` (a requester outside
+    /// allowedGroups, an approver's Deny): a Warning Event `Denied` says why.
+    pub async fn deny(&self, pass: &mut Pass, why: Observation) -> Result<Action> {
+        self.revoke().await?;
+        pass.note(EventType::Warning, "Denied", why.message.clone());
+        pass.observe(why);
+        pass.status.phase = Some(RequestPhase::Denied);
+        pass.status.access_message = None;
         self.finish(pass, Wake::OnChange).await
     }
 }

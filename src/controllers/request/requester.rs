@@ -3,15 +3,13 @@
 
 use std::ops::ControlFlow;
 
-use kube::runtime::events::EventType;
 use oz_api::{
-    AccessConfig, AccessRequest, RequestPhase, Requester, condition_reason as reason,
-    conditions::Observation,
+    AccessConfig, AccessRequest, Requester, condition_reason as reason, conditions::Observation,
 };
 
 use super::{
     reconciling::{Reconciling, Step},
-    status::{Pass, Wake},
+    status::Pass,
 };
 use crate::builders::AccessBuilder;
 
@@ -31,16 +29,8 @@ pub async fn verify_requester<'a, B: AccessBuilder>(
             Ok(ControlFlow::Continue(requester))
         }
         Err(message) => {
-            r.revoke().await?;
-            pass.observe(Observation::no(
-                REQUESTER_ALLOWED,
-                reason::NOT_ALLOWED,
-                message.clone(),
-            ));
-            pass.status.phase = Some(RequestPhase::Denied);
-            pass.status.access_message = None;
-            pass.note(EventType::Warning, "Denied", message);
-            Ok(ControlFlow::Break(r.finish(pass, Wake::OnChange).await?))
+            let why = Observation::no(REQUESTER_ALLOWED, reason::NOT_ALLOWED, message);
+            Ok(ControlFlow::Break(r.deny(pass, why).await?))
         }
     }
 }

@@ -228,6 +228,25 @@ async fn template_sinks<R: AccessRequest>(
     }
 }
 
+/// What a Ready request is told, as its Event and its notice: "access to pod web-0 granted
+/// until 2026-01-01T01:00:00Z".
+pub fn granted_message(status: &RequestStatus) -> String {
+    format!(
+        "access to pod {} granted until {}",
+        status.pod_name.as_deref().unwrap_or_default(),
+        until(status)
+    )
+}
+
+/// `status.expiresAt`, as messages say it (empty before it is fixed).
+pub fn until(status: &RequestStatus) -> String {
+    status
+        .expires_at
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default()
+}
+
 /// Whether the request has just entered `phase`.
 pub fn became(previous: &RequestStatus, status: &RequestStatus, phase: RequestPhase) -> bool {
     status.phase == Some(phase) && previous.phase != Some(phase)
@@ -250,17 +269,7 @@ pub fn events_for(previous: &RequestStatus, status: &RequestStatus, notes: Vec<N
         events.push((EventType::Normal, "Created", condition.message.clone()));
     }
     if became(previous, status, RequestPhase::Ready) {
-        let pod = status.pod_name.clone().unwrap_or_default();
-        let until = status
-            .expires_at
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .unwrap_or_default();
-        events.push((
-            EventType::Normal,
-            "Ready",
-            format!("access to pod {pod} granted until {until}"),
-        ));
+        events.push((EventType::Normal, "Ready", granted_message(status)));
     } else if events.is_empty() && status.phase == Some(RequestPhase::Failed) {
         let problems = |s: &RequestStatus| {
             conditions::failing(&s.conditions)
