@@ -4,7 +4,7 @@
 //! decision); who may decide comes from each request's template (`approval.approverGroups`).
 //! The choice is a pure function, [`decidable`], over the requests, the templates and me.
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use oz_api::{ApprovalConfig, RequestPhase, duration::parse_go_duration};
 use serde::Serialize;
@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{
     error::CliError,
     identity::{Me, whoami},
-    output,
+    output::{self, TableFormat},
     requests::{self, RequestView},
     session::Session,
     table::Table,
@@ -34,14 +34,7 @@ pub struct ApprovalsArgs {
         default_value = "table",
         value_name = "FORMAT"
     )]
-    pub output: ApprovalsFormat,
-}
-
-/// How `approvals` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ApprovalsFormat {
-    Table,
-    Json,
+    pub output: TableFormat,
 }
 
 /// Why I may decide a request.
@@ -211,7 +204,7 @@ pub async fn run(session: &Session, args: ApprovalsArgs) -> Result<(), CliError>
     let templates = templates::list_in(session, &kinds, args.all_namespaces).await?;
     let pending = decidable(&requests, &templates, &me);
     match args.output {
-        ApprovalsFormat::Json => {
+        TableFormat::Json => {
             let entries: Vec<Entry> = pending
                 .iter()
                 .map(|d| Entry {
@@ -231,7 +224,7 @@ pub async fn run(session: &Session, args: ApprovalsArgs) -> Result<(), CliError>
                 .collect();
             output::print(&output::render(&entries, output::ObjectFormat::Json)?)
         }
-        ApprovalsFormat::Table if pending.is_empty() => {
+        TableFormat::Table if pending.is_empty() => {
             let place = if args.all_namespaces {
                 "any namespace".to_string()
             } else {
@@ -244,7 +237,7 @@ pub async fn run(session: &Session, args: ApprovalsArgs) -> Result<(), CliError>
             );
             Ok(())
         }
-        ApprovalsFormat::Table => {
+        TableFormat::Table => {
             output::print(&approvals_table(&pending, Timestamp::now()).render())?;
             eprintln!(
                 "Decide with: {} (or deny REQUEST --comment WHY)",

@@ -391,7 +391,7 @@ mod tests {
         assert_eq!(review.since, Some(std::time::Duration::from_secs(3600)));
         assert_eq!(review.user.as_deref(), Some("alice"));
         assert_eq!(review.pod.as_deref(), Some("web-0"));
-        assert_eq!(review.output, audit::review::ReviewFormat::Json);
+        assert_eq!(review.output, output::TableFormat::Json);
         assert!(audit.keys.public_keys.is_empty());
 
         let cli = parse_ok(&[
@@ -479,7 +479,7 @@ mod tests {
             panic!()
         };
         assert!(list.all_namespaces);
-        assert_eq!(list.output, approvals::ApprovalsFormat::Json);
+        assert_eq!(list.output, output::TableFormat::Json);
 
         let Command::Approve(approve) =
             parse_ok(&["ozctl", "approve", "alice-x7k2p", "--comment", "ok"]).command

@@ -7,6 +7,14 @@ use serde::Serialize;
 
 use super::error::CliError;
 
+/// How a command that lists what it found prints: a table for people, or JSON for scripts
+/// (`ozctl approvals`, `ozctl audit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TableFormat {
+    Table,
+    Json,
+}
+
 /// How to print Kubernetes objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ObjectFormat {

@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
 use oz_audit::{CheckedRecord, ProblemKind, PublicKey, Report};
 use serde_json::Value;
@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{problem_line, unreadable};
 use crate::{
     error::CliError,
-    output::{self, ObjectFormat},
+    output::{self, ObjectFormat, TableFormat},
     table::Table,
     timefmt,
 };
@@ -41,14 +41,7 @@ pub struct ReviewArgs {
         default_value = "table",
         value_name = "FORMAT"
     )]
-    pub output: ReviewFormat,
-}
-
-/// How `audit` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReviewFormat {
-    Table,
-    Json,
+    pub output: TableFormat,
 }
 
 /// What a record says, by key: `""` when it has no such text field.
@@ -260,14 +253,14 @@ pub fn run(
     let filter = Filter::new(args, namespace, Timestamp::now());
     let shown = select(records, &filter);
     match args.output {
-        ReviewFormat::Json => output::print(&output::render(&shown, ObjectFormat::Json)?)?,
-        ReviewFormat::Table if shown.is_empty() => {
+        TableFormat::Json => output::print(&output::render(&shown, ObjectFormat::Json)?)?,
+        TableFormat::Table if shown.is_empty() => {
             eprintln!(
                 "No records match, of the {} in these files.",
                 report.records
             )
         }
-        ReviewFormat::Table => output::print(&to_table(&shown).render())?,
+        TableFormat::Table => output::print(&to_table(&shown).render())?,
     }
     if let Some(note) = unverified_note(&shown, &reasons(&report)) {
         eprintln!("{note}");
