@@ -188,6 +188,16 @@ oz_kind_spec! {
     }
 }
 
+impl AccessApprovalSpec {
+    /// Whether the decision says why: a comment that is not only whitespace (what a Deny and a
+    /// break-glass approval need).
+    pub fn has_comment(&self) -> bool {
+        self.comment
+            .as_deref()
+            .is_some_and(|c| !c.trim().is_empty())
+    }
+}
+
 /// An AccessApproval has no status yet; the request's status says what its decisions did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AccessApprovalStatus {}

@@ -180,12 +180,10 @@ fn is_valid(config: &ApprovalConfig, request: TalliedRequest<'_>, v: &mut Valid<
     if config.allow_self_approval {
         return approver;
     }
-    let has_comment = spec
-        .comment
-        .as_deref()
-        .is_some_and(|c| !c.trim().is_empty());
-    v.break_glass =
-        spec.decision == Decision::Approve && spec.break_glass && config.break_glass && has_comment;
+    v.break_glass = spec.decision == Decision::Approve
+        && spec.break_glass
+        && config.break_glass
+        && spec.has_comment();
     v.break_glass
 }
 

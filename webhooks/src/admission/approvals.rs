@@ -36,7 +36,8 @@ use serde_json::{Value, json};
 use tracing::info;
 
 use super::{
-    AccessLookup, AdmissionState, RequestState, Review, deny, reply, requests::requester_of,
+    AccessLookup, AdmissionState, RequestState, Review, deny, parse_object, reply,
+    requests::requester_of,
 };
 
 /// The kind these handlers admit.
@@ -94,7 +95,7 @@ async fn stamp(
         .object
         .as_ref()
         .ok_or("the CREATE review carries no object")?;
-    let approval = parse_approval(object)?;
+    let approval = parse_object::<AccessApproval>(object)?;
     let namespace = request.namespace.as_deref().unwrap_or_default();
     let target = decided_request(lookup, namespace, &approval).await?;
     let kind = target.kind;
@@ -205,7 +206,7 @@ async fn validate_create(
         .object
         .as_ref()
         .ok_or("the CREATE review carries no object")?;
-    let approval = parse_approval(object)?;
+    let approval = parse_object::<AccessApproval>(object)?;
     // The stamp first: it needs no read.
     check_approver(&approval, &caller)?;
     let namespace = request.namespace.as_deref().unwrap_or_default();
@@ -253,15 +254,6 @@ async fn decided_request(
         })
 }
 
-/// The AccessApproval of an AdmissionReview, decoded (metadata and spec only). The error
-/// names the spec as the field at fault.
-pub fn parse_approval(object: &DynamicObject) -> Result<AccessApproval, String> {
-    let spec = object.data.get("spec").ok_or("spec: required")?;
-    let typed = json!({ "metadata": object.metadata, "spec": spec });
-    serde_json::from_value(typed).map_err(|e| format!("spec: {e}"))
-}
-
-/// `spec.approver` must be `caller`, as the mutating webhook stamped it.
 pub fn check_approver(approval: &AccessApproval, caller: &Requester) -> Result<(), String> {
     if approval.spec.approver.as_ref() == Some(caller) {
         return Ok(());
@@ -333,10 +325,7 @@ pub fn check_decision(
              be written by hand"
         ));
     }
-    let has_comment = spec
-        .comment
-        .as_deref()
-        .is_some_and(|c| !c.trim().is_empty());
+    let has_comment = spec.has_comment();
     let user = &caller.username;
     if is_own(caller, target) && !config.allow_self_approval {
         if !config.break_glass {

@@ -170,6 +170,16 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, BadR
     review.try_into().map_err(|_| BadReview::NoRequest)
 }
 
+/// The object of an AdmissionReview (a request, an AccessApproval), decoded into its kind's own
+/// type (as linkerd's policy-controller's `parse_spec` does), so the checks read typed fields
+/// rather than JSON by field name. Only the metadata and spec are taken: the status is not the
+/// caller's to write, and nothing here reads it. The error names the spec as the field at fault.
+pub fn parse_object<K: serde::de::DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
+    let spec = object.data.get("spec").ok_or("spec: required")?;
+    let typed = serde_json::json!({ "metadata": object.metadata, "spec": spec });
+    serde_json::from_value(typed).map_err(|e| format!("spec: {e}"))
+}
+
 /// The response as an AdmissionReview body.
 fn reply(response: AdmissionResponse) -> Json<AdmissionReview<DynamicObject>> {
     Json(response.into_review())

@@ -11,7 +11,7 @@
 //! The CRD schema also makes the spec immutable; this is the same rule again, defence in depth
 //! should the schema be replaced.
 //!
-//! A CREATE is checked on the request decoded into its kind's own type ([`parse_request`]).
+//! A CREATE is checked on the request decoded into its kind's own type ([`parse_object`](super::parse_object)).
 //! UPDATE and DELETE read the stored JSON instead: an update is refused if its spec changes in
 //! any way, fields this version of oz does not know included, and a delete must be judged even
 //! for an object that no longer decodes (written by another version of oz).
@@ -32,7 +32,7 @@ use oz_api::{
 use serde_json::{Value, json};
 use tracing::info;
 
-use super::{AccessLookup, AdmissionState, Review, deny, reply};
+use super::{AccessLookup, AdmissionState, Review, deny, parse_object, reply};
 
 /// Oz's message for a changed `spec.targetPod`, kept as the CRD schema words it.
 pub const TARGET_POD_IMMUTABLE: &str =
@@ -124,7 +124,7 @@ async fn validate_create<R: AccessRequest>(
         .object
         .as_ref()
         .ok_or("the CREATE review carries no object")?;
-    let created = parse_request::<R>(object)?;
+    let created = parse_object::<R>(object)?;
     let namespace = request.namespace.as_deref().unwrap_or_default();
     let template_name = created.template_name();
     let template = lookup
@@ -137,16 +137,6 @@ async fn validate_create<R: AccessRequest>(
             )
         })?;
     check_create(namespace, &created, &request.user_info, template.as_ref())
-}
-
-/// The request object of an AdmissionReview, decoded into its kind's own type (as linkerd's
-/// policy-controller's `parse_spec` does), so the checks read typed fields rather than JSON by
-/// field name. Only the metadata and spec are taken: the status is not the requester's to
-/// write, and nothing here reads it. The error names the spec as the field at fault.
-pub fn parse_request<R: AccessRequest>(object: &DynamicObject) -> Result<R, String> {
-    let spec = object.data.get("spec").ok_or("spec: required")?;
-    let typed = json!({ "metadata": object.metadata, "spec": spec });
-    serde_json::from_value(typed).map_err(|e| format!("spec: {e}"))
 }
 
 const NO_USER: &str =
@@ -342,7 +332,7 @@ mod tests {
 
     #[test]
     fn a_request_is_decoded_into_its_kinds_own_type() {
-        let exec: ExecAccessRequest = parse_request(&object(json!({
+        let exec: ExecAccessRequest = parse_object(&object(json!({
             "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
             "metadata": {"name": "req", "namespace": "team-a"},
             "spec": {"templateName": "web", "targetPod": "web-0", "duration": "30m"},
@@ -361,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_malformed_spec_is_named_as_the_field_at_fault() {
-        let parse = |data: Value| parse_request::<PodAccessRequest>(&object(data)).unwrap_err();
+        let parse = |data: Value| parse_object::<PodAccessRequest>(&object(data)).unwrap_err();
         let meta = json!({"name": "req"});
         assert_eq!(parse(json!({"metadata": meta})), "spec: required");
         assert_eq!(
