@@ -29,7 +29,10 @@ use serde_json::json;
 use crate::{
     grants::free_port,
     notifications::{TestSink, events, of_request, sink_secret},
-    support::{Operator, create_manifest, env, eventually, http_get, install_crds, metric_value},
+    support::{
+        Operator, create_manifest, env, event_reasons_once, eventually, http_get, install_crds,
+        metric_value,
+    },
 };
 
 /// How long a wait for oz may take on a loaded machine.
@@ -166,22 +169,7 @@ impl Fixture {
 
     /// The reasons of the Events about request `name`, once `reason` is among them.
     async fn events_once(&self, name: &str, reason: &str) -> Vec<String> {
-        let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.admin.clone(), &self.ns);
-        let selector = format!("regarding.name={name}");
-        eventually(SETTLE, &format!("a {reason} event about {name}"), || {
-            let (events, selector) = (events.clone(), selector.clone());
-            async move {
-                let list = events
-                    .list(&ListParams::default().fields(&selector))
-                    .await
-                    .ok()?;
-                let reasons: Vec<String> =
-                    list.items.into_iter().filter_map(|e| e.reason).collect();
-                reasons.iter().any(|r| r == reason).then_some(reasons)
-            }
-        })
-        .await
+        event_reasons_once(&self.admin, &self.ns, name, reason, SETTLE).await
     }
 }
 

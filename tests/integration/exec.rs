@@ -17,7 +17,8 @@ use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 use serde_json::json;
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, install_crds, strict_timing,
+    Operator, can_exec, create_manifest, env, event_reasons_once, eventually, install_crds,
+    strict_timing,
 };
 
 /// A namespace with Deployment `web` (2 ready pods), ExecAccessTemplate `web-exec` for devs
@@ -148,26 +149,7 @@ impl Fixture {
 
     /// The reasons of the Events published about request `name`, once `reason` is among them.
     async fn events_once(&self, name: &str, reason: &str) -> Vec<String> {
-        let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.admin.clone(), &self.ns);
-        let selector = format!("regarding.name={name}");
-        eventually(
-            Duration::from_secs(10),
-            &format!("a {reason} event about {name}"),
-            || {
-                let (events, selector) = (events.clone(), selector.clone());
-                async move {
-                    let list = events
-                        .list(&ListParams::default().fields(&selector))
-                        .await
-                        .ok()?;
-                    let reasons: Vec<String> =
-                        list.items.into_iter().filter_map(|e| e.reason).collect();
-                    reasons.iter().any(|r| r == reason).then_some(reasons)
-                }
-            },
-        )
-        .await
+        event_reasons_once(&self.admin, &self.ns, name, reason, Duration::from_secs(10)).await
     }
 
     async fn oz_roles(&self) -> Vec<Role> {

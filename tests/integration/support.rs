@@ -609,3 +609,28 @@ pub async fn let_everyone_request(admin: &Client, ns: &str) {
     )
     .await;
 }
+
+/// The reasons of the Events about object `name` in `ns`, once one with `reason` is among
+/// them (waiting up to `timeout`).
+pub async fn event_reasons_once(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    timeout: Duration,
+) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(admin.clone(), ns);
+    let selector = format!("regarding.name={name}");
+    eventually(timeout, &format!("a {reason} event about {name}"), || {
+        let (events, selector) = (events.clone(), selector.clone());
+        async move {
+            let list = events
+                .list(&kube::api::ListParams::default().fields(&selector))
+                .await
+                .ok()?;
+            let reasons: Vec<String> = list.items.into_iter().filter_map(|e| e.reason).collect();
+            reasons.iter().any(|r| r == reason).then_some(reasons)
+        }
+    })
+    .await
+}
