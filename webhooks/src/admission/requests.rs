@@ -11,7 +11,7 @@
 //! The CRD schema also makes the spec immutable; this is the same rule again, defence in depth
 //! should the schema be replaced.
 //!
-//! A CREATE is checked on the request decoded into its kind's own type ([`parse_object`](super::parse_object)).
+//! A CREATE is checked on the request decoded into its kind's own type ([`parse_object`]).
 //! UPDATE and DELETE read the stored JSON instead: an update is refused if its spec changes in
 //! any way, fields this version of oz does not know included, and a delete must be judged even
 //! for an object that no longer decodes (written by another version of oz).
