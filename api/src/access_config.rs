@@ -4,7 +4,7 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ApprovalConfig, NotificationConfig,
+    ApprovalConfig, NotificationConfig, SessionMode,
     access_command::DEFAULT_ACCESS_COMMAND,
     rules::{
         DURATION_MAX_LENGTH, GO_DURATION_HINT, default_within_max_rule, positive_duration_rule,
@@ -65,12 +65,40 @@ pub struct AccessConfig {
     /// ready, expiring soon, expired) is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notifications: Option<NotificationConfig>,
+
+    /// oz only: `Direct` (default, as in Oz): `kubectl exec` straight to the pod; or
+    /// `Brokered`: only through oz (`ozctl exec`), which records each session and closes it
+    /// when the grant ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_mode: Option<SessionMode>,
+
+    /// oz only, with `sessionMode: Brokered`: whether recordings include what the user typed
+    /// (default true). Output is always recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_input: Option<bool>,
+
+    /// oz only, with `sessionMode: Brokered`: a session without input for this long is closed,
+    /// a Go duration such as `15m`. Default: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = DURATION_MAX_LENGTH))]
+    #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.sessionIdleTimeout must be {GO_DURATION_HINT}").as_str()))]
+    pub session_idle_timeout: Option<String>,
 }
 
 impl AccessConfig {
     /// `grantTo`, with its default applied.
     pub fn grant_to(&self) -> GrantTo {
         self.grant_to.unwrap_or_default()
+    }
+
+    /// `sessionMode`, with its default applied.
+    pub fn session_mode(&self) -> SessionMode {
+        self.session_mode.unwrap_or_default()
+    }
+
+    /// `recordInput`, with its default (true) applied.
+    pub fn record_input(&self) -> bool {
+        self.record_input.unwrap_or(true)
     }
 
     /// Whether a user in `groups` may ask for access through this template: one of their
@@ -114,6 +142,9 @@ mod tests {
             grant_to: None,
             approval: None,
             notifications: None,
+            session_mode: None,
+            record_input: None,
+            session_idle_timeout: None,
         }
     }
 

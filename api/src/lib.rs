@@ -25,6 +25,7 @@ mod pod;
 pub mod pod_mutation;
 mod requester;
 pub mod rules;
+pub mod session;
 mod status;
 mod target_ref;
 
@@ -46,6 +47,10 @@ pub use mutation::{
 pub use notifications::{NotificationConfig, SecretRef, SinkFormat};
 pub use pod::{PodAccessRequest, PodAccessRequestSpec, PodAccessTemplate, PodAccessTemplateSpec};
 pub use requester::Requester;
+pub use session::{
+    SESSIONS_API_SERVICE, SESSIONS_GROUP, SESSIONS_VERSION, SessionCounts, SessionEndReason,
+    SessionMode, SessionRecord, SessionStream,
+};
 pub use status::{RequestPhase, RequestStatus, TemplateStatus, condition_reason, condition_type};
 pub use target_ref::{ControllerApiVersion, ControllerKind, CrossVersionObjectReference};
 

@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Serialize};
 
-use crate::ApprovalRecord;
+use crate::{ApprovalRecord, SessionCounts, SessionMode, SessionRecord};
 
 /// Status of ExecAccessTemplate and PodAccessTemplate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -53,6 +53,18 @@ pub struct RequestStatus {
     /// oz only: approvals counted of those required, as `1/2`, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_progress: Option<String>,
+    /// oz only: `Brokered` when the grant is used through oz (`ozctl exec`), so clients know
+    /// without reading the template; absent for Direct.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_mode: Option<SessionMode>,
+    /// oz only, Brokered: the grant's newest sessions (at most 20), in the order they started.
+    /// Written by the oz replica that serves each session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub sessions: Vec<SessionRecord>,
+    /// oz only, Brokered: how many sessions the grant has had, and how many are open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_counts: Option<SessionCounts>,
 }
 
 /// Where a request stands.

@@ -63,6 +63,17 @@ func startAPIServer(ctx context.Context, dir string, pki *pkiFiles, etcdURL stri
 		// exec, attach, logs and port-forward verify it instead of trusting any server.
 		"--kubelet-certificate-authority=" + pki.servingCA,
 		"--kubelet-preferred-address-types=InternalIP",
+		// The aggregation layer, as kubeadm sets it up: the apiserver proxies /apis/<group> of an
+		// APIService to its server with this client certificate and the user in X-Remote-*
+		// headers, and publishes the CA and names in kube-system/extension-apiserver-authentication
+		// for that server to verify them.
+		"--requestheader-client-ca-file=" + pki.frontProxyCA,
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + pki.frontProxyClientCert,
+		"--proxy-client-key-file=" + pki.frontProxyClientKey,
 		"--allow-privileged=true",
 		"--shutdown-delay-duration=0s",
 		"--profiling=false",

@@ -35,6 +35,13 @@ type pkiFiles struct {
 	webhookCA         string
 	webhookClientCert string
 	webhookClientKey  string
+	// frontProxyCA signs frontProxyClientCert, the certificate the apiserver presents when it
+	// proxies a request to an aggregated API server (oz's brokered sessions), with the user in
+	// X-Remote-* headers; a CA of its own, as kubeadm makes, so that only the apiserver can
+	// vouch for a user that way.
+	frontProxyCA         string
+	frontProxyClientCert string
+	frontProxyClientKey  string
 	// clients maps a user name (admin included) to its client certificate and key.
 	clients map[string]certPair
 }
@@ -45,6 +52,10 @@ type authority struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 }
+
+// frontProxyClientName is the CN of the apiserver's front-proxy client certificate, and the one
+// name --requestheader-allowed-names allows.
+const frontProxyClientName = "front-proxy-client"
 
 // Long enough for any test run or local session, short enough to be obviously throwaway.
 const validity = 30 * 24 * time.Hour
@@ -66,6 +77,10 @@ func pkiPaths(dir string, users []user) *pkiFiles {
 		webhookCA:         filepath.Join(dir, "webhook-client-ca.crt"),
 		webhookClientCert: filepath.Join(dir, "webhook-client.crt"),
 		webhookClientKey:  filepath.Join(dir, "webhook-client.key"),
+
+		frontProxyCA:         filepath.Join(dir, "front-proxy-ca.crt"),
+		frontProxyClientCert: filepath.Join(dir, "front-proxy-client.crt"),
+		frontProxyClientKey:  filepath.Join(dir, "front-proxy-client.key"),
 	}
 	for _, u := range identities(users) {
 		files.clients[u.Name] = certPair{filepath.Join(dir, u.Name+".crt"), filepath.Join(dir, u.Name+".key")}
@@ -97,7 +112,7 @@ func loadOrGeneratePKI(dir string, users []user) (*pkiFiles, bool, error) {
 
 func (f *pkiFiles) all() []string {
 	paths := []string{f.servingCA, f.apiserverCert, f.apiserverKey, f.kubeletCert, f.kubeletKey, f.clientCACert, f.clientCAKey, f.saPrivate, f.saPublic,
-		f.webhookCA, f.webhookClientCert, f.webhookClientKey}
+		f.webhookCA, f.webhookClientCert, f.webhookClientKey, f.frontProxyCA, f.frontProxyClientCert, f.frontProxyClientKey}
 	for _, pair := range f.clients {
 		paths = append(paths, pair.cert, pair.key)
 	}
@@ -163,6 +178,21 @@ func generatePKI(dir string, users []user) (*pkiFiles, error) {
 	}
 	err = webhookCA.issue(files.webhookClientCert, files.webhookClientKey, x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver-webhook-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	frontProxyCA, err := newAuthority("oz-testenv-front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeCert(files.frontProxyCA, frontProxyCA.cert.Raw); err != nil {
+		return nil, err
+	}
+	err = frontProxyCA.issue(files.frontProxyClientCert, files.frontProxyClientKey, x509.Certificate{
+		Subject:     pkix.Name{CommonName: frontProxyClientName},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	if err != nil {

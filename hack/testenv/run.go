@@ -58,12 +58,18 @@ type readyInfo struct {
 	KubeletPort     int               `json:"kubeletPort,omitempty"`
 	// With --webhook-client-cert: the CA a webhook verifies the apiserver's client certificate
 	// against, and that certificate and key (to call a webhook as the apiserver does).
-	WebhookClientCAFile   string  `json:"webhookClientCaFile,omitempty"`
-	WebhookClientCertFile string  `json:"webhookClientCertFile,omitempty"`
-	WebhookClientKeyFile  string  `json:"webhookClientKeyFile,omitempty"`
-	Version               string  `json:"version"`
-	PID                   int     `json:"pid"`
-	StartupSeconds        float64 `json:"startupSeconds"`
+	WebhookClientCAFile   string `json:"webhookClientCaFile,omitempty"`
+	WebhookClientCertFile string `json:"webhookClientCertFile,omitempty"`
+	WebhookClientKeyFile  string `json:"webhookClientKeyFile,omitempty"`
+	// The aggregation layer's front proxy: the CA an aggregated API server verifies the
+	// apiserver's client certificate against, and that certificate and key (to call one as the
+	// apiserver does, or to prove a forgery is refused).
+	FrontProxyCAFile         string  `json:"frontProxyCaFile"`
+	FrontProxyClientCertFile string  `json:"frontProxyClientCertFile"`
+	FrontProxyClientKeyFile  string  `json:"frontProxyClientKeyFile"`
+	Version                  string  `json:"version"`
+	PID                      int     `json:"pid"`
+	StartupSeconds           float64 `json:"startupSeconds"`
 }
 
 func run(args []string) error {
@@ -205,9 +211,13 @@ func serve(ctx context.Context, dir string, logFile *os.File, p plan) error {
 		Controllers:     p.controllers,
 		Nodes:           nodeNames,
 		KubeletPort:     kubeletPort,
-		Version:         kubernetesVersion,
-		PID:             os.Getpid(),
-		StartupSeconds:  time.Since(started).Seconds(),
+
+		FrontProxyCAFile:         pki.frontProxyCA,
+		FrontProxyClientCertFile: pki.frontProxyClientCert,
+		FrontProxyClientKeyFile:  pki.frontProxyClientKey,
+		Version:                  kubernetesVersion,
+		PID:                      os.Getpid(),
+		StartupSeconds:           time.Since(started).Seconds(),
 	}
 	if p.webhookClientCert {
 		info.WebhookClientCAFile, info.WebhookClientCertFile, info.WebhookClientKeyFile = pki.webhookCA, pki.webhookClientCert, pki.webhookClientKey

@@ -149,6 +149,9 @@ mod tests {
         AccessConfig {
             approval: None,
             notifications: None,
+            session_mode: None,
+            record_input: None,
+            session_idle_timeout: None,
             allowed_groups: vec!["devs".into(), "sre".into()],
             default_duration: "1h".into(),
             max_duration: "2h".into(),

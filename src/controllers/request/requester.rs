@@ -77,6 +77,9 @@ mod tests {
             grant_to: None,
             approval: None,
             notifications: None,
+            session_mode: None,
+            record_input: None,
+            session_idle_timeout: None,
         }
     }
 

@@ -44,6 +44,13 @@ pub struct ReadyInfo {
     /// Its key.
     #[serde(default)]
     pub webhook_client_key_file: Option<PathBuf>,
+    /// The aggregation layer's front proxy: the CA that signs the client certificate the
+    /// apiserver presents to aggregated API servers (`requestheader-client-ca-file`).
+    pub front_proxy_ca_file: PathBuf,
+    /// That client certificate (CN `front-proxy-client`, the one allowed name).
+    pub front_proxy_client_cert_file: PathBuf,
+    /// Its key.
+    pub front_proxy_client_key_file: PathBuf,
 }
 
 /// How to start a control plane.
@@ -319,6 +326,16 @@ impl ControlPlane {
     /// The key of [`ControlPlane::webhook_client_cert`].
     pub fn webhook_client_key(&self) -> Result<&Path> {
         webhook_client_file(&self.ready.webhook_client_key_file)
+    }
+
+    /// The apiserver's front-proxy client certificate, its key and its CA: what an aggregated
+    /// API server verifies, and what a test presents to call one as the apiserver does.
+    pub fn front_proxy(&self) -> (&Path, &Path, &Path) {
+        (
+            &self.ready.front_proxy_client_cert_file,
+            &self.ready.front_proxy_client_key_file,
+            &self.ready.front_proxy_ca_file,
+        )
     }
 
     /// A client acting as admin (`system:masters`).
