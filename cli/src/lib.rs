@@ -20,6 +20,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod brokered;
 pub mod create;
 pub mod csv;
 pub mod decide;

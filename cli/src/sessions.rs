@@ -62,12 +62,16 @@ pub fn entries(requests: &[RequestView]) -> Vec<SessionEntry<'_>> {
     let mut entries: Vec<SessionEntry<'_>> = requests
         .iter()
         .flat_map(|request| {
-            request.status.sessions.iter().map(move |session| SessionEntry {
-                namespace: &request.namespace,
-                request: &request.name,
-                kind: request.kind.request_kind(),
-                session,
-            })
+            request
+                .status
+                .sessions
+                .iter()
+                .map(move |session| SessionEntry {
+                    namespace: &request.namespace,
+                    request: &request.name,
+                    kind: request.kind.request_kind(),
+                    session,
+                })
         })
         .collect();
     entries.sort_by(|a, b| {
@@ -262,7 +266,9 @@ mod tests {
         )];
         assert_eq!(
             footer(&requests),
-            ["alice-x7k2p had 25 sessions (1 open); its status keeps the newest 1 (at most 20): the others are in oz's audit log and recordings"]
+            [
+                "alice-x7k2p had 25 sessions (1 open); its status keeps the newest 1 (at most 20): the others are in oz's audit log and recordings"
+            ]
         );
     }
 
