@@ -2,7 +2,7 @@
 //! (the shell of its access instructions by default) in the granted pod.
 //!
 //! A Brokered grant (`status.sessionMode: Brokered`) is used through oz's sessions API only
-//! ([`brokered`](super::brokered)): its Role allows nothing else, so kubectl is never used.
+//! ([`super::brokered`]): its Role allows nothing else, so kubectl is never used.
 //! For a Direct grant, with `kubectl` on PATH, ozctl hands over to `kubectl exec -i [-t]` with the same kubeconfig,
 //! context and namespace, so the terminal works as usual. Without it, ozctl runs the command
 //! itself over the API server's websocket, streaming stdin, stdout and stderr, but without a
