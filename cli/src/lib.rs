@@ -129,8 +129,9 @@ pub fn help_footer(program: &str) -> String {
 
 Exit status: 0 when the command did what it says (for create: the request is Ready); 1 on any
 other outcome, with one line on stderr saying why and what to do; 2 for a wrong command line.
-exec exits with the status of the command it ran. audit verify exits 1 when the files are not
-intact, 2 when a file or key cannot be read.",
+exec exits with the status of the command it ran, or 3 when oz closed a brokered session (the
+grant ended). audit verify exits 1 when the files are not intact, 2 when a file or key cannot be
+read.",
         p = program
     )
 }
