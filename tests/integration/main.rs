@@ -5,6 +5,7 @@
 mod approval_webhooks;
 mod approvals;
 mod audit_trail;
+mod brokered_grants;
 mod callers;
 mod crds;
 mod exec;
@@ -18,6 +19,7 @@ mod notifications;
 mod ozctl;
 mod ozctl_approvals;
 mod ozctl_audit;
+mod ozctl_sessions;
 mod pod;
 mod security;
 mod streams;
