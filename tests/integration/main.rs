@@ -19,6 +19,7 @@ mod ozctl;
 mod ozctl_approvals;
 mod ozctl_audit;
 mod pod;
+mod recordings;
 mod security;
 mod streams;
 mod support;
