@@ -128,10 +128,20 @@ async fn a_session_reads_back_exactly(recordings: &Recordings, record_input: boo
         .expect("the finished recording");
     let (header, events) = parse(&file);
     let written: Vec<u8> = frames.concat();
-    assert_eq!(
-        joined(&events, "o").as_bytes(),
-        &written[..],
-        "the output events are not the bytes the session wrote"
+    let output = joined(&events, "o");
+    let differ = output
+        .bytes()
+        .zip(&written)
+        .position(|(a, b)| a != *b)
+        .unwrap_or(output.len().min(written.len()));
+    assert!(
+        output.as_bytes() == &written[..],
+        "the output events are not the bytes the session wrote: they differ from byte {differ} \
+         ({} bytes read, {} written): read {:?}, written {:?}",
+        output.len(),
+        written.len(),
+        String::from_utf8_lossy(&output.as_bytes()[differ..(differ + 16).min(output.len())]),
+        String::from_utf8_lossy(&written[differ..(differ + 16).min(written.len())]),
     );
     assert_eq!(
         joined(&events, "i"),
