@@ -35,6 +35,7 @@ pub mod kind_arg;
 pub mod names;
 pub mod output;
 pub mod progress;
+pub mod replay;
 pub mod requests;
 pub mod revoke;
 pub mod session;
@@ -93,6 +94,8 @@ pub enum Command {
     /// List the records of oz's audit files, verified, for access reviews; `audit verify`
     /// checks the files
     Audit(audit::AuditArgs),
+    /// Play a brokered session's recording (-n NAMESPACE), or save it with --output FILE
+    Replay(replay::ReplayArgs),
 }
 
 /// How the user invoked ozctl, from `argv[0]`: `kubectl oz` for `kubectl-oz` (kubectl runs
@@ -126,6 +129,7 @@ pub fn help_footer(program: &str) -> String {
   {p} history -n team --all -o csv       # who had access, for a review
   {p} audit audit.jsonl* --since 24h     # what they did with it, from oz's audit files
   {p} audit verify audit.jsonl*          # check the files' hash chain and signatures
+  {p} replay 20261123-081500-k3x9qa7m -n team  # play a brokered session's recording
 
 Exit status: 0 when the command did what it says (for create: the request is Ready); 1 on any
 other outcome, with one line on stderr saying why and what to do; 2 for a wrong command line.
@@ -167,6 +171,7 @@ pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
         Command::Sessions(args) => sessions::run(&session().await?, args).await.map(|()| 0),
         // The audit files are checked here; the cluster is asked only for the keys, if at all.
         Command::Audit(args) => audit::run(&cli.cluster, program, args).await,
+        Command::Replay(args) => replay::run(&session().await?, args).await.map(|()| 0),
     }
 }
 

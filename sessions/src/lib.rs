@@ -8,8 +8,10 @@
 //! recording it, and closes it when the grant ends.
 //!
 //! - [`session`]: what a session is (shared by every part).
+//! - [`recording`]: session recordings (asciicast v2 in a directory or S3) and their route.
 #![forbid(unsafe_code)]
 
+pub mod recording;
 pub mod session;
 
 pub use session::{GrantRef, Identity, SessionInfo, new_session_id};

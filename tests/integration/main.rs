@@ -21,6 +21,7 @@ mod ozctl_approvals;
 mod ozctl_audit;
 mod ozctl_sessions;
 mod pod;
+mod recordings;
 mod security;
 mod streams;
 mod support;
