@@ -103,26 +103,7 @@ impl Drop for S3Server {
 }
 
 /// gofakes3: `$OZ_S3_BIN`, or what `hack/testenv.sh build-s3` prints (built once per machine,
-/// like kube-testenv; control_plane.rs's `built` does the same for it and kwok).
+/// like kube-testenv and kwok).
 fn s3_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("OZ_S3_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/testenv.sh");
-    let output = Command::new("bash")
-        .arg(&script)
-        .arg("build-s3")
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| Error::Binary(format!("running {}: {e}", script.display())))?;
-    if !output.status.success() {
-        return Err(Error::Binary(format!(
-            "{} build-s3 failed ({})",
-            script.display(),
-            output.status
-        )));
-    }
-    Ok(PathBuf::from(
-        String::from_utf8_lossy(&output.stdout).trim(),
-    ))
+    crate::control_plane::built("OZ_S3_BIN", "build-s3")
 }
