@@ -10,6 +10,15 @@
 //! - [`session`]: what a session is (shared by every part).
 #![forbid(unsafe_code)]
 
+pub mod audit;
+pub mod broker;
+pub mod closing;
+pub mod grants;
+pub mod metrics;
+pub mod recording;
 pub mod session;
+pub mod status;
 
+pub use broker::{Broker, BrokerConfig};
+pub use metrics::SessionMetrics;
 pub use session::{GrantRef, Identity, SessionInfo, new_session_id};
