@@ -20,6 +20,7 @@ mod ozctl_approvals;
 mod ozctl_audit;
 mod pod;
 mod security;
+mod sessions_broker;
 mod streams;
 mod support;
 mod targets;
