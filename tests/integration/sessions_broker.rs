@@ -13,10 +13,7 @@ use axum::{extract::Request, middleware::Next, response::Response};
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, api::DeleteParams};
-use oz_api::{
-    AccessRequest, ExecAccessRequest, ExecAccessTemplate, RequestPhase, SessionEndReason,
-    SessionMode,
-};
+use oz_api::{AccessRequest, ExecAccessRequest, ExecAccessTemplate, SessionEndReason};
 use oz_sessions::{Broker, BrokerConfig, Identity, SessionMetrics, recording::Recordings};
 use oz_webhooks::{WebhookMetrics, admission::AuditLog};
 use serde_json::Value;
@@ -414,7 +411,9 @@ async fn sessions_close_when_the_grant_expires_is_revoked_or_idles_or_its_templa
     let (ended, _) = b.ended_record("alice-long").await;
     assert_eq!(ended["endReason"], "ServerShutdown");
 
-    // A new broker on the same port's router is not needed: the old router now refuses.
+    // The stopped broker refuses new sessions (503): serve a new one.
+    let (code, body) = b.cat("alice", &pod_of(&long)).await.err().expect("refused");
+    assert_eq!(code, 503, "{body}");
     b.broker = start_broker(&b.f, AuditLog::log_only());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     b.url = format!("ws://{}", listener.local_addr().unwrap());
@@ -449,5 +448,4 @@ async fn sessions_close_when_the_grant_expires_is_revoked_or_idles_or_its_templa
         &alice.until_closed(WAIT).await,
         SessionEndReason::TemplateDeleted,
     );
-    let _ = (RequestPhase::Ready, SessionMode::Brokered);
 }
