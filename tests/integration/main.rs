@@ -23,6 +23,7 @@ mod ozctl_sessions;
 mod pod;
 mod recordings;
 mod security;
+mod sessions_broker;
 mod streams;
 mod support;
 mod targets;
