@@ -8,8 +8,14 @@
 //! recording it, and closes it when the grant ends.
 //!
 //! - [`session`]: what a session is (shared by every part).
+//! - [`server`]: the TLS listener ([`SessionServer`]), [`front_proxy`]: only the apiserver may
+//!   call it, and who the user is; [`discovery`]: the group's discovery documents.
 #![forbid(unsafe_code)]
 
+pub mod discovery;
+pub mod front_proxy;
+pub mod server;
 pub mod session;
 
+pub use server::SessionServer;
 pub use session::{GrantRef, Identity, SessionInfo, new_session_id};

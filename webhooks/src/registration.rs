@@ -30,6 +30,9 @@ use k8s_openapi::{
         ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement},
+    kube_aggregator::pkg::apis::apiregistration::v1::{
+        APIService, APIServiceSpec, ServiceReference as ApiServiceReference,
+    },
 };
 use kube::{
     Api, Client,
@@ -206,6 +209,73 @@ impl FailurePolicy {
     }
 }
 
+/// The Service the apiserver proxies oz's aggregated sessions API to
+/// ([`oz_api::SESSIONS_API_SERVICE`]): `https://<name>.<namespace>.svc:<port>` (in a cluster, a
+/// ClusterIP Service; locally, an `ExternalName` Service whose name is `localhost`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionsService {
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service's name.
+    pub name: String,
+    /// The Service port.
+    pub port: u16,
+}
+
+impl SessionsService {
+    /// `NAMESPACE/NAME` and the Service port.
+    pub fn parse(namespace_and_name: &str, port: u16) -> Result<Self> {
+        match WebhookEndpoint::service(namespace_and_name, port) {
+            Ok(WebhookEndpoint::Service {
+                namespace, name, ..
+            }) => Ok(Self {
+                namespace,
+                name,
+                port,
+            }),
+            _ => Err(Error::Config(format!(
+                "sessions service {namespace_and_name:?} must be NAMESPACE/NAME"
+            ))),
+        }
+    }
+
+    /// The names the serving certificate needs for it: the apiserver verifies the server as
+    /// `<name>.<namespace>.svc`.
+    pub fn serving_names(&self) -> Vec<String> {
+        let (name, namespace) = (&self.name, &self.namespace);
+        vec![
+            format!("{name}.{namespace}.svc"),
+            format!("{name}.{namespace}.svc.{CLUSTER_DOMAIN}"),
+        ]
+    }
+
+    /// The APIService `v1alpha1.sessions.wizardofoz.co`, trusting `ca_bundle` (PEM).
+    pub fn api_service(&self, ca_bundle: &str) -> APIService {
+        APIService {
+            metadata: metadata(oz_api::SESSIONS_API_SERVICE.into()),
+            spec: Some(APIServiceSpec {
+                group: Some(oz_api::SESSIONS_GROUP.into()),
+                version: Some(oz_api::SESSIONS_VERSION.into()),
+                service: Some(ApiServiceReference {
+                    namespace: Some(self.namespace.clone()),
+                    name: Some(self.name.clone()),
+                    port: Some(i32::from(self.port)),
+                }),
+                ca_bundle: Some(ByteString(ca_bundle.as_bytes().to_vec())),
+                insecure_skip_tls_verify: Some(false),
+                group_priority_minimum: SESSIONS_GROUP_PRIORITY_MINIMUM,
+                version_priority: SESSIONS_VERSION_PRIORITY,
+            }),
+            status: None,
+        }
+    }
+}
+
+/// The sessions API group's priority among groups in discovery (as the built-in groups').
+pub const SESSIONS_GROUP_PRIORITY_MINIMUM: i32 = 1000;
+/// The sessions API version's priority within its group.
+pub const SESSIONS_VERSION_PRIORITY: i32 = 15;
+
 /// What oz registers, and where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Registration {
@@ -228,6 +298,9 @@ pub struct Registration {
     /// [`WebhookConfig::enforce`](crate::WebhookConfig::enforce), so enforcement is never
     /// registered to be skipped.
     pub audit_enforced_namespaces: BTreeSet<String>,
+    /// The APIService of oz's sessions API (`--controllers` with `sessions`), applied with the
+    /// same CA bundle as the webhooks and kept current with it. Default none.
+    pub sessions: Option<SessionsService>,
 }
 
 impl Registration {
@@ -241,6 +314,7 @@ impl Registration {
             audit_namespace_selector: None,
             audit_failure_policy: FailurePolicy::Ignore,
             audit_enforced_namespaces: BTreeSet::new(),
+            sessions: None,
         }
     }
 
@@ -250,6 +324,22 @@ impl Registration {
         self.audit_enforced_namespaces
             .extend(namespaces.iter().cloned());
         self
+    }
+
+    /// Every name the serving certificate must carry: the webhook endpoint's, and the sessions
+    /// Service's.
+    pub fn serving_names(&self) -> Vec<String> {
+        let mut names = self.endpoint.serving_names();
+        for name in self
+            .sessions
+            .iter()
+            .flat_map(SessionsService::serving_names)
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     }
 
     /// Name of the mutating and of the request validating configuration.
@@ -422,6 +512,16 @@ impl Registration {
             let name = config.metadata.name.clone().unwrap_or_default();
             validating
                 .patch(&name, &params, &Patch::Apply(&config))
+                .await?;
+        }
+        if let Some(sessions) = &self.sessions {
+            let api_services: Api<APIService> = Api::all(client.clone());
+            api_services
+                .patch(
+                    oz_api::SESSIONS_API_SERVICE,
+                    &params,
+                    &Patch::Apply(&sessions.api_service(ca_bundle)),
+                )
                 .await?;
         }
         Ok(())
