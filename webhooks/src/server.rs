@@ -288,6 +288,11 @@ impl WebhookServer {
         self.certificate.clone()
     }
 
+    /// The audit log the webhooks write (and, in oz-manager, the sessions API too).
+    pub fn audit_log(&self) -> AuditLog {
+        self.audit_log.clone()
+    }
+
     /// Whether the handlers read requests and templates from memory yet, rather than through
     /// the apiserver: every watch has listed once.
     pub fn lookup_cache_ready(&self) -> bool {
