@@ -20,6 +20,8 @@ mod ozctl_approvals;
 mod ozctl_audit;
 mod pod;
 mod security;
+mod sessions_front_door;
+mod sessions_plane;
 mod streams;
 mod support;
 mod targets;
