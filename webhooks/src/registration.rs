@@ -596,6 +596,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_sessions_api_service_trusts_the_ca_and_names_its_service_port() {
+        let service = SessionsService::parse("oz-system/oz-webhook", 9444).unwrap();
+        assert!(SessionsService::parse("oz-webhook", 9444).is_err());
+        let object = serde_json::to_value(service.api_service("PEM")).unwrap();
+        assert_eq!(
+            object["metadata"]["name"],
+            "v1alpha1.sessions.wizardofoz.co"
+        );
+        assert_eq!(
+            object["spec"],
+            serde_json::json!({
+                "group": "sessions.wizardofoz.co",
+                "version": "v1alpha1",
+                "service": {"namespace": "oz-system", "name": "oz-webhook", "port": 9444},
+                "caBundle": "UEVN",
+                "insecureSkipTLSVerify": false,
+                "groupPriorityMinimum": 1000,
+                "versionPriority": 15,
+            })
+        );
+        // The apiserver verifies the server as <service>.<namespace>.svc: the certificate
+        // names it beside the webhook endpoint's names.
+        let mut registration =
+            Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap());
+        registration.sessions = Some(service);
+        assert_eq!(
+            registration.serving_names(),
+            [
+                "127.0.0.1",
+                "localhost",
+                "oz-webhook.oz-system.svc",
+                "oz-webhook.oz-system.svc.cluster.local"
+            ]
+        );
+    }
+
+    #[test]
     fn service_endpoints_name_every_service_dns_name() {
         let endpoint = WebhookEndpoint::service("oz-system/oz-webhook", 443).unwrap();
         assert_eq!(
