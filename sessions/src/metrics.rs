@@ -46,7 +46,7 @@ pub struct SessionMetrics {
     pub recording_errors: Counter,
     /// Session requests refused, by reason (`no_grant`, `no_identity`, `bad_request`,
     /// `upstream`, and the front door's `no_certificate`, `name_not_allowed`).
-    pub refused: Family<ReasonLabels, Counter>,
+    pub refused: crate::front_proxy::Refusals,
 }
 
 impl Default for SessionMetrics {
@@ -108,7 +108,9 @@ impl SessionMetrics {
 
     /// Counts a refused session request.
     pub fn refuse(&self, reason: &'static str) {
-        self.refused.get_or_create(&ReasonLabels { reason }).inc();
+        self.refused
+            .get_or_create(&oz_webhooks::metrics::RefusedLabels { reason })
+            .inc();
     }
 
     /// Counts `n` bytes in `direction`.

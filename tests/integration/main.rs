@@ -24,6 +24,8 @@ mod pod;
 mod recordings;
 mod security;
 mod sessions_broker;
+mod sessions_front_door;
+mod sessions_plane;
 mod streams;
 mod support;
 mod targets;
