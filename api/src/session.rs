@@ -92,6 +92,23 @@ pub enum SessionStream {
     Attach,
 }
 
+impl SessionStream {
+    /// The pod subresource, as Kubernetes names it in paths, RBAC rules and audit records.
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Self::Exec => "exec",
+            Self::Attach => "attach",
+        }
+    }
+
+    /// The stream a pod subresource names, if it is one oz brokers.
+    pub fn of_subresource(subresource: &str) -> Option<Self> {
+        [Self::Exec, Self::Attach]
+            .into_iter()
+            .find(|s| s.subresource() == subresource)
+    }
+}
+
 /// One brokered session of a grant, as `status.sessions` lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -218,6 +235,18 @@ mod tests {
         assert_eq!(kept[0].chars().count(), MAX_COMMAND_WORD_LENGTH + 1);
         assert!(kept[0].ends_with('…'));
         assert_eq!(recorded_command(&["ls".into()]), vec!["ls".to_string()]);
+    }
+
+    #[test]
+    fn a_stream_is_named_by_its_subresource() {
+        for stream in [SessionStream::Exec, SessionStream::Attach] {
+            assert_eq!(
+                SessionStream::of_subresource(stream.subresource()),
+                Some(stream)
+            );
+        }
+        assert_eq!(SessionStream::Attach.subresource(), "attach");
+        assert_eq!(SessionStream::of_subresource("portforward"), None);
     }
 
     #[test]

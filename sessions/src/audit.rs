@@ -3,7 +3,7 @@
 //! with `--audit-log-path`, the hash-chained file).
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use oz_api::{SessionEndReason, SessionStream};
+use oz_api::SessionEndReason;
 use oz_webhooks::{
     admission::{AuditLog, AuditRecord, Grant, audit::SessionAudit},
     callers::CallerKind,
@@ -40,10 +40,7 @@ pub fn session_record(
         namespace: info.namespace.clone(),
         pod: info.pod.clone(),
         operation: "CONNECT".into(),
-        subresource: match info.stream {
-            SessionStream::Exec => "exec".into(),
-            SessionStream::Attach => "attach".into(),
-        },
+        subresource: info.stream.subresource().into(),
         container: info.container.clone(),
         command: info.command.clone(),
         tty: info.tty,
@@ -103,7 +100,7 @@ mod tests {
             },
             user: "alice".into(),
             groups: vec!["devs".into()],
-            stream: SessionStream::Exec,
+            stream: oz_api::SessionStream::Exec,
             pod: "web-0".into(),
             container: None,
             command: vec!["sh".into()],

@@ -102,8 +102,10 @@ impl Broker {
     /// it verified the caller): without one it is refused with 401.
     pub fn router(&self) -> Router {
         Router::new()
-            .route("/namespaces/{namespace}/pods/{pod}/exec", get(exec))
-            .route("/namespaces/{namespace}/pods/{pod}/attach", get(attach))
+            .route(
+                "/namespaces/{namespace}/pods/{pod}/{subresource}",
+                get(open),
+            )
             .with_state(self.clone())
     }
 
@@ -169,46 +171,6 @@ impl Broker {
             }
         }
     }
-}
-
-async fn exec(
-    broker: State<Broker>,
-    path: Path<(String, String)>,
-    identity: Option<Extension<Identity>>,
-    query: RawQuery,
-    headers: HeaderMap,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    open(
-        broker,
-        path,
-        identity,
-        query,
-        headers,
-        ws,
-        SessionStream::Exec,
-    )
-    .await
-}
-
-async fn attach(
-    broker: State<Broker>,
-    path: Path<(String, String)>,
-    identity: Option<Extension<Identity>>,
-    query: RawQuery,
-    headers: HeaderMap,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    open(
-        broker,
-        path,
-        identity,
-        query,
-        headers,
-        ws,
-        SessionStream::Attach,
-    )
-    .await
 }
 
 /// The options of a `pods/exec` or `pods/attach` request, as core Kubernetes takes them.
@@ -285,15 +247,23 @@ fn status(code: StatusCode, reason: &str, message: String) -> Response {
         .into_response()
 }
 
+/// `pods/exec` and `pods/attach` (the streams a grant may broker); any other subresource is
+/// not served.
 async fn open(
     State(broker): State<Broker>,
-    Path((namespace, pod)): Path<(String, String)>,
+    Path((namespace, pod, subresource)): Path<(String, String, String)>,
     identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-    stream: SessionStream,
 ) -> Response {
+    let Some(stream) = SessionStream::of_subresource(&subresource) else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("oz serves pods/exec and pods/attach, not pods/{subresource}"),
+        );
+    };
     let metrics = &broker.inner.config.metrics;
     let Some(Extension(identity)) = identity else {
         metrics.refuse("no_identity");
@@ -353,10 +323,6 @@ async fn open(
         );
     };
     let options = StreamOptions::parse(query.as_deref().unwrap_or_default());
-    let subresource = match stream {
-        SessionStream::Exec => "exec",
-        SessionStream::Attach => "attach",
-    };
     let request = http::Request::get(format!(
         "/api/v1/namespaces/{namespace}/pods/{pod}/{subresource}?{}",
         options.query()

@@ -78,7 +78,7 @@ impl Session {
             .metrics
             .total
             .get_or_create(&StreamLabels {
-                stream: stream_label(&self.info),
+                stream: self.info.stream.subresource(),
             })
             .inc();
 
@@ -328,13 +328,6 @@ impl Session {
 
 fn being_deleted<T: AccessTemplate>(template: &T) -> bool {
     template.meta().deletion_timestamp.is_some()
-}
-
-fn stream_label(info: &SessionInfo) -> &'static str {
-    match info.stream {
-        oz_api::SessionStream::Exec => "exec",
-        oz_api::SessionStream::Attach => "attach",
-    }
 }
 
 /// The tokio instant of a wall-clock time (now, if it has passed).

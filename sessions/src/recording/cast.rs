@@ -3,7 +3,7 @@
 //! carried into the next event instead of being replaced.
 
 use chrono::{DateTime, Utc};
-use oz_api::{SessionEndReason, SessionStream};
+use oz_api::SessionEndReason;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -44,10 +44,7 @@ pub fn header_line(
             pod: &info.pod,
             container: info.container.as_deref(),
             command: &info.command,
-            stream: match info.stream {
-                SessionStream::Exec => "exec",
-                SessionStream::Attach => "attach",
-            },
+            stream: info.stream.subresource(),
             grant: GrantKeys {
                 kind: info.grant.kind.request_kind(),
                 name: &info.grant.name,
@@ -192,7 +189,7 @@ mod tests {
             },
             user: "alice".into(),
             groups: vec!["devs".into()],
-            stream: SessionStream::Exec,
+            stream: oz_api::SessionStream::Exec,
             pod: "web-0".into(),
             container: Some("app".into()),
             command: vec!["sh".into(), "-c".into(), "ls".into()],
