@@ -17,7 +17,7 @@ use axum::{
     extract::{Request, State},
     http::{HeaderMap, StatusCode},
     middleware::Next,
-    response::{IntoResponse, Response},
+    response::Response,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -300,30 +300,8 @@ impl FrontProxy {
                 "oz's sessions API answers only the kube-apiserver: this client certificate's name is not allowed",
             ),
         };
-        status_response(code, message)
+        crate::kube_status::failure(code, message)
     }
-}
-
-/// A Kubernetes `Status` failure, as kubectl shows it.
-pub fn status_response(code: StatusCode, message: &str) -> Response {
-    let reason = match code {
-        StatusCode::UNAUTHORIZED => "Unauthorized",
-        StatusCode::FORBIDDEN => "Forbidden",
-        StatusCode::NOT_FOUND => "NotFound",
-        StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
-        StatusCode::BAD_REQUEST => "BadRequest",
-        _ => "InternalError",
-    };
-    let body = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code.as_u16(),
-    });
-    (code, axum::Json(body)).into_response()
 }
 
 /// The middleware on every path: refuses (and counts) a caller that is not the apiserver (no

@@ -22,6 +22,7 @@ pub mod closing;
 pub mod discovery;
 pub mod front_proxy;
 pub mod grants;
+pub mod kube_status;
 pub mod metrics;
 pub mod recording;
 pub mod server;

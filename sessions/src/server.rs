@@ -16,7 +16,8 @@ use tracing::info;
 
 use crate::{
     discovery,
-    front_proxy::{self, FrontProxy, status_response},
+    front_proxy::{self, FrontProxy},
+    kube_status,
 };
 
 /// The running sessions API server; dropping it leaves it running, [`SessionServer::shutdown`]
@@ -36,7 +37,7 @@ pub fn app(front_proxy: Arc<FrontProxy>, routes: Router) -> Router {
     discovery::router()
         .nest(&discovery::group_version_path(), guarded)
         .fallback(|| async {
-            status_response(
+            kube_status::failure(
                 StatusCode::NOT_FOUND,
                 "the server could not find the requested resource",
             )

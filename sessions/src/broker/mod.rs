@@ -22,20 +22,20 @@ use axum::{
         ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
     },
     http::{HeaderMap, StatusCode, header::SEC_WEBSOCKET_PROTOCOL},
-    response::{IntoResponse, Response},
+    response::Response,
     routing::get,
 };
 use chrono::Utc;
 use kube::Client;
 use oz_api::SessionStream;
 use oz_webhooks::admission::AuditLog;
-use serde_json::json;
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::{info, warn};
 
 use crate::{
     GrantRef, Identity, SessionInfo,
     grants::{Grant, GrantCache, choose_grant},
+    kube_status,
     metrics::SessionMetrics,
     new_session_id,
     recording::Recordings,
@@ -233,20 +233,6 @@ impl StreamOptions {
     }
 }
 
-/// A Status response, as kube clients and kubectl read them.
-fn status(code: StatusCode, reason: &str, message: String) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code.as_u16(),
-    });
-    (
-        code,
-        [("content-type", "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
 /// `pods/exec` and `pods/attach` (the streams a grant may broker); any other subresource is
 /// not served.
 async fn open(
@@ -258,36 +244,29 @@ async fn open(
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let Some(stream) = SessionStream::of_subresource(&subresource) else {
-        return status(
+        return kube_status::failure(
             StatusCode::NOT_FOUND,
-            "NotFound",
             format!("oz serves pods/exec and pods/attach, not pods/{subresource}"),
         );
     };
     let metrics = &broker.inner.config.metrics;
     let Some(Extension(identity)) = identity else {
         metrics.refuse("no_identity");
-        return status(
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized",
-            "the caller is not authenticated".into(),
-        );
+        return kube_status::failure(StatusCode::UNAUTHORIZED, "the caller is not authenticated");
     };
     if *broker.inner.shutdown.borrow() {
         metrics.refuse("shutting_down");
-        return status(
+        return kube_status::failure(
             StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            "this oz replica is shutting down; retry".into(),
+            "this oz replica is shutting down; retry",
         );
     }
     let ws = match ws {
         Ok(ws) => ws,
         Err(e) => {
             metrics.refuse("bad_request");
-            return status(
+            return kube_status::failure(
                 StatusCode::BAD_REQUEST,
-                "BadRequest",
                 format!("a websocket upgrade is required: {e}"),
             );
         }
@@ -298,9 +277,8 @@ async fn open(
         .filter_map(|v| v.to_str().ok());
     let Some(protocol) = frames::choose_protocol(offered) else {
         metrics.refuse("bad_request");
-        return status(
+        return kube_status::failure(
             StatusCode::BAD_REQUEST,
-            "BadRequest",
             format!(
                 "offer one of the subprotocols {}",
                 frames::PROTOCOLS.join(", ")
@@ -313,9 +291,8 @@ async fn open(
             SessionStream::Exec => "exec into",
             SessionStream::Attach => "attach to",
         };
-        return status(
+        return kube_status::failure(
             StatusCode::FORBIDDEN,
-            "Forbidden",
             format!(
                 "user {:?} has no Ready brokered access request to {what} pod {namespace}/{pod}",
                 identity.user
@@ -335,14 +312,13 @@ async fn open(
             metrics.refuse("upstream");
             warn!(error = %e, %namespace, %pod, "could not open the stream to the pod");
             return match e {
-                kube::Error::Api(s) => status(
+                kube::Error::Api(s) => kube_status::passed_on(
                     StatusCode::from_u16(s.code).unwrap_or(StatusCode::BAD_GATEWAY),
                     &s.reason,
                     s.message,
                 ),
-                e => status(
+                e => kube_status::failure(
                     StatusCode::BAD_GATEWAY,
-                    "InternalError",
                     format!("oz could not open the stream to the pod: {e}"),
                 ),
             };

@@ -13,6 +13,7 @@ use oz_api::SESSIONS_GROUP;
 use serde_json::json;
 
 use super::Recordings;
+use crate::kube_status::failure_about;
 
 /// The route serving recordings, relative to `/apis/sessions.wizardofoz.co/v1alpha1`.
 pub fn router(recordings: Recordings) -> Router {
@@ -26,61 +27,42 @@ async fn serve(
     Path((namespace, id)): Path<(String, String)>,
 ) -> Response {
     if !is_namespace(&namespace) {
-        return status(
+        return failure_about(
             StatusCode::BAD_REQUEST,
-            "BadRequest",
-            &id,
             format!("{namespace:?} is not a namespace name"),
+            details(&id),
         );
     }
     if !is_session_id(&id) {
-        return status(
+        return failure_about(
             StatusCode::BAD_REQUEST,
-            "BadRequest",
-            &id,
             format!("{id:?} is not a session id (like 20261123-081500-k3x9qa7m)"),
+            details(&id),
         );
     }
     match recordings.read(&namespace, &id).await {
         Ok(Some(bytes)) => {
             ([(header::CONTENT_TYPE, "application/x-asciicast")], bytes).into_response()
         }
-        Ok(None) => status(
+        Ok(None) => failure_about(
             StatusCode::NOT_FOUND,
-            "NotFound",
-            &id,
             format!("recordings.{SESSIONS_GROUP} {id:?} not found in namespace {namespace:?}"),
+            details(&id),
         ),
         Err(error) => {
             tracing::warn!(%error, "cannot read a recording");
-            status(
+            failure_about(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                &id,
                 format!("cannot read recording {id:?}: the recordings store failed; see oz's log"),
+                details(&id),
             )
         }
     }
 }
 
-/// A Kubernetes Status, as kubectl and kube-rs understand errors.
-fn status(code: StatusCode, reason: &str, name: &str, message: String) -> Response {
-    let body = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "details": {"name": name, "group": SESSIONS_GROUP, "kind": "recordings"},
-        "code": code.as_u16(),
-    });
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+/// What a refusal names: the recording asked for.
+fn details(id: &str) -> serde_json::Value {
+    json!({"name": id, "group": SESSIONS_GROUP, "kind": "recordings"})
 }
 
 /// `^[0-9]{8}-[0-9]{6}-[a-z0-9]{8}$`: what [`new_session_id`](crate::new_session_id) makes.
