@@ -13,6 +13,9 @@ pub const SESSIONS_VERSION: &str = "v1alpha1";
 /// The APIService that registers it: `<version>.<group>`.
 pub const SESSIONS_API_SERVICE: &str = "v1alpha1.sessions.wizardofoz.co";
 
+/// What the message of the Status that ends a session oz closed starts with.
+pub const CLOSED_BY_OZ: &str = "oz closed the session";
+
 /// How many sessions a request's `status.sessions` keeps: the newest; `status.sessionCounts`
 /// still counts all of them.
 pub const MAX_SESSIONS_IN_STATUS: usize = 20;
@@ -67,6 +70,12 @@ impl SessionEndReason {
             Self::ServerShutdown => "the oz replica serving it shut down; reconnect",
             Self::Failed => "the stream to the pod failed",
         }
+    }
+
+    /// The message of the Status oz sends as a session's last frame when it closes it
+    /// ([`CLOSED_BY_OZ`] and why), which ozctl tells apart from the command's own end.
+    pub fn closed_message(self) -> String {
+        format!("{CLOSED_BY_OZ}: {}", self.describe())
     }
 
     /// The metric label and audit word: the variant's name in snake case.

@@ -35,9 +35,6 @@ use super::{
 /// The exit status of `ozctl exec` when oz closed the session (rather than the command ending).
 pub const OZ_CLOSED_EXIT_CODE: u8 = 3;
 
-/// What oz's final Status message starts with when oz itself closed the session.
-const OZ_CLOSED_PREFIX: &str = "oz closed the session";
-
 /// A pod as oz's sessions API serves it: group `sessions.wizardofoz.co`, kind Pod, plural
 /// pods. Only its `exec` (and `attach`) subresources exist; it is never read as an object.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -103,7 +100,7 @@ pub fn ending(status: Option<&Status>) -> Result<Ending, String> {
     if let Some(message) = status
         .filter(|s| s.status.as_deref() == Some("Failure"))
         .and_then(|s| s.message.as_deref())
-        .filter(|m| m.starts_with(OZ_CLOSED_PREFIX))
+        .filter(|m| m.starts_with(oz_api::session::CLOSED_BY_OZ))
     {
         return Ok(Ending::ClosedByOz(message.to_string()));
     }

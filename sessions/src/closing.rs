@@ -53,7 +53,7 @@ pub fn closing_frames(reason: SessionEndReason) -> [Vec<u8>; 2] {
     let status = json!({
         "metadata": {},
         "status": "Failure",
-        "message": format!("oz closed the session: {}", reason.describe()),
+        "message": reason.closed_message(),
         "reason": "Forbidden",
         "details": {"causes": [{"reason": "SessionClosed", "message": reason.label()}]},
         "code": 403,
