@@ -290,7 +290,6 @@ impl Drop for RawTerminal {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{StatusCause, StatusDetails};
     use kube::core::Request;
 
     use super::*;
@@ -334,20 +333,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(ending(Some(&success)), Ok(Ending::Exited(0)));
-        let exited = Status {
-            status: Some("Failure".into()),
-            reason: Some("NonZeroExitCode".into()),
-            message: Some("command terminated with non-zero exit code".into()),
-            details: Some(StatusDetails {
-                causes: Some(vec![StatusCause {
-                    reason: Some("ExitCode".into()),
-                    message: Some("7".into()),
-                    field: None,
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let exited = crate::fixtures::exited_with(7);
         assert_eq!(ending(Some(&exited)), Ok(Ending::Exited(7)));
         assert!(ending(None).is_err());
     }

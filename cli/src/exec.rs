@@ -324,7 +324,6 @@ pub fn exit_code(status: Option<&Status>) -> Result<u8, String> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{StatusCause, StatusDetails};
 
     use super::*;
 
@@ -426,20 +425,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(exit_code(Some(&success)), Ok(0));
-        let failed = Status {
-            status: Some("Failure".into()),
-            reason: Some("NonZeroExitCode".into()),
-            message: Some("command terminated with non-zero exit code".into()),
-            details: Some(StatusDetails {
-                causes: Some(vec![StatusCause {
-                    reason: Some("ExitCode".into()),
-                    message: Some("42".into()),
-                    field: None,
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let failed = crate::fixtures::exited_with(42);
         assert_eq!(exit_code(Some(&failed)), Ok(42));
         let broken = Status {
             status: Some("Failure".into()),

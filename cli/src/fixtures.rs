@@ -45,3 +45,22 @@ pub(crate) fn audit_log(dir: &Path, tail: usize) -> (PathBuf, PublicKey) {
     }
     (path, key)
 }
+
+/// The Status the apiserver ends an exec with when the command exited with `code` (not 0).
+pub(crate) fn exited_with(code: u8) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
+    Status {
+        status: Some("Failure".into()),
+        reason: Some("NonZeroExitCode".into()),
+        message: Some("command terminated with non-zero exit code".into()),
+        details: Some(StatusDetails {
+            causes: Some(vec![StatusCause {
+                reason: Some("ExitCode".into()),
+                message: Some(code.to_string()),
+                field: None,
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
