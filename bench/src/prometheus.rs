@@ -222,9 +222,13 @@ oz_revocation_lag_seconds_bucket{le="+Inf",kind="ExecAccessRequest"} 10
             scrape.sum("oz_reconciles_total", &[("controller", "request")]),
             12.0
         );
+        let more = Scrape::parse(&format!(
+            "{TEXT}oz_reconciles_total{{controller=\"request\",kind=\"PodAccessRequest\"}} 5\n"
+        ));
         assert_eq!(
-            scrape.by_label("oz_reconciles_total", "controller"),
-            [("request".to_string(), 12.0), ("template".to_string(), 3.0)]
+            more.by_label("oz_reconciles_total", "controller"),
+            [("request".to_string(), 17.0), ("template".to_string(), 3.0)],
+            "each value's series add up"
         );
     }
 
