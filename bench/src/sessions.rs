@@ -468,14 +468,19 @@ async fn throughput(bench: &Bench, requests: &RequestWatch, pod: &str) -> Result
     let create = format!(
         "yes 'oz-bench streams this line through cat, brokered and direct, to time it' | head -c {bytes} > {FILE}"
     );
-    let created = direct
+    let mut created = direct
         .exec(
             pod,
             ["sh", "-c", create.as_str()],
             &AttachParams::default().stderr(true),
         )
         .await?;
+    // Taken before joining: join drops the receiver, and the Status then has nowhere to go.
+    let status = created.take_status().ok_or("no status")?.await;
     created.join().await?;
+    if let Some(status) = status.filter(|s| s.status.as_deref() != Some("Success")) {
+        return Err(format!("creating {FILE} in {pod}: {status:?}").into());
+    }
 
     let params = AttachParams::default()
         .stdout(true)
