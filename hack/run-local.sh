@@ -8,9 +8,11 @@
 # oz granted her; then alice asking through the approval template (with ozctl, saying why), dave
 # (group leads) seeing and approving her request, and alice's exec. Ctrl-C stops everything.
 #
-# oz-manager listens on three ports: admission webhooks (9443), metrics (8080) and health probes
-# (8081). When one is taken it uses the next free port above it, and says so.
-# OZ_WEBHOOK_PORT, OZ_METRICS_PORT and OZ_HEALTH_PORT move where that search starts.
+# oz-manager listens on four ports: admission webhooks (9443), the brokered sessions API (9444),
+# metrics (8080) and health probes (8081). When one is taken it uses the next free port above
+# it, and says so. OZ_WEBHOOK_PORT, OZ_SESSIONS_PORT, OZ_METRICS_PORT and OZ_HEALTH_PORT move
+# where that search starts. The apiserver reaches the sessions API through the ExternalName
+# Service oz-system/oz-sessions (localhost), which oz-manager's APIService names.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 run="$root/.run"
@@ -68,6 +70,7 @@ pick_port() {
 # (/readyz). Fails if oz-manager exits first, e.g. because a port was taken meanwhile.
 start_manager() {
   pick_port webhook_port "${OZ_WEBHOOK_PORT:-9443}" webhooks
+  pick_port sessions_port "${OZ_SESSIONS_PORT:-9444}" sessions
   pick_port metrics_port "${OZ_METRICS_PORT:-8080}" metrics
   pick_port health_port "${OZ_HEALTH_PORT:-8081}" "health probes"
   # The apiserver calls the webhooks at this URL; oz-manager registers it, with its CA, itself.
@@ -76,6 +79,8 @@ start_manager() {
     --metrics-bind-address="127.0.0.1:$metrics_port" \
     --health-probe-bind-address="127.0.0.1:$health_port" \
     --webhook-client-ca-file="$client_ca" \
+    --controllers=exec,pod,webhooks,sessions --sessions-port="$sessions_port" \
+    --sessions-service=oz-system/oz-sessions --session-recordings="$run/recordings" \
     --audit-log-path="$run/audit.jsonl" --log-level=info >>"$run/oz-manager.log" 2>&1 &
   manager_pid=$!
   local waited=0
@@ -98,6 +103,8 @@ for _ in $(seq 600); do
 done
 kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 kubectl create namespace oz-system >/dev/null
+# Brokered sessions: the apiserver dials https://localhost:<sessions port> for this Service.
+kubectl create service externalname oz-sessions -n oz-system --external-name=localhost >/dev/null
 : >"$run/oz-manager.log"
 for attempt in 1 2 3; do
   start_manager && break

@@ -3,6 +3,8 @@
 #
 #   hack/testenv.sh build                     build kube-testenv, or reuse the cached one; print its path
 #   hack/testenv.sh build-kwok                build kwok (the simulated nodes), or reuse it; print its dir
+#   hack/testenv.sh build-s3                  build gofakes3 (a local S3 server for recordings), or
+#                                             reuse it; print its path
 #   hack/testenv.sh up DIR [--user NAME:G1,G2]... [--controllers all|gc,namespace,...] [--nodes N]
 #                          [--webhook-client-cert]
 #                                             start it in the background; return once /readyz is ok
@@ -108,6 +110,31 @@ cmd_build_kwok() {
   echo "$dir"
 }
 
+# The S3 server the recording tests write to: gofakes3's command (hack/s3, its own Go module),
+# chosen because it is one small pure-Go binary with an in-memory backend and no setup (any
+# credentials are accepted, `-initialbucket` makes the bucket), where MinIO or versitygw are large
+# builds with many more features than a test needs.
+s3_src="$here/s3"
+
+s3_cache_key() {
+  command -v go >/dev/null || die "Go is not installed; it is needed to build the S3 server (see README)"
+  {
+    cat "$s3_src/go.mod" "$s3_src/go.sum"
+    go env GOVERSION GOOS GOARCH
+  } | sha256sum | cut -c1-16
+}
+
+go_build_s3() {
+  (cd "$s3_src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
+    go build -trimpath -ldflags '-s -w' -o "$1/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3)
+}
+
+cmd_build_s3() {
+  local dir; dir="$cache/s3-$(s3_cache_key)"
+  build_once "$dir" gofakes3 "gofakes3 (the local S3 server)" go_build_s3
+  echo "$dir/gofakes3"
+}
+
 cmd_up() {
   [ $# -ge 1 ] || die "usage: testenv.sh up DIR [--user NAME:GROUPS]... [--controllers LIST] [--nodes N] [--webhook-client-cert]"
   local dir=$1; shift
@@ -183,8 +210,9 @@ cmd_kubectl() {
 case "${1:-}" in
   build) shift; cmd_build "$@" ;;
   build-kwok) shift; cmd_build_kwok "$@" ;;
+  build-s3) shift; cmd_build_s3 "$@" ;;
   up) shift; cmd_up "$@" ;;
   down) shift; cmd_down "$@" ;;
   kubectl) shift; cmd_kubectl "$@" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,7 +1,9 @@
 //! `ozctl exec REQUEST [-- COMMAND...]`: wait until the request is ready, then run a command
 //! (the shell of its access instructions by default) in the granted pod.
 //!
-//! With `kubectl` on PATH, ozctl hands over to `kubectl exec -i [-t]` with the same kubeconfig,
+//! A Brokered grant (`status.sessionMode: Brokered`) is used through oz's sessions API only
+//! ([`super::brokered`]): its Role allows nothing else, so kubectl is never used.
+//! For a Direct grant, with `kubectl` on PATH, ozctl hands over to `kubectl exec -i [-t]` with the same kubeconfig,
 //! context and namespace, so the terminal works as usual. Without it, ozctl runs the command
 //! itself over the API server's websocket, streaming stdin, stdout and stderr, but without a
 //! terminal (no raw mode, no line editing): fine for commands, rough for interactive shells;
@@ -18,9 +20,10 @@ use clap::Args;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 use kube::{Api, api::AttachParams};
-use oz_api::{AccessKind, RequestPhase};
+use oz_api::{AccessKind, RequestPhase, SessionMode};
 
 use super::{
+    brokered,
     error::{CliError, chain},
     kind_arg,
     progress::Progress,
@@ -66,9 +69,13 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
     } else {
         args.command.clone()
     };
-    match find_program("kubectl", std::env::var_os("PATH").as_deref()) {
-        Some(kubectl) => {
-            let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let kubectl = || find_program("kubectl", std::env::var_os("PATH").as_deref());
+    match exec_path(view.status.session_mode, kubectl) {
+        ExecPath::Brokered => {
+            brokered::exec(session, &pod, args.container.as_deref(), command, tty).await
+        }
+        ExecPath::Kubectl(kubectl) => {
             let kubectl_args = kubectl_args(
                 &session.cluster,
                 &session.namespace,
@@ -79,12 +86,32 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
             );
             run_kubectl(&kubectl, &kubectl_args)
         }
-        None => {
+        ExecPath::Directly => {
             eprintln!(
                 "note: kubectl is not on PATH, so ozctl runs the command itself, without a terminal; install kubectl for an interactive shell"
             );
             exec_directly(session, &pod, args.container.as_deref(), command).await
         }
+    }
+}
+
+/// How `ozctl exec` reaches the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecPath {
+    /// Through oz's sessions API: the grant is Brokered.
+    Brokered,
+    /// kubectl exec, in ozctl's place: a Direct grant, with kubectl installed.
+    Kubectl(PathBuf),
+    /// ozctl's own websocket to core pods/exec: a Direct grant, without kubectl.
+    Directly,
+}
+
+/// The path for a grant of `mode` (`status.sessionMode`); `kubectl` finds kubectl, and is
+/// not asked for a Brokered grant (kubectl can only reach core pods/exec, which it refuses).
+pub fn exec_path(mode: Option<SessionMode>, kubectl: impl FnOnce() -> Option<PathBuf>) -> ExecPath {
+    match mode {
+        Some(SessionMode::Brokered) => ExecPath::Brokered,
+        Some(SessionMode::Direct) | None => kubectl().map_or(ExecPath::Directly, ExecPath::Kubectl),
     }
 }
 
@@ -313,6 +340,24 @@ mod tests {
             ["/bin/sh"]
         );
         assert_eq!(default_command(None), ["/bin/sh"]);
+    }
+
+    #[test]
+    fn a_brokered_grant_goes_through_oz_even_with_kubectl_installed() {
+        let kubectl = || Some(PathBuf::from("/usr/bin/kubectl"));
+        assert_eq!(
+            exec_path(Some(SessionMode::Brokered), kubectl),
+            ExecPath::Brokered
+        );
+        assert_eq!(
+            exec_path(None, kubectl),
+            ExecPath::Kubectl("/usr/bin/kubectl".into())
+        );
+        assert_eq!(
+            exec_path(Some(SessionMode::Direct), kubectl),
+            ExecPath::Kubectl("/usr/bin/kubectl".into())
+        );
+        assert_eq!(exec_path(None, || None), ExecPath::Directly);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod brokered;
 pub mod create;
 pub mod csv;
 pub mod decide;
@@ -34,9 +35,11 @@ pub mod kind_arg;
 pub mod names;
 pub mod output;
 pub mod progress;
+pub mod replay;
 pub mod requests;
 pub mod revoke;
 pub mod session;
+pub mod sessions;
 pub mod table;
 pub mod templates;
 pub mod timefmt;
@@ -86,9 +89,13 @@ pub enum Command {
     Deny(decide::DenyArgs),
     /// Run a command (a shell by default) in a request's pod, once it is ready
     Exec(exec::ExecArgs),
+    /// List the brokered sessions of a request (of every request without one), newest first
+    Sessions(sessions::SessionsArgs),
     /// List the records of oz's audit files, verified, for access reviews; `audit verify`
     /// checks the files
     Audit(audit::AuditArgs),
+    /// Play a brokered session's recording (-n NAMESPACE), or save it with --output FILE
+    Replay(replay::ReplayArgs),
 }
 
 /// How the user invoked ozctl, from `argv[0]`: `kubectl oz` for `kubectl-oz` (kubectl runs
@@ -117,15 +124,18 @@ pub fn help_footer(program: &str) -> String {
   {p} approvals -n team                  # requests waiting for your approval
   {p} approve alice-x7k2p -n team        # approve one (deny it with: deny NAME --comment WHY)
   {p} exec alice-x7k2p -n team           # a shell in the granted pod
+  {p} sessions alice-x7k2p -n team       # its brokered sessions, newest first
   {p} revoke alice-x7k2p -n team         # end it now
   {p} history -n team --all -o csv       # who had access, for a review
   {p} audit audit.jsonl* --since 24h     # what they did with it, from oz's audit files
   {p} audit verify audit.jsonl*          # check the files' hash chain and signatures
+  {p} replay 20261123-081500-k3x9qa7m -n team  # play a brokered session's recording
 
 Exit status: 0 when the command did what it says (for create: the request is Ready); 1 on any
 other outcome, with one line on stderr saying why and what to do; 2 for a wrong command line.
-exec exits with the status of the command it ran. audit verify exits 1 when the files are not
-intact, 2 when a file or key cannot be read.",
+exec exits with the status of the command it ran, or 3 when oz closed a brokered session (the
+grant ended). audit verify exits 1 when the files are not intact, 2 when a file or key cannot be
+read.",
         p = program
     )
 }
@@ -158,8 +168,10 @@ pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
         Command::Approve(args) => decide::approve(&session().await?, args).await.map(|()| 0),
         Command::Deny(args) => decide::deny(&session().await?, args).await.map(|()| 0),
         Command::Exec(args) => exec::run(&session().await?, args).await,
+        Command::Sessions(args) => sessions::run(&session().await?, args).await.map(|()| 0),
         // The audit files are checked here; the cluster is asked only for the keys, if at all.
         Command::Audit(args) => audit::run(&cli.cluster, program, args).await,
+        Command::Replay(args) => replay::run(&session().await?, args).await.map(|()| 0),
     }
 }
 

@@ -8,8 +8,27 @@
 //! recording it, and closes it when the grant ends.
 //!
 //! - [`session`]: what a session is (shared by every part).
+//! - [`broker`]: the exec/attach routes: grant lookup, the pipe to the pod, closing ([`closing`]),
+//!   the request's `status.sessions` ([`status`]), audit records ([`audit`]), [`metrics`]; grants
+//!   from [`grants`].
+//! - [`recording`]: session recordings (asciicast v2 in a directory or S3) and their route.
+//! - [`server`]: the TLS listener ([`SessionServer`]), [`front_proxy`]: only the apiserver may
+//!   call it, and who the user is; [`discovery`]: the group's discovery documents.
 #![forbid(unsafe_code)]
 
+pub mod audit;
+pub mod broker;
+pub mod closing;
+pub mod discovery;
+pub mod front_proxy;
+pub mod grants;
+pub mod metrics;
+pub mod recording;
+pub mod server;
 pub mod session;
+pub mod status;
 
+pub use broker::{Broker, BrokerConfig};
+pub use metrics::SessionMetrics;
+pub use server::SessionServer;
 pub use session::{GrantRef, Identity, SessionInfo, new_session_id};

@@ -8,7 +8,10 @@ use k8s_openapi::api::{
     rbac::v1::{Role, Subject},
 };
 use kube::{Api, ResourceExt, api::ListParams};
-use oz_api::{ControllerKind, CrossVersionObjectReference, ExecAccessRequest, ExecAccessTemplate};
+use oz_api::{
+    AccessTemplate, ControllerKind, CrossVersionObjectReference, ExecAccessRequest,
+    ExecAccessTemplate, SessionMode,
+};
 
 use super::{
     AccessBuilder, BuildError, Built, GrantIdentity, is_running, rbac, revoke_grant, selector,
@@ -48,8 +51,11 @@ impl AccessBuilder for ExecAccessBuilder {
         // A pod chosen earlier stays chosen: the grant is for that pod only. The Role oz wrote
         // is the record (status.podName is read only when the Role is gone), and the pod must
         // still be one of the workload's, so an edit of the status or the Role cannot move the
-        // grant to a pod the template does not cover.
-        let earlier = match existing_role_pod(ctx, grant).await? {
+        // grant to a pod the template does not cover. The Role also records the session mode.
+        let existing = rbac::existing_role(ctx, grant).await?;
+        let session_mode =
+            rbac::granted_session_mode(template.access_config().session_mode(), existing.as_ref());
+        let earlier = match existing.and_then(role_pod) {
             Some(pod) => Some(pod),
             None => recorded_pod.map(str::to_string),
         };
@@ -84,11 +90,16 @@ impl AccessBuilder for ExecAccessBuilder {
         };
 
         let pod_name = pod.name_any();
-        rbac::apply_grant(ctx, grant, &pod_name, rbac::EXEC_PERMISSIONS, subjects).await?;
+        let permissions = match session_mode {
+            SessionMode::Direct => rbac::EXEC_PERMISSIONS,
+            SessionMode::Brokered => rbac::BROKERED_EXEC_PERMISSIONS,
+        };
+        rbac::apply_grant(ctx, grant, &pod_name, permissions, subjects).await?;
         Ok(Built {
             pod,
             created_message: format!("Success. Role {0}, RoleBinding {0} created", grant.name),
             ready: true,
+            session_mode,
         })
     }
 
@@ -97,14 +108,11 @@ impl AccessBuilder for ExecAccessBuilder {
     }
 }
 
-/// The pod named in the grant's existing Role, if there is one.
-async fn existing_role_pod(ctx: &Context, grant: &GrantIdentity) -> Result<Option<String>, Error> {
-    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-    Ok(roles.get_opt(&grant.name).await?.and_then(|role| {
-        role.rules?
-            .into_iter()
-            .find_map(|rule| rule.resource_names?.into_iter().next())
-    }))
+/// The pod named in the grant's existing Role.
+fn role_pod(role: Role) -> Option<String> {
+    role.rules?
+        .into_iter()
+        .find_map(|rule| rule.resource_names?.into_iter().next())
 }
 
 /// A pod a request may be granted: one of the workload's, and running.

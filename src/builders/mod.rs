@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::Pod;
-use oz_api::AccessRequest;
+use oz_api::{AccessRequest, SessionMode};
 
 use crate::{Context, Error};
 
@@ -30,6 +30,9 @@ pub struct Built {
     /// Whether the access is usable now. When it is not, the builder's watches will trigger
     /// another reconcile when it becomes so.
     pub ready: bool,
+    /// How the grant's Role lets its subjects reach the pod (see
+    /// [`rbac::granted_session_mode`]); recorded in `status.sessionMode` when Brokered.
+    pub session_mode: SessionMode,
 }
 
 /// Why a build did not happen.

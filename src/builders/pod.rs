@@ -11,7 +11,7 @@ use kube::{
     api::{DeleteParams, ObjectMeta, PostParams},
 };
 use oz_api::{
-    PodAccessRequest, PodAccessTemplate,
+    AccessTemplate, PodAccessRequest, PodAccessTemplate, SESSIONS_GROUP, SessionMode,
     pod_mutation::{apply_resource_caps, mutate_pod_template},
 };
 
@@ -23,15 +23,30 @@ use crate::{Context, Error};
 
 /// `kubectl exec` and `kubectl attach` into the access pod, and reading it.
 pub const POD_PERMISSIONS: &[rbac::PodPermission] = &[
+    rbac::READ_POD,
     rbac::PodPermission {
-        resource: "pods",
-        verbs: &["get"],
-    },
-    rbac::PodPermission {
+        api_group: "",
         resource: "pods/exec",
         verbs: &["create", "get"],
     },
     rbac::PodPermission {
+        api_group: "",
+        resource: "pods/attach",
+        verbs: &["create", "get"],
+    },
+];
+
+/// Brokered: exec and attach into the access pod through oz only (in
+/// [`SESSIONS_GROUP`]), and reading it.
+pub const BROKERED_POD_PERMISSIONS: &[rbac::PodPermission] = &[
+    rbac::READ_POD,
+    rbac::PodPermission {
+        api_group: SESSIONS_GROUP,
+        resource: "pods/exec",
+        verbs: &["create", "get"],
+    },
+    rbac::PodPermission {
+        api_group: SESSIONS_GROUP,
         resource: "pods/attach",
         verbs: &["create", "get"],
     },
@@ -54,6 +69,9 @@ impl AccessBuilder for PodAccessBuilder {
         subjects: Vec<Subject>,
         _recorded_pod: Option<&str>,
     ) -> Result<Built, BuildError> {
+        let existing = rbac::existing_role(ctx, grant).await?;
+        let session_mode =
+            rbac::granted_session_mode(template.access_config().session_mode(), existing.as_ref());
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &grant.namespace);
         let pod = match pods.get_opt(&grant.name).await? {
             // Being deleted (a user removed it): wait for it to go, then recreate it.
@@ -62,6 +80,7 @@ impl AccessBuilder for PodAccessBuilder {
                     created_message: created_message(grant),
                     ready: false,
                     pod,
+                    session_mode,
                 });
             }
             Some(pod) => pod,
@@ -89,11 +108,16 @@ impl AccessBuilder for PodAccessBuilder {
                 grant.name
             )));
         }
-        rbac::apply_grant(ctx, grant, &grant.name, POD_PERMISSIONS, subjects).await?;
+        let permissions = match session_mode {
+            SessionMode::Direct => POD_PERMISSIONS,
+            SessionMode::Brokered => BROKERED_POD_PERMISSIONS,
+        };
+        rbac::apply_grant(ctx, grant, &grant.name, permissions, subjects).await?;
         Ok(Built {
             ready: is_ready(&pod),
             created_message: created_message(grant),
             pod,
+            session_mode,
         })
     }
 
@@ -177,4 +201,39 @@ async fn access_pod(
         spec: Some(pod_spec),
         status: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(permissions: &[rbac::PodPermission]) -> Vec<(&'static str, &'static str)> {
+        permissions
+            .iter()
+            .map(|p| (p.api_group, p.resource))
+            .collect()
+    }
+
+    #[test]
+    fn a_direct_pod_grant_is_core_exec_and_attach_as_before() {
+        assert_eq!(
+            rules(POD_PERMISSIONS),
+            [("", "pods"), ("", "pods/exec"), ("", "pods/attach")]
+        );
+    }
+
+    #[test]
+    fn a_brokered_pod_grant_is_exec_and_attach_through_oz_only() {
+        assert_eq!(
+            rules(BROKERED_POD_PERMISSIONS),
+            [
+                ("", "pods"),
+                (SESSIONS_GROUP, "pods/exec"),
+                (SESSIONS_GROUP, "pods/attach")
+            ]
+        );
+        for permission in &BROKERED_POD_PERMISSIONS[1..] {
+            assert_eq!(permission.verbs, ["create", "get"]);
+        }
+    }
 }

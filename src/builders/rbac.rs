@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::{Api, api::ObjectMeta};
-use oz_api::{AccessConfig, GrantTo, Requester};
+use oz_api::{AccessConfig, GrantTo, Requester, SESSIONS_GROUP, SessionMode};
 
 use super::GrantIdentity;
 use crate::{Context, Result, apply::apply};
@@ -13,23 +13,79 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// A verb set on one subresource of one pod.
 #[derive(Clone, Copy, Debug)]
 pub struct PodPermission {
+    /// The API group: `""` (core) for the pod itself and Direct streams,
+    /// [`SESSIONS_GROUP`] for the streams of a Brokered grant.
+    pub api_group: &'static str,
     /// `pods`, `pods/exec`, `pods/attach`, ...
     pub resource: &'static str,
     pub verbs: &'static [&'static str],
 }
 
-/// `kubectl exec`: read the pod, and create (POST, and since 1.35 the websocket GET upgrade
-/// too) plus get on pods/exec.
+/// Reading the pod (`kubectl get`, and ozctl before it opens a session).
+pub const READ_POD: PodPermission = PodPermission {
+    api_group: "",
+    resource: "pods",
+    verbs: &["get"],
+};
+
+/// Opening a stream: create (POST, and since 1.35 the websocket GET upgrade too) plus get.
+const STREAM_VERBS: &[&str] = &["create", "get"];
+
+/// `kubectl exec`: read the pod, and create plus get on core pods/exec.
 pub const EXEC_PERMISSIONS: &[PodPermission] = &[
+    READ_POD,
     PodPermission {
-        resource: "pods",
-        verbs: &["get"],
-    },
-    PodPermission {
+        api_group: "",
         resource: "pods/exec",
-        verbs: &["create", "get"],
+        verbs: STREAM_VERBS,
     },
 ];
+
+/// `ozctl exec` through oz (Brokered): read the pod, and create plus get on pods/exec in
+/// [`SESSIONS_GROUP`] only, which oz serves; nothing on core pods/exec, so the apiserver
+/// refuses a plain `kubectl exec`.
+pub const BROKERED_EXEC_PERMISSIONS: &[PodPermission] = &[
+    READ_POD,
+    PodPermission {
+        api_group: SESSIONS_GROUP,
+        resource: "pods/exec",
+        verbs: STREAM_VERBS,
+    },
+];
+
+/// The session mode a grant gets: the template's, except that a grant that is Brokered stays
+/// Brokered (its `existing` Role, oz's record of the grant, names [`SESSIONS_GROUP`]). Switching
+/// a template to Brokered narrows its live grants (their sessions go through oz from then on);
+/// switching it back to Direct never widens one to unrecorded `kubectl exec`: only grants made
+/// after the switch are Direct.
+pub fn granted_session_mode(template: SessionMode, existing: Option<&Role>) -> SessionMode {
+    match existing.map(role_session_mode) {
+        Some(SessionMode::Brokered) => SessionMode::Brokered,
+        _ => template,
+    }
+}
+
+/// The session mode a grant's Role gives: Brokered when any rule is in [`SESSIONS_GROUP`].
+pub fn role_session_mode(role: &Role) -> SessionMode {
+    let brokered = role.rules.iter().flatten().any(|rule| {
+        rule.api_groups
+            .iter()
+            .flatten()
+            .any(|group| group == SESSIONS_GROUP)
+    });
+    if brokered {
+        SessionMode::Brokered
+    } else {
+        SessionMode::Direct
+    }
+}
+
+/// The grant's Role as it exists, if it does: the record of the pod and the session mode it
+/// was granted.
+pub async fn existing_role(ctx: &Context, grant: &GrantIdentity) -> Result<Option<Role>> {
+    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+    Ok(roles.get_opt(&grant.name).await?)
+}
 
 /// The Role granting `permissions` on the one pod `pod`, and nothing else.
 pub fn build_role(grant: &GrantIdentity, pod: &str, permissions: &[PodPermission]) -> Role {
@@ -39,7 +95,7 @@ pub fn build_role(grant: &GrantIdentity, pod: &str, permissions: &[PodPermission
             permissions
                 .iter()
                 .map(|p| PolicyRule {
-                    api_groups: Some(vec!["".into()]),
+                    api_groups: Some(vec![p.api_group.into()]),
                     resources: Some(vec![p.resource.into()]),
                     resource_names: Some(vec![pod.into()]),
                     verbs: p.verbs.iter().map(|v| v.to_string()).collect(),
@@ -194,6 +250,60 @@ mod tests {
             role.metadata.owner_references.unwrap()[0].controller,
             Some(true)
         );
+    }
+
+    /// The Role a Direct exec grant wrote before sessions existed, as JSON: it must not change.
+    const DIRECT_EXEC_ROLE_RULES: &str = r#"[{"apiGroups":[""],"resourceNames":["web-0"],"resources":["pods"],"verbs":["get"]},{"apiGroups":[""],"resourceNames":["web-0"],"resources":["pods/exec"],"verbs":["create","get"]}]"#;
+
+    #[test]
+    fn a_direct_exec_role_is_unchanged_byte_for_byte() {
+        let role = build_role(&grant(), "web-0", EXEC_PERMISSIONS);
+        assert_eq!(
+            serde_json::to_string(&role.rules).unwrap(),
+            DIRECT_EXEC_ROLE_RULES
+        );
+        assert_eq!(role_session_mode(&role), SessionMode::Direct);
+    }
+
+    #[test]
+    fn a_brokered_exec_role_grants_exec_only_through_oz() {
+        let role = build_role(&grant(), "web-0", BROKERED_EXEC_PERMISSIONS);
+        let rules: Vec<_> = role
+            .rules
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                (
+                    r.api_groups.unwrap().join(","),
+                    r.resources.unwrap().join(","),
+                    r.verbs.join(","),
+                    r.resource_names.unwrap().join(","),
+                )
+            })
+            .collect();
+        let expected = [
+            ("", "pods", "get", "web-0"),
+            (SESSIONS_GROUP, "pods/exec", "create,get", "web-0"),
+        ]
+        .map(|(g, r, v, n)| (g.to_string(), r.to_string(), v.to_string(), n.to_string()));
+        assert_eq!(rules, expected);
+        assert_eq!(role_session_mode(&role), SessionMode::Brokered);
+    }
+
+    #[test]
+    fn a_brokered_grant_stays_brokered_and_a_direct_one_follows_its_template() {
+        let direct = build_role(&grant(), "web-0", EXEC_PERMISSIONS);
+        let brokered = build_role(&grant(), "web-0", BROKERED_EXEC_PERMISSIONS);
+        use SessionMode::{Brokered, Direct};
+        // No grant yet: the template decides.
+        assert_eq!(granted_session_mode(Direct, None), Direct);
+        assert_eq!(granted_session_mode(Brokered, None), Brokered);
+        // Template switched to Brokered: the live Direct grant narrows to Brokered.
+        assert_eq!(granted_session_mode(Brokered, Some(&direct)), Brokered);
+        // Switched back to Direct: a Brokered grant is never widened.
+        assert_eq!(granted_session_mode(Direct, Some(&brokered)), Brokered);
+        assert_eq!(granted_session_mode(Direct, Some(&direct)), Direct);
     }
 
     #[test]

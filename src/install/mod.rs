@@ -42,8 +42,8 @@ pub mod yaml;
 
 pub use options::{
     AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, DEFAULT_IMAGE, DEFAULT_NAME,
-    DEFAULT_NAMESPACE, HEALTH_PORT, InstallOptions, METRICS_PORT, RUN_AS, WEBHOOK_PORT,
-    WEBHOOK_SERVICE_PORT,
+    DEFAULT_NAMESPACE, DEFAULT_SESSION_RECORDINGS, HEALTH_PORT, InstallOptions, METRICS_PORT,
+    RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
 };
 pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
 pub use registration::{watched_namespaces_selector, webhook_registration};

@@ -24,6 +24,13 @@ pub const HEALTH_PORT: i32 = 8081;
 pub const WEBHOOK_PORT: i32 = 9443;
 /// The webhook Service's port, which the webhook configurations name.
 pub const WEBHOOK_SERVICE_PORT: u16 = 443;
+/// The sessions API's container port (`--sessions-port`), and the webhook Service's port
+/// `sessions` the APIService names: the same number, so that an `ExternalName` Service
+/// (`make run`) reaches oz on it too.
+pub const SESSIONS_PORT: u16 = 9444;
+/// Where the sessions API stores recordings unless `--session-recordings` says otherwise: a
+/// directory (in the Deployment, a volume of its own).
+pub const DEFAULT_SESSION_RECORDINGS: &str = "/var/lib/oz/recordings";
 /// The Secret holding the audit file's checkpoint signing key, in the operator's namespace.
 pub const AUDIT_SIGNING_KEY_SECRET: &str = oz_webhooks::audit_key::SIGNING_KEY_SECRET;
 /// The ConfigMap publishing the audit signing keys' public halves, in the operator's namespace.
@@ -41,17 +48,33 @@ pub enum Component {
     Pod,
     /// The admission webhooks (requester stamping, request validation, exec/attach audit).
     Webhooks,
+    /// Brokered sessions: the aggregated API `sessions.wizardofoz.co` (needs the webhooks,
+    /// whose certificate it serves). Opt-in: while its APIService is unavailable, discovery
+    /// is degraded for every kubectl user.
+    Sessions,
 }
 
 impl Component {
     /// Every part, in flag order.
-    pub const ALL: [Component; 3] = [Component::Exec, Component::Pod, Component::Webhooks];
+    pub const ALL: [Component; 4] = [
+        Component::Exec,
+        Component::Pod,
+        Component::Webhooks,
+        Component::Sessions,
+    ];
 
-    /// The name `--controllers` uses: an access kind's own word, or `webhooks`.
+    /// The parts run and installed unless `--controllers` says otherwise: all but sessions.
+    pub const DEFAULT: [Component; 3] = [Component::Exec, Component::Pod, Component::Webhooks];
+
+    /// The name `--controllers` uses: an access kind's own word, `webhooks` or `sessions`.
     pub fn as_str(self) -> &'static str {
-        match self.access_kind() {
-            Some(kind) => kind.word(),
-            None => "webhooks",
+        match self {
+            Component::Webhooks => "webhooks",
+            Component::Sessions => "sessions",
+            Component::Exec | Component::Pod => self
+                .access_kind()
+                .expect("exec and pod are access kinds")
+                .word(),
         }
     }
 
@@ -60,7 +83,7 @@ impl Component {
         match self {
             Component::Exec => Some(AccessKind::Exec),
             Component::Pod => Some(AccessKind::Pod),
-            Component::Webhooks => None,
+            Component::Webhooks | Component::Sessions => None,
         }
     }
 }
@@ -94,7 +117,7 @@ impl FromStr for Component {
             .find(|c| c.as_str() == text)
             .ok_or_else(|| {
                 ManifestError::Invalid(format!(
-                    "unknown controller {text:?}: want exec, pod or webhooks"
+                    "unknown controller {text:?}: want exec, pod, webhooks or sessions"
                 ))
             })
     }
@@ -139,7 +162,7 @@ impl Default for InstallOptions {
         Self {
             namespace: DEFAULT_NAMESPACE.into(),
             watch_namespaces: Vec::new(),
-            controllers: Component::ALL.to_vec(),
+            controllers: Component::DEFAULT.to_vec(),
             image: DEFAULT_IMAGE.into(),
             name: DEFAULT_NAME.into(),
             replicas: 1,
@@ -198,12 +221,21 @@ impl InstallOptions {
         line
     }
 
+    /// The Service the sessions APIService names: the webhook Service's `sessions` port.
+    pub fn sessions_service(&self) -> oz_webhooks::registration::SessionsService {
+        oz_webhooks::registration::SessionsService {
+            namespace: self.namespace.clone(),
+            name: self.webhook_service_name(),
+            port: SESSIONS_PORT,
+        }
+    }
+
     /// What oz registers with the apiserver when the webhooks run in this install: the
     /// configurations named after [`InstallOptions::name`], reached through the webhook
     /// Service, and (when scoped) limited to the watched namespaces. oz-manager, run with the
     /// Deployment's flags, registers exactly this (both derive it with [`webhook_registration`]).
     pub fn webhook_registration(&self) -> Registration {
-        webhook_registration(
+        let mut registration = webhook_registration(
             WebhookEndpoint::Service {
                 namespace: self.namespace.clone(),
                 name: self.webhook_service_name(),
@@ -211,7 +243,11 @@ impl InstallOptions {
             },
             &self.name,
             &self.watched(),
-        )
+        );
+        registration.sessions = self
+            .runs(Component::Sessions)
+            .then(|| self.sessions_service());
+        registration
     }
 
     /// The watched namespaces without blanks and repeats, in the order given.
@@ -301,6 +337,11 @@ impl InstallOptions {
         }
         for cidr in &self.webhook_ingress_cidrs {
             check_cidr(cidr)?;
+        }
+        if self.runs(Component::Sessions) && !self.runs(Component::Webhooks) {
+            return Err(ManifestError::Invalid(
+                "sessions serve the webhooks' certificate: add webhooks to --controllers".into(),
+            ));
         }
         let caller_options =
             self.webhook_client_ca_secret.is_some() || !self.webhook_ingress_cidrs.is_empty();

@@ -17,6 +17,9 @@ use crate::builders::{pod::POD_PERMISSIONS, rbac::EXEC_PERMISSIONS};
 
 const CRD_GROUP: &str = oz_api::GROUP;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+/// Where the apiserver publishes its front-proxy settings, and the built-in Role that reads them.
+const FRONT_PROXY_NAMESPACE: &str = "kube-system";
+const FRONT_PROXY_READER_ROLE: &str = "extension-apiserver-authentication-reader";
 
 /// A PolicyRule and why oz needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,11 +90,33 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
         format!("Grants it in {}.", o.namespace),
     )?);
 
+    if o.runs(Component::Sessions) {
+        out.push(Manifest::new(
+            vec![
+                "Sessions: oz reads the apiserver's front-proxy CA and request headers from the ConfigMap \
+                 kube-system/extension-apiserver-authentication, through the built-in Role made for that."
+                    .into(),
+            ],
+            &RoleBinding {
+                metadata: meta(
+                    o,
+                    &format!("{}-authentication-reader", o.manager_name()),
+                    Some(FRONT_PROXY_NAMESPACE),
+                ),
+                role_ref: role_ref("Role", FRONT_PROXY_READER_ROLE),
+                subjects: Some(vec![service_account(o)]),
+            },
+        )?);
+    }
+
     let cluster = cluster_rules(o);
     if !cluster.is_empty() {
-        let mut comment = vec![
-            "The only cluster-scoped objects oz touches: its own webhook configurations.".into(),
-        ];
+        let mut comment = vec![if o.runs(Component::Sessions) {
+            "The only cluster-scoped objects oz touches: its own webhook configurations and its sessions APIService."
+        } else {
+            "The only cluster-scoped objects oz touches: its own webhook configurations."
+        }
+        .into()];
         comment.extend(rule_comments(&cluster));
         out.extend(bound_role(
             o,
@@ -298,6 +323,42 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
         );
     }
 
+    if options.runs(Component::Sessions) {
+        rules.add(
+            oz_api::SESSIONS_GROUP,
+            &["pods/exec", "pods/attach"],
+            &["create", "get"],
+            "grantable: a Brokered grant's Role grants create and get on one pod's pods/exec (and pods/attach) in the \
+             sessions API group; RBAC lets oz create such a Role only while it holds that itself",
+        );
+        rules.add(
+            "",
+            &["pods/exec", "pods/attach"],
+            &["create", "get"],
+            "sessions: the broker opens the stream to the pod as itself, once it has found the user's grant",
+        );
+        rules.add(
+            CRD_GROUP,
+            &AccessKind::ALL.map(AccessKind::template_plural),
+            &["get", "list", "watch"],
+            "sessions: a session's grant is closed when its template is deleted (a watch), and its sessionMode is the template's",
+        );
+        rules.add(
+            CRD_GROUP,
+            &AccessKind::ALL.map(AccessKind::request_plural),
+            &["get", "list", "watch"],
+            "sessions: each session needs a Ready grant for its pod and user, from a watch cache of requests, which also \
+             tells when the grant ends",
+        );
+        rules.add(
+            CRD_GROUP,
+            &AccessKind::ALL
+                .map(AccessKind::request_plural)
+                .map(|r| format!("{r}/status")),
+            &["patch"],
+            "sessions: records each session's start and end in its request's status.sessions (a merge patch)",
+        );
+    }
     if options.runs(Component::Webhooks) {
         rules.add(
             CRD_GROUP,
@@ -434,6 +495,21 @@ pub fn cluster_rules(options: &InstallOptions) -> Vec<Rule> {
             &["create"],
             "webhooks: re-creates its configurations if they are deleted (server-side apply of a missing object needs create); \
              RBAC cannot limit create by name, and it allows no more than patch on oz's own configurations already does",
+        );
+    }
+    if options.runs(Component::Sessions) {
+        rules.add_named(
+            "apiregistration.k8s.io",
+            &["apiservices"],
+            &[oz_api::SESSIONS_API_SERVICE],
+            &["get", "list", "watch", "patch"],
+            "sessions: registers the sessions API and keeps its caBundle current by server-side apply, watching it by name",
+        );
+        rules.add(
+            "apiregistration.k8s.io",
+            &["apiservices"],
+            &["create"],
+            "sessions: re-creates the APIService if it is deleted; RBAC cannot limit create by name",
         );
     }
     rules.into_rules()

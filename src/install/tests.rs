@@ -377,6 +377,7 @@ fn every_object_is_in_the_right_namespace() {
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "APIService",
     ];
     for manifest in install_objects(&options).unwrap() {
         let namespace = manifest.object.metadata.namespace.as_deref();
@@ -626,3 +627,96 @@ fn the_audit_signing_key_and_its_public_keys_are_granted_by_name() {
 }
 
 mod callers;
+
+/// With sessions: oz holds what a Brokered grant's Role grants (so creating it needs no
+/// escalate), reads the front-proxy ConfigMap through the built-in Role, may apply its own
+/// APIService only, and the install carries that APIService without a caBundle, the Service
+/// port and the Deployment's port and flags.
+#[test]
+fn sessions_bring_their_api_service_port_and_rbac() {
+    let options = InstallOptions {
+        controllers: Component::ALL.to_vec(),
+        ..scoped()
+    };
+    let manifests = install_objects(&options).unwrap();
+    let rules = all_rules(&manifests);
+    for resource in ["pods/exec", "pods/attach"] {
+        for verb in ["create", "get"] {
+            assert!(
+                covers(&rules, oz_api::SESSIONS_GROUP, resource, verb),
+                "{resource} {verb}"
+            );
+            assert!(covers(&rules, "", resource, verb), "core {resource} {verb}");
+        }
+    }
+    let api_service_rule = rules
+        .iter()
+        .find(|r| {
+            r.resources.iter().flatten().any(|x| x == "apiservices") && r.resource_names.is_some()
+        })
+        .expect("a rule on its APIService, by name");
+    assert_eq!(
+        api_service_rule.resource_names.as_deref(),
+        Some(&[oz_api::SESSIONS_API_SERVICE.to_string()][..])
+    );
+    assert!(api_service_rule.verbs.contains(&"patch".to_string()));
+
+    let reader: RoleBinding = of_kind(&manifests, "RoleBinding")
+        .into_iter()
+        .map(typed::<RoleBinding>)
+        .find(|b| b.metadata.namespace.as_deref() == Some("kube-system"))
+        .expect("a RoleBinding in kube-system");
+    assert_eq!(reader.role_ref.kind, "Role");
+    assert_eq!(
+        reader.role_ref.name,
+        "extension-apiserver-authentication-reader"
+    );
+
+    let api_service = of_kind(&manifests, "APIService");
+    assert_eq!(api_service.len(), 1);
+    let api_service = serde_json::to_value(&api_service[0].object).unwrap();
+    assert_eq!(
+        api_service["metadata"]["name"],
+        oz_api::SESSIONS_API_SERVICE
+    );
+    assert_eq!(api_service["spec"]["insecureSkipTLSVerify"], false);
+    assert!(api_service["spec"].get("caBundle").is_none());
+    assert_eq!(
+        api_service["spec"]["service"],
+        serde_json::json!({"namespace": "oz-ops", "name": "oz-webhook", "port": SESSIONS_PORT})
+    );
+
+    let service: Service = of_kind(&manifests, "Service")
+        .into_iter()
+        .map(typed::<Service>)
+        .find(|s| s.metadata.name.as_deref() == Some("oz-webhook"))
+        .unwrap();
+    let ports = service.spec.unwrap().ports.unwrap();
+    assert!(ports.iter().any(|p| p.name.as_deref() == Some("sessions")
+        && p.port == i32::from(SESSIONS_PORT)
+        && p.target_port == Some(IntOrString::String("sessions".into()))));
+    let deployment: Deployment = typed(of_kind(&manifests, "Deployment")[0]);
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    assert!(
+        container
+            .ports
+            .iter()
+            .flatten()
+            .any(|p| p.name.as_deref() == Some("sessions"))
+    );
+    let args = container.args.clone().unwrap();
+    assert!(
+        args.contains(&"--controllers=exec,pod,webhooks,sessions".to_string()),
+        "{args:?}"
+    );
+
+    // Without sessions, none of it.
+    let manifests = install_objects(&scoped()).unwrap();
+    assert!(of_kind(&manifests, "APIService").is_empty());
+    assert!(!covers(
+        &all_rules(&manifests),
+        oz_api::SESSIONS_GROUP,
+        "pods/exec",
+        "create"
+    ));
+}

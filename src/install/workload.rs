@@ -26,7 +26,7 @@ use kube::api::ObjectMeta;
 
 use super::{
     Component, DEFAULT_NAME, HEALTH_PORT, InstallOptions, METRICS_PORT, Manifest, ManifestError,
-    RUN_AS, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT, labels, meta, options::join,
+    RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT, labels, meta, options::join,
 };
 
 const CONTAINER: &str = "manager";
@@ -38,6 +38,10 @@ pub const WEBHOOK_CLIENT_CA_DIR: &str = "/etc/oz/webhook-client-ca";
 /// kubeadm's CA Secrets.
 pub const WEBHOOK_CLIENT_CA_KEY: &str = "ca.crt";
 const WEBHOOK_CLIENT_CA_VOLUME: &str = "webhook-client-ca";
+const SESSION_RECORDINGS_VOLUME: &str = "session-recordings";
+/// Where the Deployment keeps session recordings: [`super::DEFAULT_SESSION_RECORDINGS`], an
+/// `emptyDir` volume.
+pub const SESSION_RECORDINGS_DIR: &str = super::DEFAULT_SESSION_RECORDINGS;
 
 /// The workload objects of the install, in order: the Services, the Deployment, the
 /// NetworkPolicy (with ingress CIDRs) and (with the webhooks) the webhook configurations, without
@@ -59,12 +63,7 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
             vec![format!(
                 "The apiserver reaches the admission webhooks through this Service (443 -> {WEBHOOK_PORT})."
             )],
-            &service(
-                o,
-                &o.webhook_service_name(),
-                i32::from(WEBHOOK_SERVICE_PORT),
-                "webhook",
-            ),
+            &webhook_service(o),
         )?;
     }
     push(
@@ -119,8 +118,52 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
             };
             push(vec![what.into(), note.into()], &validating)?;
         }
+        if let Some(sessions) = &registration.sessions {
+            let mut api_service = sessions.api_service("");
+            add_labels(o, &mut api_service.metadata);
+            if let Some(spec) = api_service.spec.as_mut() {
+                spec.ca_bundle = None;
+            }
+            push(
+                vec![
+                    format!(
+                        "Brokered sessions: the apiserver serves {} and proxies it to oz (sessions port {SESSIONS_PORT}).",
+                        oz_api::SESSIONS_GROUP
+                    ),
+                    "While oz-manager is down the group answers 503 (fail closed) and discovery of it fails.".into(),
+                    note.into(),
+                ],
+                &api_service,
+            )?;
+        }
     }
     Ok(out)
+}
+
+/// The webhook Service: `webhook` (443), and with sessions `sessions`, which the APIService
+/// names.
+fn webhook_service(o: &InstallOptions) -> Service {
+    let mut service = service(
+        o,
+        &o.webhook_service_name(),
+        i32::from(WEBHOOK_SERVICE_PORT),
+        "webhook",
+    );
+    if o.runs(Component::Sessions) {
+        let ports = service
+            .spec
+            .as_mut()
+            .and_then(|s| s.ports.as_mut())
+            .expect("service() sets the ports");
+        ports.push(ServicePort {
+            name: Some("sessions".into()),
+            port: i32::from(SESSIONS_PORT),
+            target_port: Some(IntOrString::String("sessions".into())),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        });
+    }
+    service
 }
 
 /// The labels the Deployment's pods carry and the Services select.
@@ -196,6 +239,10 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
             ));
         }
     }
+    if options.runs(Component::Sessions) {
+        args.push(format!("--sessions-port={SESSIONS_PORT}"));
+        args.push(format!("--session-recordings={SESSION_RECORDINGS_DIR}"));
+    }
     args.push("--log-format=json".into());
     args
 }
@@ -240,13 +287,16 @@ fn deployment(options: &InstallOptions) -> Deployment {
     if options.runs(Component::Webhooks) {
         ports.push(port("webhook", WEBHOOK_PORT));
     }
+    if options.runs(Component::Sessions) {
+        ports.push(port("sessions", i32::from(SESSIONS_PORT)));
+    }
     // The webhook client CA, when the install has one: read-only, only ca.crt.
     let client_ca = options
         .webhook_client_ca_secret
         .as_ref()
         .filter(|_| options.runs(Component::Webhooks));
-    let volumes = client_ca.map(|secret| {
-        vec![Volume {
+    let mut volumes: Vec<Volume> = client_ca
+        .map(|secret| Volume {
             name: WEBHOOK_CLIENT_CA_VOLUME.into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(secret.clone()),
@@ -259,16 +309,34 @@ fn deployment(options: &InstallOptions) -> Deployment {
                 optional: Some(false),
             }),
             ..Default::default()
-        }]
-    });
-    let volume_mounts = client_ca.map(|_| {
-        vec![VolumeMount {
+        })
+        .into_iter()
+        .collect();
+    let mut volume_mounts: Vec<VolumeMount> = client_ca
+        .map(|_| VolumeMount {
             name: WEBHOOK_CLIENT_CA_VOLUME.into(),
             mount_path: WEBHOOK_CLIENT_CA_DIR.into(),
             read_only: Some(true),
             ..Default::default()
-        }]
-    });
+        })
+        .into_iter()
+        .collect();
+    // The root filesystem is read-only: recordings go to a volume of their own, which lasts
+    // as long as the pod (point --session-recordings at object storage to keep them longer).
+    if options.runs(Component::Sessions) {
+        volumes.push(Volume {
+            name: SESSION_RECORDINGS_VOLUME.into(),
+            empty_dir: Some(Default::default()),
+            ..Default::default()
+        });
+        volume_mounts.push(VolumeMount {
+            name: SESSION_RECORDINGS_VOLUME.into(),
+            mount_path: SESSION_RECORDINGS_DIR.into(),
+            ..Default::default()
+        });
+    }
+    let volumes = (!volumes.is_empty()).then_some(volumes);
+    let volume_mounts = (!volume_mounts.is_empty()).then_some(volume_mounts);
     let container = Container {
         name: CONTAINER.into(),
         image: Some(options.image.clone()),
@@ -382,7 +450,11 @@ fn network_policy(options: &InstallOptions) -> NetworkPolicy {
                             })
                             .collect(),
                     ),
-                    ports: Some(vec![port("webhook")]),
+                    ports: Some(if options.runs(Component::Sessions) {
+                        vec![port("webhook"), port("sessions")]
+                    } else {
+                        vec![port("webhook")]
+                    }),
                 },
                 NetworkPolicyIngressRule {
                     from: None,

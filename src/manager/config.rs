@@ -6,9 +6,11 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::ValueEnum;
 use oz_api::AccessKind;
-use oz_webhooks::{WebhookConfig, WebhookEndpoint, callers::ClientCa};
+use oz_webhooks::{
+    WebhookConfig, WebhookEndpoint, callers::ClientCa, registration::SessionsService,
+};
 
-use super::leader::LeaderElection;
+use super::{leader::LeaderElection, sessions::SessionsSettings};
 use crate::{
     Settings,
     controllers::Scope,
@@ -37,6 +39,9 @@ pub struct ManagerConfig {
     pub webhooks: Option<oz_webhooks::WebhookConfig>,
     /// How news of requests is sent to sinks; None with `--notifications=false`.
     pub notifications: Option<NotifierConfig>,
+    /// The sessions API, if it runs (`--controllers` with `sessions`; its APIService is in
+    /// `webhooks.registration.sessions`).
+    pub sessions: Option<SessionsSettings>,
 }
 
 /// oz-manager's run flags. Every flag also reads an environment variable (shown in --help).
@@ -74,6 +79,22 @@ pub struct RunArgs {
     /// Where to serve `/healthz` and `/readyz`, e.g. `:8081`; `0` turns it off.
     #[arg(long, env = "OZ_HEALTH_PROBE_BIND_ADDRESS", default_value = "0")]
     pub health_probe_bind_address: String,
+
+    /// The sessions API's port (with `sessions` in --controllers); the APIService names the
+    /// same port on --sessions-service.
+    #[arg(long, env = "OZ_SESSIONS_PORT", default_value_t = install::SESSIONS_PORT)]
+    pub sessions_port: u16,
+
+    /// The Service the sessions APIService points at, as NAMESPACE/NAME (its port
+    /// --sessions-port); default --webhook-service. Locally, an ExternalName Service whose
+    /// externalName is localhost.
+    #[arg(long, env = "OZ_SESSIONS_SERVICE")]
+    pub sessions_service: Option<String>,
+
+    /// Where session recordings are stored: a directory (a path or file:///DIR), or
+    /// s3://BUCKET/PREFIX.
+    #[arg(long, env = "OZ_SESSION_RECORDINGS", default_value = install::DEFAULT_SESSION_RECORDINGS)]
+    pub session_recordings: String,
 
     /// Log format.
     #[arg(long, env = "OZ_LOG_FORMAT", default_value = "text")]
@@ -224,8 +245,39 @@ impl RunArgs {
             .iter()
             .filter_map(|c| c.access_kind())
             .collect();
-        let webhooks = if self.controllers.contains(&Component::Webhooks) {
+        let mut webhooks = if self.controllers.contains(&Component::Webhooks) {
             Some(self.webhook_config(&watched)?)
+        } else {
+            None
+        };
+        let sessions = if self.controllers.contains(&Component::Sessions) {
+            let Some(webhooks) = webhooks.as_mut() else {
+                return Err(
+                    "sessions serve the webhooks' certificate: add webhooks to --controllers \
+                            (or leave sessions out)"
+                        .into(),
+                );
+            };
+            let service = self
+                .sessions_service
+                .as_deref()
+                .or(self.webhook_service.as_deref())
+                .ok_or(
+                    "sessions need --sessions-service NAMESPACE/NAME (locally an ExternalName \
+                        Service for localhost), or --webhook-service to share",
+                )?;
+            let service = SessionsService::parse(service, self.sessions_port)
+                .map_err(|e| format!("--sessions-service: {e}"))?;
+            webhooks.registration.sessions = Some(service);
+            if self.session_recordings.trim().is_empty() {
+                return Err("--session-recordings must name where recordings are stored".into());
+            }
+            Some(SessionsSettings {
+                listen: SocketAddr::from(([0, 0, 0, 0], self.sessions_port)),
+                recordings: self.session_recordings.clone(),
+                watch_namespaces: watched.clone(),
+                replica: identity(),
+            })
         } else {
             None
         };
@@ -247,6 +299,7 @@ impl RunArgs {
             },
             webhooks,
             notifications: self.notifications.then(|| self.notifier_config()),
+            sessions,
         })
     }
 

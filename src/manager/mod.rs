@@ -20,6 +20,7 @@ pub mod command;
 pub mod config;
 pub mod endpoints;
 pub mod leader;
+pub mod sessions;
 
 pub use command::Command;
 pub use config::{LogFormat, ManagerConfig, RunArgs};
@@ -35,6 +36,8 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     webhook_metrics.register(metrics.registry_mut());
     let notify_metrics = NotifyMetrics::default();
     notify_metrics.register(metrics.registry_mut());
+    let sessions_metrics = sessions::SessionsMetrics::default();
+    sessions_metrics.register(metrics.registry_mut());
     let metrics = Arc::new(metrics);
     let health = Arc::new(Health::default());
     if let Some(addr) = config.health_addr {
@@ -77,6 +80,14 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
         }
         None => None,
     };
+    // Every replica serves sessions: the apiserver proxies to any of them.
+    let sessions = match (&config.sessions, &webhook_server) {
+        (Some(settings), Some(webhooks)) => Some(
+            sessions::Sessions::start(client.clone(), settings, webhooks, &sessions_metrics)
+                .await?,
+        ),
+        _ => None,
+    };
     health.set_serving(true);
 
     let mut ctx = Context::new(client.clone(), metrics, config.settings.clone());
@@ -116,6 +127,9 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     // rather than after the lease duration, and while this replica still finishes its webhooks.
     if let Some(leadership) = leadership {
         leadership.release(Duration::from_secs(5)).await;
+    }
+    if let Some(sessions) = sessions {
+        sessions.shutdown(Duration::from_secs(5)).await;
     }
     if let Some(server) = webhook_server {
         let _ = server.shutdown(Duration::from_secs(5)).await;

@@ -474,3 +474,103 @@ async fn grant_alice_requests(admin: &Client, ns: &str) {
     )
     .await;
 }
+
+/// The install with sessions passes the apiserver's validation (a server-side dry run of every
+/// object, the APIService included), and its ServiceAccount, with only that install's RBAC,
+/// can create a Brokered grant's Role (it holds what it grants: no escalation) and read the
+/// apiserver's front-proxy settings. Nothing cluster-wide that would reach other tests is
+/// applied for real: not the APIService, not the webhook configurations.
+#[tokio::test]
+async fn the_install_with_sessions_applies_and_its_service_account_can_grant_brokered_sessions() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let operator_ns = env().namespace("install-sessions").await.unwrap();
+    let ns = env().namespace("install-sessions-w").await.unwrap();
+    let options = InstallOptions {
+        namespace: operator_ns.clone(),
+        name: operator_ns.clone(),
+        watch_namespaces: vec![ns.clone()],
+        controllers: Component::ALL.to_vec(),
+        crds: false,
+        ..InstallOptions::default()
+    };
+    let yaml = install_yaml(&options).unwrap();
+    let mut kinds = Vec::new();
+    for document in yaml.split("\n---\n").skip(1) {
+        let (object, resource) = parse_manifest(document);
+        let name = object.metadata.name.clone().unwrap();
+        api_for(&admin, &object, &resource)
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).dry_run(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the apiserver refuses {} {name}: {e}", resource.kind));
+        kinds.push(resource.kind);
+    }
+    assert!(kinds.iter().any(|k| k == "APIService"), "{kinds:?}");
+
+    let shared = [
+        "APIService",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ];
+    let mut applied = Vec::new();
+    for document in yaml.split("\n---\n").skip(1) {
+        let (object, resource) = parse_manifest(document);
+        if shared.contains(&resource.kind.as_str()) {
+            continue;
+        }
+        let name = object.metadata.name.clone().unwrap();
+        api_for(&admin, &object, &resource)
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying {} {name}: {e}", resource.kind));
+        applied.push(object);
+    }
+    let kubeconfig =
+        service_account_kubeconfig(&admin, &operator_ns, &format!("{operator_ns}-manager")).await;
+    let oz = client_from(&kubeconfig).await;
+
+    // The front-proxy settings, through the built-in reader Role in kube-system.
+    let front_proxy = oz_sessions::front_proxy::FrontProxy::load(oz.clone(), Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("oz cannot read the front-proxy settings: {e}"));
+    assert!(!front_proxy.config().username_headers.is_empty());
+    let maps: Api<ConfigMap> = Api::namespaced(oz.clone(), "kube-system");
+    assert!(
+        maps.get("kube-root-ca.crt").await.is_err(),
+        "only that one ConfigMap"
+    );
+
+    // A Brokered grant's Role: exec and attach on one pod through the sessions API only.
+    let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(json!({
+        "metadata": {"name": "brokered-grant"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "resourceNames": ["web-0"], "verbs": ["get"]},
+            {"apiGroups": [oz_api::SESSIONS_GROUP], "resources": ["pods/exec", "pods/attach"],
+             "resourceNames": ["web-0"], "verbs": ["create", "get"]},
+        ],
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(oz.clone(), &ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap_or_else(|e| panic!("oz cannot create a Brokered grant's Role: {e}"));
+
+    delete_cluster_scoped(&admin, &applied).await;
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(admin.clone(), "kube-system");
+    bindings
+        .delete(
+            &format!("{operator_ns}-manager-authentication-reader"),
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+}

@@ -640,10 +640,11 @@ async fn at_pod_access_expiry_oz_deletes_the_debug_pod_and_alices_open_session_e
         .await;
 }
 
-/// Pins today's gap, which issue 16 is to close: RBAC is checked only when a stream opens, so an
-/// exec session opened under a grant outlives the grant.
+/// Pins the Kubernetes gap that a Direct grant (Oz's behaviour, the default) keeps: RBAC is
+/// checked only when a stream opens, so an exec session opened under a grant outlives the grant.
+/// `sessionMode: Brokered` closes it (`sessions_e2e.rs`); Direct must not change silently.
 #[tokio::test]
-async fn gap_issue_16_an_open_exec_session_survives_its_grants_expiry() {
+async fn direct_grants_keep_the_kubernetes_gap_an_open_exec_session_survives_expiry() {
     let f = Fixture::new("streams-gap").await;
     web(&f).await;
     f.template("Exec", "web-exec", "apps/v1", "Deployment", "web")
@@ -676,10 +677,9 @@ async fn gap_issue_16_an_open_exec_session_survives_its_grants_expiry() {
         let line = format!("after expiry {sent}");
         if let Err(e) = session.echo(&line, WAIT).await {
             panic!(
-                "ISSUE 16 CLOSED THE GAP? alice's exec session stopped answering after her grant \
-                 expired ({e}). This test pins the old behaviour (sessions outlive their grant); \
-                 if sessions are now ended at expiry on purpose, turn it into a test that expects \
-                 exactly that."
+                "alice's Direct exec session stopped answering after her grant expired ({e}): \
+                 Direct grants write RBAC only and cannot end an open stream; only Brokered \
+                 grants close sessions (docs/sessions.md). Did Direct change?"
             );
         }
         let answered = Timestamp::now();

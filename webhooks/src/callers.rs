@@ -203,6 +203,22 @@ impl CallerVerifier {
         Ok(true)
     }
 
+    /// Verifies against `pem` from the next handshake on, if it differs from the bundle in
+    /// force (a CA published other than in a file, e.g. the front-proxy CA in the ConfigMap
+    /// `kube-system/extension-apiserver-authentication`). Returns whether it changed. On error
+    /// the old CA stays in force.
+    pub fn replace_pem(&self, pem: &[u8]) -> Result<bool, ClientCaError> {
+        if pem == self.current.load().pem.as_slice() {
+            return Ok(false);
+        }
+        let verifier = verifier_with(pem, self.provider.clone())?;
+        self.current.store(Arc::new(Current {
+            pem: pem.to_vec(),
+            verifier,
+        }));
+        Ok(true)
+    }
+
     /// Rotation without a restart: re-reads the CA file every `every` in a background task
     /// ([`CallerVerifier::reload`]), which ends once the verifier is dropped with the server.
     /// Re-reading beats watching for changes: a mounted Secret is swapped through a symlink,
@@ -384,7 +400,9 @@ impl Caller {
         }
     }
 
-    fn has_any_name(&self, allowed: &[String]) -> bool {
+    /// Whether the verified certificate's CN or one of its DNS names is in `allowed` (never,
+    /// unverified).
+    pub fn has_any_name(&self, allowed: &[String]) -> bool {
         match self {
             Self::Verified {
                 common_name,

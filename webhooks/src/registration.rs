@@ -30,6 +30,9 @@ use k8s_openapi::{
         ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement},
+    kube_aggregator::pkg::apis::apiregistration::v1::{
+        APIService, APIServiceSpec, ServiceReference as ApiServiceReference,
+    },
 };
 use kube::{
     Api, Client,
@@ -206,6 +209,73 @@ impl FailurePolicy {
     }
 }
 
+/// The Service the apiserver proxies oz's aggregated sessions API to
+/// ([`oz_api::SESSIONS_API_SERVICE`]): `https://<name>.<namespace>.svc:<port>` (in a cluster, a
+/// ClusterIP Service; locally, an `ExternalName` Service whose name is `localhost`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionsService {
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service's name.
+    pub name: String,
+    /// The Service port.
+    pub port: u16,
+}
+
+impl SessionsService {
+    /// `NAMESPACE/NAME` and the Service port.
+    pub fn parse(namespace_and_name: &str, port: u16) -> Result<Self> {
+        match WebhookEndpoint::service(namespace_and_name, port) {
+            Ok(WebhookEndpoint::Service {
+                namespace, name, ..
+            }) => Ok(Self {
+                namespace,
+                name,
+                port,
+            }),
+            _ => Err(Error::Config(format!(
+                "sessions service {namespace_and_name:?} must be NAMESPACE/NAME"
+            ))),
+        }
+    }
+
+    /// The names the serving certificate needs for it: the apiserver verifies the server as
+    /// `<name>.<namespace>.svc`.
+    pub fn serving_names(&self) -> Vec<String> {
+        let (name, namespace) = (&self.name, &self.namespace);
+        vec![
+            format!("{name}.{namespace}.svc"),
+            format!("{name}.{namespace}.svc.{CLUSTER_DOMAIN}"),
+        ]
+    }
+
+    /// The APIService `v1alpha1.sessions.wizardofoz.co`, trusting `ca_bundle` (PEM).
+    pub fn api_service(&self, ca_bundle: &str) -> APIService {
+        APIService {
+            metadata: metadata(oz_api::SESSIONS_API_SERVICE.into()),
+            spec: Some(APIServiceSpec {
+                group: Some(oz_api::SESSIONS_GROUP.into()),
+                version: Some(oz_api::SESSIONS_VERSION.into()),
+                service: Some(ApiServiceReference {
+                    namespace: Some(self.namespace.clone()),
+                    name: Some(self.name.clone()),
+                    port: Some(i32::from(self.port)),
+                }),
+                ca_bundle: Some(ByteString(ca_bundle.as_bytes().to_vec())),
+                insecure_skip_tls_verify: Some(false),
+                group_priority_minimum: SESSIONS_GROUP_PRIORITY_MINIMUM,
+                version_priority: SESSIONS_VERSION_PRIORITY,
+            }),
+            status: None,
+        }
+    }
+}
+
+/// The sessions API group's priority among groups in discovery (as the built-in groups').
+pub const SESSIONS_GROUP_PRIORITY_MINIMUM: i32 = 1000;
+/// The sessions API version's priority within its group.
+pub const SESSIONS_VERSION_PRIORITY: i32 = 15;
+
 /// What oz registers, and where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Registration {
@@ -228,6 +298,9 @@ pub struct Registration {
     /// [`WebhookConfig::enforce`](crate::WebhookConfig::enforce), so enforcement is never
     /// registered to be skipped.
     pub audit_enforced_namespaces: BTreeSet<String>,
+    /// The APIService of oz's sessions API (`--controllers` with `sessions`), applied with the
+    /// same CA bundle as the webhooks and kept current with it. Default none.
+    pub sessions: Option<SessionsService>,
 }
 
 impl Registration {
@@ -241,6 +314,7 @@ impl Registration {
             audit_namespace_selector: None,
             audit_failure_policy: FailurePolicy::Ignore,
             audit_enforced_namespaces: BTreeSet::new(),
+            sessions: None,
         }
     }
 
@@ -250,6 +324,22 @@ impl Registration {
         self.audit_enforced_namespaces
             .extend(namespaces.iter().cloned());
         self
+    }
+
+    /// Every name the serving certificate must carry: the webhook endpoint's, and the sessions
+    /// Service's.
+    pub fn serving_names(&self) -> Vec<String> {
+        let mut names = self.endpoint.serving_names();
+        for name in self
+            .sessions
+            .iter()
+            .flat_map(SessionsService::serving_names)
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     }
 
     /// Name of the mutating and of the request validating configuration.
@@ -424,6 +514,16 @@ impl Registration {
                 .patch(&name, &params, &Patch::Apply(&config))
                 .await?;
         }
+        if let Some(sessions) = &self.sessions {
+            let api_services: Api<APIService> = Api::all(client.clone());
+            api_services
+                .patch(
+                    oz_api::SESSIONS_API_SERVICE,
+                    &params,
+                    &Patch::Apply(&sessions.api_service(ca_bundle)),
+                )
+                .await?;
+        }
         Ok(())
     }
 }
@@ -494,6 +594,43 @@ fn pod_rule(operation: &str, resources: &[&str]) -> RuleWithOperations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sessions_api_service_trusts_the_ca_and_names_its_service_port() {
+        let service = SessionsService::parse("oz-system/oz-webhook", 9444).unwrap();
+        assert!(SessionsService::parse("oz-webhook", 9444).is_err());
+        let object = serde_json::to_value(service.api_service("PEM")).unwrap();
+        assert_eq!(
+            object["metadata"]["name"],
+            "v1alpha1.sessions.wizardofoz.co"
+        );
+        assert_eq!(
+            object["spec"],
+            serde_json::json!({
+                "group": "sessions.wizardofoz.co",
+                "version": "v1alpha1",
+                "service": {"namespace": "oz-system", "name": "oz-webhook", "port": 9444},
+                "caBundle": "UEVN",
+                "insecureSkipTLSVerify": false,
+                "groupPriorityMinimum": 1000,
+                "versionPriority": 15,
+            })
+        );
+        // The apiserver verifies the server as <service>.<namespace>.svc: the certificate
+        // names it beside the webhook endpoint's names.
+        let mut registration =
+            Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap());
+        registration.sessions = Some(service);
+        assert_eq!(
+            registration.serving_names(),
+            [
+                "127.0.0.1",
+                "localhost",
+                "oz-webhook.oz-system.svc",
+                "oz-webhook.oz-system.svc.cluster.local"
+            ]
+        );
+    }
 
     #[test]
     fn service_endpoints_name_every_service_dns_name() {

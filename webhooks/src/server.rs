@@ -176,7 +176,7 @@ impl WebhookServer {
             &config.namespace,
             config.secrets.clone(),
             config.certs,
-            config.registration.endpoint.serving_names(),
+            config.registration.serving_names(),
         );
         // The audit key and the certificates at once: the webhooks are registered after both,
         // and every moment before that is one in which requests go unstamped.
@@ -280,6 +280,17 @@ impl WebhookServer {
     /// The leaf certificate served from the next TLS handshake on.
     pub fn served_certificate(&self) -> CertificateDer<'static> {
         self.certificate.current_leaf_der()
+    }
+
+    /// The serving certificate, kept current by the certificate reconciler: another listener
+    /// (oz's sessions API) may serve it too.
+    pub fn certificate(&self) -> Arc<SwappableCert> {
+        self.certificate.clone()
+    }
+
+    /// The audit log the webhooks write (and, in oz-manager, the sessions API too).
+    pub fn audit_log(&self) -> AuditLog {
+        self.audit_log.clone()
     }
 
     /// Whether the handlers read requests and templates from memory yet, rather than through

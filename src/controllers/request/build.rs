@@ -3,12 +3,15 @@
 
 use std::{ops::ControlFlow, time::Duration};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::{ResourceExt, runtime::controller::Action};
 use oz_api::{
-    AccessConfig, AccessRequest, AccessTemplate, RequestPhase, Requester,
-    access_command::render_access_command, condition_reason as reason, condition_type as kind,
-    conditions::Observation, duration::parse_positive_duration,
+    AccessConfig, AccessRequest, AccessTemplate, RequestPhase, Requester, SessionMode,
+    access_command::{DEFAULT_ACCESS_COMMAND, RenderError, render_access_command},
+    condition_reason as reason, condition_type as kind,
+    conditions::Observation,
+    duration::parse_positive_duration,
     notifications::DEFAULT_EXPIRING_SOON_BEFORE,
 };
 
@@ -75,6 +78,8 @@ pub async fn verify_access_resources<B: AccessBuilder>(
         built.created_message.clone(),
     ));
     pass.status.pod_name = Some(built.pod.name_any());
+    pass.status.session_mode =
+        (built.session_mode == SessionMode::Brokered).then_some(SessionMode::Brokered);
     Ok(ControlFlow::Continue(built))
 }
 
@@ -88,7 +93,8 @@ pub async fn is_access_ready<B: AccessBuilder>(
     expires_at: Timestamp,
 ) -> Result<Action> {
     let wake = Wake::At(expires_at);
-    match render_access_command(&config.access_command, &built.pod.metadata) {
+    let request = r.request.name_any();
+    match access_message(config, built.session_mode, &built.pod.metadata, &request) {
         Ok(message) => pass.status.access_message = Some(message),
         Err(e) => {
             pass.status.access_message = None;
@@ -115,6 +121,27 @@ pub async fn is_access_ready<B: AccessBuilder>(
         _ => wake,
     };
     r.finish(&mut pass, wake).await
+}
+
+/// What the user is told to run: the template's `accessCommand` rendered for the pod, except
+/// that a Brokered grant with the default one is told to use `ozctl exec` for the request
+/// (plain `kubectl exec` is refused). The command comes last, after ` -- `, where ozctl looks
+/// for the default command of `ozctl exec`.
+pub fn access_message(
+    config: &AccessConfig,
+    mode: SessionMode,
+    pod: &ObjectMeta,
+    request: &str,
+) -> Result<String, RenderError> {
+    if mode == SessionMode::Brokered && config.access_command == DEFAULT_ACCESS_COMMAND {
+        let namespace = pod.namespace.as_deref().unwrap_or_default();
+        return Ok(format!(
+            "oz brokers this grant's sessions: it records them and closes them when the access \
+             ends, and plain kubectl exec is refused. Use kubectl oz exec, or: \
+             ozctl exec -n {namespace} {request} -- /bin/sh"
+        ));
+    }
+    render_access_command(&config.access_command, pod)
 }
 
 /// When a grant ending at `expires_at` is announced as expiring soon: `expiringSoonBefore`
@@ -160,6 +187,67 @@ pub fn retry_at(now: Timestamp, expires_at: Timestamp) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(access_command: &str) -> AccessConfig {
+        let mut config: AccessConfig = serde_json::from_value(serde_json::json!({
+            "allowedGroups": ["devs"], "defaultDuration": "1h", "maxDuration": "2h"
+        }))
+        .unwrap();
+        config.access_command = access_command.into();
+        config
+    }
+
+    fn web_0() -> ObjectMeta {
+        ObjectMeta {
+            name: Some("web-0".into()),
+            namespace: Some("shop".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_brokered_grant_with_the_default_command_is_told_to_use_ozctl_exec() {
+        let message = access_message(
+            &config(DEFAULT_ACCESS_COMMAND),
+            SessionMode::Brokered,
+            &web_0(),
+            "alice-x7k2p",
+        )
+        .unwrap();
+        assert!(
+            message.ends_with("ozctl exec -n shop alice-x7k2p -- /bin/sh"),
+            "{message}"
+        );
+        assert!(message.contains("kubectl oz exec"), "{message}");
+        assert!(
+            message.contains("plain kubectl exec is refused"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_direct_grant_or_a_custom_command_is_rendered_as_before() {
+        assert_eq!(
+            access_message(
+                &config(DEFAULT_ACCESS_COMMAND),
+                SessionMode::Direct,
+                &web_0(),
+                "alice-x7k2p"
+            )
+            .unwrap(),
+            "kubectl exec -ti -n shop web-0 -- /bin/sh"
+        );
+        assert_eq!(
+            access_message(
+                &config("ssh-ish {{ .Metadata.Name }}"),
+                SessionMode::Brokered,
+                &web_0(),
+                "alice-x7k2p"
+            )
+            .unwrap(),
+            "ssh-ish web-0"
+        );
+    }
 
     #[test]
     fn a_grant_is_ready_when_its_pod_is_and_pending_until_then() {

@@ -118,14 +118,21 @@ impl Pass {
         }
         let api: Api<R> =
             Api::namespaced(ctx.client.clone(), &request.namespace().unwrap_or_default());
-        match apply_status(&api, &request.name_any(), &self.status).await {
+        let ours = owned_by_oz(&self.status);
+        match apply_status(&api, &request.name_any(), &ours).await {
             // Deleted meanwhile (by a user, or with its template): nothing left to report on.
             Err(crate::Error::Kube(kube::Error::Api(status))) if status.code == 404 => {
                 return Ok(Action::await_change());
             }
             other => other?,
         };
-        clear_dropped_fields(&api, &request.name_any(), &self.previous, &self.status).await?;
+        clear_dropped_fields(
+            &api,
+            &request.name_any(),
+            &owned_by_oz(&self.previous),
+            &ours,
+        )
+        .await?;
 
         if became(&self.previous, &self.status, RequestPhase::Ready)
             && let Some(created) = &request.meta().creation_timestamp
@@ -175,6 +182,18 @@ impl Pass {
             ctx.notifier.send(notice);
         }
         self.sinks = Some(sinks);
+    }
+}
+
+/// The part of `status` the controller writes: all but `sessions` and `sessionCounts`, which
+/// the oz replica serving each brokered session writes (merge patches as `oz-sessions`). The
+/// controller's copy of them may be stale (its cache lags), and an apply of a stale list would
+/// overwrite a newer one, so it never applies them, and never clears them.
+pub fn owned_by_oz(status: &RequestStatus) -> RequestStatus {
+    RequestStatus {
+        sessions: Vec::new(),
+        session_counts: None,
+        ..status.clone()
     }
 }
 
@@ -366,6 +385,25 @@ mod tests {
         let note = (EventType::Warning, "Denied", "not allowed".to_string());
         let events = events_for(&status(RequestPhase::Pending, &[]), &failed, vec![note]);
         assert_eq!(reasons(&events), ["Denied"]);
+    }
+
+    #[test]
+    fn the_controller_never_writes_the_sessions_it_does_not_keep() {
+        let mut status = status(RequestPhase::Ready, &[created()]);
+        status.session_mode = Some(oz_api::SessionMode::Brokered);
+        status.session_counts = Some(oz_api::SessionCounts { total: 3, open: 1 });
+        status.sessions = vec![
+            serde_json::from_value(serde_json::json!({
+                "id": "s1", "user": "alice", "stream": "Exec", "pod": "web-0",
+                "startedAt": "2026-01-01T00:00:00Z"
+            }))
+            .unwrap(),
+        ];
+        let written = serde_json::to_value(owned_by_oz(&status)).unwrap();
+        assert!(written.get("sessions").is_none(), "{written}");
+        assert!(written.get("sessionCounts").is_none(), "{written}");
+        assert_eq!(written["sessionMode"], "Brokered");
+        assert_eq!(written["phase"], "Ready");
     }
 
     #[test]

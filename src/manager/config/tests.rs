@@ -6,7 +6,10 @@ use clap::Parser;
 
 use super::*;
 use crate::{
-    install::{HEALTH_PORT, InstallOptions, METRICS_PORT, WEBHOOK_PORT, manager_args},
+    install::{
+        DEFAULT_SESSION_RECORDINGS, HEALTH_PORT, InstallOptions, METRICS_PORT, SESSIONS_PORT,
+        WEBHOOK_PORT, manager_args,
+    },
     manager::Command,
 };
 
@@ -61,7 +64,7 @@ fn controllers_are_one_list_for_running_and_installing_with_their_own_errors() {
         .unwrap_err()
         .to_string();
     assert!(
-        run_error.contains("[possible values: exec, pod, webhooks]"),
+        run_error.contains("[possible values: exec, pod, webhooks, sessions]"),
         "{run_error}"
     );
     let install_error =
@@ -69,7 +72,7 @@ fn controllers_are_one_list_for_running_and_installing_with_their_own_errors() {
             .unwrap_err()
             .to_string();
     assert!(
-        install_error.contains("unknown controller \"nope\": want exec, pod or webhooks"),
+        install_error.contains("unknown controller \"nope\": want exec, pod, webhooks or sessions"),
         "{install_error}"
     );
 }
@@ -98,6 +101,10 @@ fn the_deployments_flags_run_the_install_they_belong_to() {
         InstallOptions {
             controllers: vec![Component::Webhooks, Component::Pod],
             ..InstallOptions::default()
+        },
+        InstallOptions {
+            controllers: Component::ALL.to_vec(),
+            ..scoped.clone()
         },
     ] {
         let flags = manager_args(&options);
@@ -133,7 +140,84 @@ fn the_deployments_flags_run_the_install_they_belong_to() {
             assert_eq!((webhooks.secrets.ca, webhooks.secrets.serving), (ca, tls));
             assert_eq!(webhooks.watch_namespaces, watched);
         }
+        assert_eq!(
+            config.sessions.is_some(),
+            options.runs(Component::Sessions),
+            "{flags:?}"
+        );
+        if let Some(sessions) = config.sessions {
+            assert_eq!(sessions.listen, port(i32::from(SESSIONS_PORT)).unwrap());
+            assert_eq!(sessions.recordings, DEFAULT_SESSION_RECORDINGS);
+        }
     }
+}
+
+#[test]
+fn sessions_are_opt_in_need_the_webhooks_and_a_service_for_their_api_service() {
+    assert!(
+        !parse(&[])
+            .unwrap()
+            .controllers
+            .contains(&Component::Sessions)
+    );
+    assert!(!InstallOptions::default().runs(Component::Sessions));
+
+    let alone = parse(&[
+        "--controllers=exec,sessions".into(),
+        "--sessions-service=oz/oz".into(),
+    ])
+    .unwrap()
+    .manager_config()
+    .unwrap_err();
+    assert!(alone.contains("add webhooks to --controllers"), "{alone}");
+
+    let local = [
+        "--controllers=webhooks,sessions".to_string(),
+        "--webhook-url-base=https://127.0.0.1:9443".into(),
+    ];
+    let error = parse(&local).unwrap().manager_config().unwrap_err();
+    assert!(error.contains("--sessions-service"), "{error}");
+
+    let mut flags = local.to_vec();
+    flags.extend([
+        "--sessions-service=oz-test/oz-sessions".into(),
+        "--sessions-port=19444".into(),
+    ]);
+    let config = parse(&flags).unwrap().manager_config().unwrap();
+    let service = config.webhooks.unwrap().registration.sessions.unwrap();
+    assert_eq!(
+        (
+            service.namespace.as_str(),
+            service.name.as_str(),
+            service.port
+        ),
+        ("oz-test", "oz-sessions", 19444)
+    );
+    assert_eq!(
+        config.sessions.unwrap().listen,
+        SocketAddr::from(([0, 0, 0, 0], 19444))
+    );
+
+    // In a cluster, the webhook Service (its `sessions` port) unless told otherwise.
+    let config = parse(&[
+        "--controllers=webhooks,sessions".into(),
+        "--webhook-service=oz-system/oz-webhook".into(),
+    ])
+    .unwrap()
+    .manager_config()
+    .unwrap();
+    let registration = config.webhooks.unwrap().registration;
+    let service = registration.sessions.as_ref().unwrap();
+    assert_eq!(
+        (service.name.as_str(), service.port),
+        ("oz-webhook", SESSIONS_PORT)
+    );
+    // The serving certificate names the sessions Service as the apiserver dials it.
+    assert!(
+        registration
+            .serving_names()
+            .contains(&"oz-webhook.oz-system.svc".to_string())
+    );
 }
 
 #[test]

@@ -451,7 +451,8 @@ fn kwok_dir() -> Result<PathBuf> {
     built("OZ_KWOK_DIR", "build-kwok")
 }
 
-fn built(variable: &str, command: &str) -> Result<PathBuf> {
+/// `$variable`, or the path `hack/testenv.sh command` prints after building (or reusing) it.
+pub(crate) fn built(variable: &str, command: &str) -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(variable) {
         return Ok(PathBuf::from(path));
     }

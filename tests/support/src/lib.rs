@@ -11,6 +11,7 @@
 //!   control plane make and place a workload's pods, kwok makes them Ready, and `kubectl exec`,
 //!   attach, logs and port-forward reach them through the apiserver (an exec runs its command as
 //!   a local process);
+//! - a local S3 server ([`s3::S3Server`]) for oz's session recordings;
 //! - Deployments, StatefulSets, DaemonSets and Argo Rollouts, created and waited for until
 //!   their pods are Ready.
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ mod control_plane;
 mod error;
 pub mod exec;
 pub mod pods;
+pub mod s3;
 pub mod workloads;
 
 pub use control_plane::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES, ReadyInfo};

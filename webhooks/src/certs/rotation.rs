@@ -9,9 +9,12 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, StreamExt, stream::BoxStream};
-use k8s_openapi::api::{
-    admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-    core::v1::Secret,
+use k8s_openapi::{
+    api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+        core::v1::Secret,
+    },
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client, Resource,
@@ -175,6 +178,12 @@ impl CertReconciler {
             streams.push(watch_named(
                 Api::<ValidatingWebhookConfiguration>::all(self.client.clone()),
                 &name,
+            ));
+        }
+        if self.registration.sessions.is_some() {
+            streams.push(watch_named(
+                Api::<APIService>::all(self.client.clone()),
+                oz_api::SESSIONS_API_SERVICE,
             ));
         }
         futures::stream::select_all(streams).boxed()

@@ -22,6 +22,10 @@ pub struct EnforceSettings {
     pub namespaces: BTreeSet<String>,
     /// Members of these groups are never denied. Default `system:masters`.
     pub exempt_groups: BTreeSet<String>,
+    /// oz's own user names (its ServiceAccount's `system:serviceaccount:NS:NAME`): an exec or
+    /// attach by one of them is oz opening the stream of a brokered session, whose grant oz
+    /// checked itself; it is recorded as `brokered` and never denied. Empty by default.
+    pub brokers: BTreeSet<String>,
 }
 
 impl Default for EnforceSettings {
@@ -29,11 +33,19 @@ impl Default for EnforceSettings {
         Self {
             namespaces: BTreeSet::new(),
             exempt_groups: BTreeSet::from(["system:masters".to_string()]),
+            brokers: BTreeSet::new(),
         }
     }
 }
 
 impl EnforceSettings {
+    /// Whether `user`'s `action` is oz's own stream for a brokered session: an exec or attach
+    /// by one of [`EnforceSettings::brokers`]. Port-forward and debug never are.
+    pub fn is_broker(&self, user: &str, action: super::PodAction) -> bool {
+        matches!(action, super::PodAction::Exec | super::PodAction::Attach)
+            && self.brokers.contains(user)
+    }
+
     /// Whether a user in `groups` needs a grant in `namespace`.
     pub fn applies(&self, namespace: &str, groups: &[String]) -> bool {
         self.namespaces.contains(namespace)
@@ -121,7 +133,10 @@ fn grant_of(request: &RequestSummary) -> Grant {
 /// Why the access `record` describes is denied, if it is: enforcement applies to its user in
 /// its namespace and no grant was found, or none could be looked up (enforcement fails closed).
 pub fn denial(enforce: &EnforceSettings, record: &AuditRecord) -> Option<String> {
-    if record.grant.is_some() || !enforce.applies(&record.namespace, &record.groups) {
+    if record.grant.is_some()
+        || record.brokered
+        || !enforce.applies(&record.namespace, &record.groups)
+    {
         return None;
     }
     Some(match &record.grant_error {
@@ -275,5 +290,26 @@ mod tests {
             denial(&EnforceSettings::default(), &record(None, None, &[])),
             None
         );
+    }
+
+    #[test]
+    fn ozs_own_brokered_exec_is_marked_and_never_denied() {
+        let oz = "system:serviceaccount:oz-system:oz";
+        let enforce = EnforceSettings {
+            namespaces: BTreeSet::from(["team-a".to_string()]),
+            brokers: BTreeSet::from([oz.to_string()]),
+            ..Default::default()
+        };
+        use super::super::PodAction;
+        assert!(enforce.is_broker(oz, PodAction::Exec));
+        assert!(enforce.is_broker(oz, PodAction::Attach));
+        assert!(!enforce.is_broker(oz, PodAction::PortForward));
+        assert!(!enforce.is_broker(oz, PodAction::Debug));
+        assert!(!enforce.is_broker("alice", PodAction::Exec));
+        let mut by_oz = record(None, None, &["system:serviceaccounts"]);
+        by_oz.brokered = true;
+        assert_eq!(denial(&enforce, &by_oz), None);
+        by_oz.brokered = false;
+        assert!(denial(&enforce, &by_oz).is_some(), "only as a broker");
     }
 }

@@ -29,7 +29,7 @@ use kube::core::{
 
 pub use decision::{EnforceSettings, denial, find_grant};
 pub use log::{AuditLog, UNWRITABLE_REASON};
-pub use record::{AuditRecord, Grant, PodAction, audit_annotations, describe};
+pub use record::{AuditRecord, Grant, PodAction, SessionAudit, audit_annotations, describe};
 
 use super::{AdmissionState, Review, deny, reply};
 use crate::callers::Caller;
@@ -59,6 +59,7 @@ pub async fn audit_decision(
         return AdmissionResponse::from(request);
     };
     let mut record = describe(request, action, caller);
+    record.brokered = state.enforce.is_broker(&record.user, action);
     let lookup = find_grant(
         state.lookup.as_ref(),
         &record.namespace,

@@ -136,6 +136,30 @@ pub struct AuditRecord {
     /// With `caller` `apiserver`: the subject CN of its client certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller_name: Option<String>,
+    /// True when `user` is oz itself opening the pod's stream for a brokered session
+    /// ([`EnforceSettings::brokers`](super::EnforceSettings::brokers)): oz checked the grant
+    /// itself, and the session's own `session-start` record names the user.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub brokered: bool,
+    /// Brokered sessions' records only (`event` `session-start` or `session-end`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionAudit>,
+}
+
+/// What a brokered session's audit record adds: which session, its recording, how it ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAudit {
+    /// The session id (also its recording's name).
+    pub id: String,
+    /// The recording's key in oz's recordings store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<String>,
+    /// `session-end` only: why it ended ([`oz_api::SessionEndReason::label`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
+    /// The oz replica that served it.
+    pub replica: String,
 }
 
 /// The record for `request`, before the grant is looked up: allowed, no grant, sent by
@@ -183,6 +207,8 @@ pub fn describe(
         denied_because: None,
         caller: caller.kind(),
         caller_name: caller.name().map(String::from),
+        brokered: false,
+        session: None,
     };
     match action {
         PodAction::Exec | PodAction::Attach => {

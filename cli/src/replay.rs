@@ -1,0 +1,270 @@
+//! `ozctl replay SESSION`: plays a brokered session's recording (asciicast v2, read through
+//! oz's aggregated API, `sessions.wizardofoz.co`) on the terminal at the pace it was recorded,
+//! or saves it for `asciinema play`. The player is pure over the parsed events ([`parse`],
+//! [`schedule`]); only [`run`] talks to the cluster and the terminal.
+
+use std::{io::Write, path::PathBuf, time::Duration};
+
+use clap::Args;
+use oz_api::{SESSIONS_GROUP, SESSIONS_VERSION};
+use serde_json::Value;
+
+use super::{error::CliError, session::Session};
+
+/// Pauses longer than this are cut to it when playing, as asciinema's idle limit does.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(2);
+
+/// `ozctl replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The session's id, as the request's status.sessions lists it (like 20261123-081500-k3x9qa7m)
+    pub session: String,
+    /// Play faster (2) or slower (0.5) than recorded
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    pub speed: f64,
+    /// Print all the output at once, without the recorded pauses
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Save the recording to FILE (asciicast v2, for `asciinema play FILE`) instead of playing it
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+fn parse_speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(speed) if speed.is_finite() && speed > 0.0 => Ok(speed),
+        _ => Err(format!(
+            "{text:?} is not a positive number (1 plays as recorded, 2 twice as fast)"
+        )),
+    }
+}
+
+/// A parsed recording: its header and its events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cast {
+    /// The header object (asciicast's keys, and oz's under `"oz"`).
+    pub header: Value,
+    /// The events, in order.
+    pub events: Vec<Event>,
+}
+
+/// One event: `[time, code, data]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Seconds since the session started.
+    pub time: f64,
+    /// `o` output, `i` input, `r` resize, `m` marker.
+    pub code: String,
+    /// The text.
+    pub data: String,
+}
+
+/// Parses an asciicast v2 file; a line that is not an event is an error naming its number.
+pub fn parse(text: &str) -> Result<Cast, String> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (_, first) = lines.next().ok_or("the recording is empty")?;
+    let header: Value =
+        serde_json::from_str(first).map_err(|e| format!("line 1 is not a header: {e}"))?;
+    if header.get("version").and_then(Value::as_u64) != Some(2) {
+        return Err("it is not an asciicast v2 recording".into());
+    }
+    let events = lines
+        .map(|(n, line)| {
+            serde_json::from_str::<(f64, String, String)>(line)
+                .map(|(time, code, data)| Event { time, code, data })
+                .map_err(|e| format!("line {} is not an event: {e}", n + 1))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Cast { header, events })
+}
+
+/// What to print and how long to wait before it: the output events, each after the recorded
+/// time since the one before (any pause cut to [`IDLE_LIMIT`]) divided by `speed`; no waits
+/// with `no_wait`.
+pub fn schedule(events: &[Event], speed: f64, no_wait: bool) -> Vec<(Duration, &str)> {
+    let mut plan = Vec::new();
+    let mut previous = 0.0_f64;
+    let mut waited = 0.0_f64;
+    for event in events {
+        let gap = (event.time - previous).clamp(0.0, IDLE_LIMIT.as_secs_f64());
+        previous = previous.max(event.time);
+        waited += gap;
+        if event.code == "o" {
+            let wait = if no_wait { 0.0 } else { waited / speed };
+            plan.push((Duration::from_secs_f64(wait), event.data.as_str()));
+            waited = 0.0;
+        }
+    }
+    plan
+}
+
+/// One line about the recording for stderr: whose session it was and how it ended.
+pub fn summary(cast: &Cast) -> String {
+    let oz = &cast.header["oz"];
+    let title = cast.header["title"].as_str().unwrap_or("a session");
+    let user = oz["user"].as_str().unwrap_or("someone");
+    let end = cast.events.iter().rev().find_map(|e| {
+        (e.code == "m")
+            .then_some(e.data.strip_prefix("end: "))
+            .flatten()
+    });
+    match end {
+        Some(reason) => format!("{title} by {user}: ended ({reason})"),
+        None => format!(
+            "{title} by {user}: no end recorded (still open, or oz stopped before it ended)"
+        ),
+    }
+}
+
+/// Runs `ozctl replay`.
+pub async fn run(session: &Session, args: ReplayArgs) -> Result<(), CliError> {
+    let text = fetch(session, &args.session).await?;
+    if let Some(path) = &args.output {
+        std::fs::write(path, &text)
+            .map_err(|e| CliError::Output(format!("{}: {e}", path.display())))?;
+        eprintln!(
+            "saved session {} to {}; play it with: asciinema play {}",
+            args.session,
+            path.display(),
+            path.display()
+        );
+        return Ok(());
+    }
+    let cast = parse(&text).map_err(|e| {
+        CliError::Api(format!(
+            "the recording of session {} cannot be played: {e}; save it with --output FILE to look at it",
+            args.session
+        ))
+    })?;
+    let mut stdout = std::io::stdout();
+    for (wait, data) in schedule(&cast.events, args.speed, args.no_wait) {
+        if !wait.is_zero() {
+            stdout.flush()?;
+            tokio::time::sleep(wait).await;
+        }
+        stdout.write_all(data.as_bytes())?;
+    }
+    stdout.flush()?;
+    eprintln!("\r\nreplayed {}", summary(&cast));
+    Ok(())
+}
+
+/// GETs the recording through the aggregated API.
+async fn fetch(session: &Session, id: &str) -> Result<String, CliError> {
+    let path = format!(
+        "/apis/{SESSIONS_GROUP}/{SESSIONS_VERSION}/namespaces/{}/recordings/{id}",
+        session.namespace
+    );
+    let request = http::Request::get(path)
+        .header(
+            http::header::ACCEPT,
+            "application/x-asciicast, application/json",
+        )
+        .body(Vec::new())
+        .map_err(|e| CliError::Api(e.to_string()))?;
+    session
+        .client
+        .request_text(request)
+        .await
+        .map_err(|error| match &error {
+            kube::Error::Api(status) if status.code == 403 => CliError::Forbidden {
+                message: format!(
+                    "you may not read the recording of session {id} in namespace {} ({}): ask for get on recordings in {SESSIONS_GROUP}",
+                    session.namespace, status.message
+                ),
+            },
+            kube::Error::Api(status) if status.code == 404 => CliError::Api(format!(
+                "no recording of session {id} in namespace {}: check the id in the request's status.sessions and the namespace (-n), or oz's sessions API is not installed",
+                session.namespace
+            )),
+            kube::Error::Api(status) if status.code == 400 => CliError::Usage(format!(
+                "{id:?} is not a session id: they look like 20261123-081500-k3x9qa7m (the request's status.sessions lists them)"
+            )),
+            kube::Error::Api(status) if status.code == 503 => CliError::Api(format!(
+                "oz's sessions API is unavailable ({}); is oz-manager running with the sessions controller?",
+                status.message
+            )),
+            _ => CliError::from_kube(error, &session.server),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAST: &str = concat!(
+        r#"{"version":2,"width":80,"height":24,"timestamp":1795421700,"title":"team/web-0 sh","oz":{"user":"alice"}}"#,
+        "\n",
+        "[0.500000, \"o\", \"$ \"]\n",
+        "[1.000000, \"i\", \"ls\\r\"]\n",
+        "[1.250000, \"o\", \"ls\\r\\n\"]\n",
+        "[1.250000, \"r\", \"100x30\"]\n",
+        "[31.250000, \"o\", \"caf\\u00e9 \\u001b[0m\"]\n",
+        "[31.500000, \"m\", \"end: expired\"]\n",
+    );
+
+    #[test]
+    fn parses_a_recording_and_refuses_what_is_not_one() {
+        let cast = parse(CAST).unwrap();
+        assert_eq!(cast.events.len(), 6);
+        assert_eq!(cast.events[4].data, "café \u{1b}[0m");
+        assert_eq!(cast.events[3].code, "r");
+        assert!(parse("").unwrap_err().contains("empty"));
+        assert!(parse("{\"version\":1}").unwrap_err().contains("v2"));
+        assert!(
+            parse(&format!("{CAST}[1, \"o\"]\n"))
+                .unwrap_err()
+                .contains("line 8")
+        );
+    }
+
+    #[test]
+    fn plays_output_at_its_pace_with_idle_gaps_cut_to_two_seconds() {
+        let cast = parse(CAST).unwrap();
+        let ms = |plan: Vec<(Duration, &str)>| -> Vec<(u128, String)> {
+            plan.into_iter()
+                .map(|(d, s)| (d.as_millis(), s.to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            ms(schedule(&cast.events, 1.0, false)),
+            vec![
+                (500, "$ ".into()),
+                // Input and resize events are not printed; their time still counts.
+                (750, "ls\r\n".into()),
+                // 30 s idle, cut to 2 s.
+                (2000, "café \u{1b}[0m".into()),
+            ]
+        );
+        assert_eq!(
+            ms(schedule(&cast.events, 2.0, false))
+                .iter()
+                .map(|(d, _)| *d)
+                .collect::<Vec<_>>(),
+            vec![250, 375, 1000]
+        );
+        assert!(
+            schedule(&cast.events, 1.0, true)
+                .iter()
+                .all(|(d, _)| d.is_zero())
+        );
+    }
+
+    #[test]
+    fn the_summary_says_how_the_session_ended() {
+        let cast = parse(CAST).unwrap();
+        assert_eq!(summary(&cast), "team/web-0 sh by alice: ended (expired)");
+        let open = parse(CAST.rsplit_once("[31.5").unwrap().0).unwrap();
+        assert!(
+            summary(&open).contains("no end recorded"),
+            "{}",
+            summary(&open)
+        );
+        assert!(parse_speed("0").is_err());
+        assert!(parse_speed("NaN").is_err());
+        assert_eq!(parse_speed("1.5"), Ok(1.5));
+    }
+}

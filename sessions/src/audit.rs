@@ -1,0 +1,139 @@
+//! A brokered session's audit records: `session-start` when it opens and `session-end` when it
+//! ends, written through the same [`AuditLog`] as the webhooks' (the `oz::audit` log line and,
+//! with `--audit-log-path`, the hash-chained file).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use oz_api::{SessionEndReason, SessionStream};
+use oz_webhooks::{
+    admission::{AuditLog, AuditRecord, Grant, audit::SessionAudit},
+    callers::CallerKind,
+};
+
+use crate::SessionInfo;
+
+/// The `event` of the record written when a session opens.
+pub const SESSION_START: &str = "session-start";
+/// The `event` of the record written when a session ends.
+pub const SESSION_END: &str = "session-end";
+
+/// The record of `info`'s start (no `ended`) or end (`ended`: when and why), under `grant`
+/// (approvers included), with its recording key. The caller is the apiserver: the broker only
+/// serves requests whose front-proxy certificate was verified.
+pub fn session_record(
+    info: &SessionInfo,
+    grant: &Grant,
+    stdin: bool,
+    recording: &str,
+    ended: Option<(DateTime<Utc>, SessionEndReason)>,
+) -> AuditRecord {
+    let (event, time) = match ended {
+        None => (SESSION_START, info.started_at),
+        Some((at, _)) => (SESSION_END, at),
+    };
+    AuditRecord {
+        time: time.to_rfc3339_opts(SecondsFormat::Micros, true),
+        event: event.into(),
+        request_uid: info.id.clone(),
+        user: info.user.clone(),
+        uid: None,
+        groups: info.groups.clone(),
+        namespace: info.namespace.clone(),
+        pod: info.pod.clone(),
+        operation: "CONNECT".into(),
+        subresource: match info.stream {
+            SessionStream::Exec => "exec".into(),
+            SessionStream::Attach => "attach".into(),
+        },
+        container: info.container.clone(),
+        command: info.command.clone(),
+        tty: info.tty,
+        stdin,
+        ports: Vec::new(),
+        image: None,
+        grant: Some(grant.clone()),
+        grant_error: None,
+        dry_run: false,
+        allowed: true,
+        denied_because: None,
+        caller: CallerKind::Apiserver,
+        caller_name: None,
+        brokered: true,
+        session: Some(SessionAudit {
+            id: info.id.clone(),
+            recording: Some(recording.to_string()),
+            end_reason: ended.map(|(_, reason)| reason.label().to_string()),
+            replica: info.replica.clone(),
+        }),
+    }
+}
+
+/// Writes the record (see [`session_record`]).
+pub async fn write(
+    log: &AuditLog,
+    info: &SessionInfo,
+    grant: &Grant,
+    stdin: bool,
+    recording: &str,
+    ended: Option<(DateTime<Utc>, SessionEndReason)>,
+) {
+    log.write(&session_record(info, grant, stdin, recording, ended))
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use oz_api::AccessKind;
+
+    use super::*;
+    use crate::GrantRef;
+
+    #[test]
+    fn start_and_end_records_name_the_session_and_the_end_its_reason() {
+        let started_at = DateTime::parse_from_rfc3339("2026-11-23T08:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let info = SessionInfo {
+            id: "20261123-080000-abcdefgh".into(),
+            namespace: "shop".into(),
+            grant: GrantRef {
+                kind: AccessKind::Exec,
+                name: "alices".into(),
+                uid: "u".into(),
+                template: "web".into(),
+            },
+            user: "alice".into(),
+            groups: vec!["devs".into()],
+            stream: SessionStream::Exec,
+            pod: "web-0".into(),
+            container: None,
+            command: vec!["sh".into()],
+            tty: true,
+            started_at,
+            replica: "oz-0".into(),
+        };
+        let grant = Grant {
+            kind: "ExecAccessRequest".into(),
+            name: "alices".into(),
+            template: "web".into(),
+            approvers: vec!["bob".into()],
+        };
+        let start =
+            serde_json::to_value(session_record(&info, &grant, true, "shop/x.cast", None)).unwrap();
+        assert_eq!(start["event"], "session-start");
+        assert_eq!(start["session"]["id"], "20261123-080000-abcdefgh");
+        assert_eq!(start["session"]["recording"], "shop/x.cast");
+        assert_eq!(start["grant"]["approvers"][0], "bob");
+        assert!(start["session"].get("endReason").is_none());
+        let end = serde_json::to_value(session_record(
+            &info,
+            &grant,
+            true,
+            "shop/x.cast",
+            Some((started_at, SessionEndReason::IdleTimeout)),
+        ))
+        .unwrap();
+        assert_eq!(end["event"], "session-end");
+        assert_eq!(end["session"]["endReason"], "idle_timeout");
+        assert_eq!(end["brokered"], true);
+    }
+}

@@ -1,0 +1,344 @@
+//! One open session: pipes frames both ways (tapping the recording, counting bytes, noticing
+//! input), and closes when the command ends, the user leaves, or [`closing`] says the grant
+//! has ended; then tells the user why, and writes the end everywhere it is recorded.
+
+use std::future::pending;
+
+use axum::extract::ws::{Message, WebSocket};
+use chrono::{DateTime, Utc};
+use futures::{SinkExt, StreamExt};
+use hyper_util::rt::TokioIo;
+use kube::Api;
+use oz_api::{AccessKind, AccessTemplate, ExecAccessTemplate, PodAccessTemplate, SessionEndReason};
+use tokio::time::{Instant, sleep_until};
+use tokio_tungstenite::{WebSocketStream, tungstenite::Message as UpMessage};
+use tracing::{info, warn};
+
+use super::{
+    Broker,
+    frames::{self, Input, Output},
+};
+use crate::{
+    SessionInfo, audit,
+    closing::{close_reason, closing_frames},
+    grants::Grant,
+    metrics::{ReasonLabels, StreamLabels},
+    recording::Recording,
+    status::{self, SessionChange},
+};
+
+/// The stream to the pod, as kube opens it.
+pub type Upstream = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// A session, ready to run once the client's upgrade completes.
+pub struct Session {
+    broker: Broker,
+    info: SessionInfo,
+    grant: Grant,
+    stdin: bool,
+}
+
+/// Counts the session as open until dropped, however the task ends.
+struct OpenGuard(Broker);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.inner.config.metrics.open.dec();
+        self.0.inner.open.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// How a session's pipe ended.
+struct Ended {
+    reason: SessionEndReason,
+    /// Whether the client is still there to be told.
+    client_open: bool,
+    /// Whether the pod's side is still open, to be closed.
+    upstream_open: bool,
+}
+
+impl Session {
+    pub fn new(broker: Broker, info: SessionInfo, grant: Grant, stdin: bool) -> Self {
+        Self {
+            broker,
+            info,
+            grant,
+            stdin,
+        }
+    }
+
+    /// Runs the session to its end.
+    pub async fn run(self, down: WebSocket, up: Upstream) {
+        let inner = &self.broker.inner;
+        let config = &inner.config;
+        inner.open.send_modify(|n| *n += 1);
+        config.metrics.open.inc();
+        let _open = OpenGuard(self.broker.clone());
+        config
+            .metrics
+            .total
+            .get_or_create(&StreamLabels {
+                stream: stream_label(&self.info),
+            })
+            .inc();
+
+        let mut recording = config
+            .recordings
+            .start(&self.info, self.grant.record_input, None);
+        let key = recording.key().to_string();
+        let mut record = self.info.record();
+        record.recording = Some(key.clone());
+        let audit_grant = oz_webhooks::admission::Grant {
+            kind: self.info.grant.kind.request_kind().into(),
+            name: self.info.grant.name.clone(),
+            template: self.info.grant.template.clone(),
+            approvers: self.grant.request.approvers.clone(),
+        };
+        audit::write(
+            &config.audit_log,
+            &self.info,
+            &audit_grant,
+            self.stdin,
+            &key,
+            None,
+        )
+        .await;
+        // Written while the session runs; the end waits for it, so the two never cross.
+        let started = {
+            let (client, info, record) = (inner.client.clone(), self.info.clone(), record.clone());
+            tokio::spawn(async move {
+                status::record(
+                    &client,
+                    info.grant.kind,
+                    &info.namespace,
+                    &info.grant.name,
+                    &SessionChange::Started(record),
+                )
+                .await
+            })
+        };
+
+        let (mut down_tx, mut down_rx) = down.split();
+        let (mut up_tx, mut up_rx) = up.split();
+        let ended = self
+            .pipe(
+                &mut recording,
+                &mut down_tx,
+                &mut down_rx,
+                &mut up_tx,
+                &mut up_rx,
+            )
+            .await;
+        let reason = ended.reason;
+        if reason != SessionEndReason::Exited && ended.client_open {
+            for frame in closing_frames(reason) {
+                if frame[0] == frames::STDOUT {
+                    recording.output(&frame[1..]);
+                }
+                if down_tx.send(Message::Binary(frame.into())).await.is_err() {
+                    break;
+                }
+            }
+        }
+        if ended.client_open {
+            let _ = down_tx.send(Message::Close(None)).await;
+        }
+        if ended.upstream_open {
+            let _ = up_tx.send(UpMessage::Close(None)).await;
+        }
+        let ended_at = Utc::now();
+        if reason == SessionEndReason::Expired
+            && let Some(expires_at) = self.latest_expiry()
+        {
+            let lag = (ended_at - expires_at).as_seconds_f64();
+            config.metrics.close_lag.observe(lag);
+            info!(session = %self.info.id, lag_seconds = lag, "session closed at expiresAt");
+        }
+        config
+            .metrics
+            .ended
+            .get_or_create(&ReasonLabels {
+                reason: reason.label(),
+            })
+            .inc();
+        info!(session = %self.info.id, reason = reason.label(), "session closed");
+
+        recording.finish(ended_at, reason).await;
+        let _ = started.await;
+        record.ended_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_microsecond(ended_at.timestamp_micros())
+                .expect("a chrono time is within jiff's range"),
+        ));
+        record.end_reason = Some(reason);
+        status::record(
+            &inner.client,
+            self.info.grant.kind,
+            &self.info.namespace,
+            &self.info.grant.name,
+            &SessionChange::Ended(record),
+        )
+        .await;
+        audit::write(
+            &config.audit_log,
+            &self.info,
+            &audit_grant,
+            self.stdin,
+            &key,
+            Some((ended_at, reason)),
+        )
+        .await;
+    }
+
+    /// The grant's expiresAt as last seen.
+    fn latest_expiry(&self) -> Option<DateTime<Utc>> {
+        let grants = &self.broker.inner.grants;
+        grants
+            .request(
+                self.info.grant.kind,
+                &self.info.namespace,
+                &self.info.grant.name,
+            )
+            .filter(|r| r.uid == self.info.grant.uid)
+            .and_then(|r| r.expires_at)
+            .or(self.grant.request.expires_at)
+    }
+
+    async fn pipe(
+        &self,
+        recording: &mut Recording,
+        down_tx: &mut futures::stream::SplitSink<WebSocket, Message>,
+        down_rx: &mut futures::stream::SplitStream<WebSocket>,
+        up_tx: &mut futures::stream::SplitSink<Upstream, UpMessage>,
+        up_rx: &mut futures::stream::SplitStream<Upstream>,
+    ) -> Ended {
+        let inner = &self.broker.inner;
+        let metrics = &inner.config.metrics;
+        let grants = &inner.grants;
+        let info = &self.info;
+        let mut changes = grants.subscribe();
+        let mut shutdown = inner.shutdown.subscribe();
+        let mut expires_at = self.grant.request.expires_at.unwrap_or_else(Utc::now);
+        let idle_timeout = self.grant.idle_timeout;
+        let mut last_input = Instant::now();
+        let end = |reason, client_open, upstream_open| Ended {
+            reason,
+            client_open,
+            upstream_open,
+        };
+        loop {
+            let expiry = instant_of(expires_at);
+            let idle = async {
+                match idle_timeout {
+                    Some(timeout) => sleep_until(last_input + timeout).await,
+                    None => pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                true = async { shutdown.wait_for(|down| *down).await.is_ok() } => return end(SessionEndReason::ServerShutdown, true, true),
+                () = sleep_until(expiry) => return end(SessionEndReason::Expired, true, true),
+                () = idle => return end(SessionEndReason::IdleTimeout, true, true),
+                Ok(()) = changes.changed() => {
+                    let request = grants
+                        .request(info.grant.kind, &info.namespace, &info.grant.name)
+                        .filter(|r| r.uid == info.grant.uid);
+                    if let Some(at) = request.as_ref().and_then(|r| r.expires_at) {
+                        expires_at = at;
+                    }
+                    let template = grants.template(info.grant.kind, &info.namespace, &info.grant.template);
+                    if let Some(reason) = close_reason(&info.grant.uid, expires_at, request.as_ref(), template.as_ref(), Utc::now()) {
+                        return end(self.refine(reason).await, true, true);
+                    }
+                }
+                message = down_rx.next() => match message {
+                    Some(Ok(Message::Binary(frame))) => {
+                        match frames::input(&frame) {
+                            Input::Stdin(data) => {
+                                last_input = Instant::now();
+                                metrics.piped("input", data.len());
+                                recording.input(data);
+                            }
+                            Input::Resize(cols, rows) => {
+                                last_input = Instant::now();
+                                recording.resize(cols, rows);
+                            }
+                            Input::Other => {}
+                        }
+                        if up_tx.send(UpMessage::Binary(frame)).await.is_err() {
+                            return end(SessionEndReason::Failed, true, false);
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                        return end(SessionEndReason::Exited, false, true);
+                    }
+                    Some(Ok(_)) => {}
+                },
+                message = up_rx.next() => match message {
+                    Some(Ok(UpMessage::Binary(frame))) => {
+                        match frames::output(&frame) {
+                            Output::Terminal(data) => {
+                                metrics.piped("output", data.len());
+                                recording.output(data);
+                            }
+                            Output::Status(data) => metrics.piped("output", data.len()),
+                            Output::Other => {}
+                        }
+                        if down_tx.send(Message::Binary(frame)).await.is_err() {
+                            return end(SessionEndReason::Exited, false, true);
+                        }
+                    }
+                    Some(Ok(UpMessage::Close(_))) | None => {
+                        return end(SessionEndReason::Exited, true, false);
+                    }
+                    Some(Err(e)) => {
+                        warn!(session = %info.id, error = %e, "the stream to the pod failed");
+                        return end(SessionEndReason::Failed, true, false);
+                    }
+                    Some(Ok(_)) => {}
+                },
+            }
+        }
+    }
+
+    /// A grant that vanished or stopped being Ready while its template still seemed to exist:
+    /// asks the apiserver whether the template is gone (the two watches may deliver the
+    /// template's deletion after its requests' own).
+    async fn refine(&self, reason: SessionEndReason) -> SessionEndReason {
+        if reason != SessionEndReason::Revoked {
+            return reason;
+        }
+        let client = self.broker.inner.client.clone();
+        let (namespace, name) = (&self.info.namespace, &self.info.grant.template);
+        let deleting = match self.info.grant.kind {
+            AccessKind::Exec => Api::<ExecAccessTemplate>::namespaced(client, namespace)
+                .get_opt(name)
+                .await
+                .map(|t| t.is_none_or(|t| being_deleted(&t))),
+            AccessKind::Pod => Api::<PodAccessTemplate>::namespaced(client, namespace)
+                .get_opt(name)
+                .await
+                .map(|t| t.is_none_or(|t| being_deleted(&t))),
+        };
+        match deleting {
+            Ok(true) => SessionEndReason::TemplateDeleted,
+            _ => reason,
+        }
+    }
+}
+
+fn being_deleted<T: AccessTemplate>(template: &T) -> bool {
+    template.meta().deletion_timestamp.is_some()
+}
+
+fn stream_label(info: &SessionInfo) -> &'static str {
+    match info.stream {
+        oz_api::SessionStream::Exec => "exec",
+        oz_api::SessionStream::Attach => "attach",
+    }
+}
+
+/// The tokio instant of a wall-clock time (now, if it has passed).
+fn instant_of(at: DateTime<Utc>) -> Instant {
+    let wait = (at - Utc::now()).to_std().unwrap_or_default();
+    Instant::now() + wait
+}

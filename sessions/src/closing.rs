@@ -1,0 +1,170 @@
+//! When an open session must be closed, and what the user is told. Plain functions: the broker's
+//! session loop calls [`close_reason`] on every change to the grants it watches, and sends the
+//! frames made by [`closing_frames`] before it closes the stream.
+
+use chrono::{DateTime, Utc};
+use oz_api::{RequestPhase, SessionEndReason};
+use serde_json::json;
+
+use crate::{
+    broker::frames::{ERROR, STDOUT},
+    grants::{RequestView, TemplateView},
+};
+
+/// Why a session under the grant `uid` (last known to expire at `expires_at`) must close now,
+/// given what is known of its request (`None`: deleted) and template (`None`: deleted); `None`
+/// while it may go on. Expiry wins over every other reason, then a deleted template (its
+/// requests are deleted with it), then a deleted or no longer Ready request.
+pub fn close_reason(
+    uid: &str,
+    expires_at: DateTime<Utc>,
+    request: Option<&RequestView>,
+    template: Option<&TemplateView>,
+    now: DateTime<Utc>,
+) -> Option<SessionEndReason> {
+    let request = request.filter(|r| r.uid == uid);
+    let expired = now >= expires_at
+        || request.is_some_and(|r| {
+            r.phase == Some(RequestPhase::Expired) || r.expires_at.is_some_and(|at| now >= at)
+        });
+    if expired {
+        return Some(SessionEndReason::Expired);
+    }
+    if template.is_none_or(|t| t.deleting) {
+        return Some(SessionEndReason::TemplateDeleted);
+    }
+    match request {
+        None => Some(SessionEndReason::Revoked),
+        Some(r) if r.phase != Some(RequestPhase::Ready) => Some(SessionEndReason::Revoked),
+        Some(_) => None,
+    }
+}
+
+/// The line the user's terminal gets before the stream is closed.
+pub fn closing_line(reason: SessionEndReason) -> String {
+    format!("\r\noz: {}; session closed\r\n", reason.describe())
+}
+
+/// The two frames sent before the websocket close: the line on stdout (channel 1), and a
+/// Status on the error channel (3) that kubectl reports as the command's failure.
+pub fn closing_frames(reason: SessionEndReason) -> [Vec<u8>; 2] {
+    let mut line = vec![STDOUT];
+    line.extend_from_slice(closing_line(reason).as_bytes());
+    let status = json!({
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("oz closed the session: {}", reason.describe()),
+        "reason": "Forbidden",
+        "details": {"causes": [{"reason": "SessionClosed", "message": reason.label()}]},
+        "code": 403,
+    });
+    let mut error = vec![ERROR];
+    error.extend_from_slice(status.to_string().as_bytes());
+    [line, error]
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-23T08:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn request(phase: RequestPhase) -> RequestView {
+        RequestView {
+            kind: oz_api::AccessKind::Exec,
+            namespace: "shop".into(),
+            name: "alices".into(),
+            uid: "u1".into(),
+            template: "web".into(),
+            requester: Some("alice".into()),
+            phase: Some(phase),
+            pod_name: Some("web-0".into()),
+            session_mode: None,
+            expires_at: Some(now() + TimeDelta::minutes(5)),
+            approvers: Vec::new(),
+        }
+    }
+
+    fn template(deleting: bool) -> TemplateView {
+        TemplateView {
+            config: serde_json::from_value(json!({"allowedGroups": ["devs"]})).unwrap(),
+            deleting,
+        }
+    }
+
+    #[test]
+    fn each_change_to_the_grant_closes_for_its_own_reason() {
+        let at = now() + TimeDelta::minutes(5);
+        let ready = request(RequestPhase::Ready);
+        let t = template(false);
+        let reason = |r: Option<&RequestView>, t: Option<&TemplateView>, now| {
+            close_reason("u1", at, r, t, now)
+        };
+        assert_eq!(reason(Some(&ready), Some(&t), now()), None);
+        assert_eq!(
+            reason(Some(&ready), Some(&t), at),
+            Some(SessionEndReason::Expired)
+        );
+        assert_eq!(
+            reason(None, None, at),
+            Some(SessionEndReason::Expired),
+            "expiry wins"
+        );
+        assert_eq!(
+            reason(Some(&request(RequestPhase::Expired)), Some(&t), now()),
+            Some(SessionEndReason::Expired),
+            "the controller saw expiresAt first"
+        );
+        assert_eq!(
+            reason(None, Some(&t), now()),
+            Some(SessionEndReason::Revoked)
+        );
+        assert_eq!(
+            reason(Some(&request(RequestPhase::Failed)), Some(&t), now()),
+            Some(SessionEndReason::Revoked)
+        );
+        let mut recreated = ready.clone();
+        recreated.uid = "u2".into();
+        assert_eq!(
+            reason(Some(&recreated), Some(&t), now()),
+            Some(SessionEndReason::Revoked),
+            "a new request of the same name is another grant"
+        );
+        assert_eq!(
+            reason(Some(&ready), None, now()),
+            Some(SessionEndReason::TemplateDeleted)
+        );
+        assert_eq!(
+            reason(Some(&ready), Some(&template(true)), now()),
+            Some(SessionEndReason::TemplateDeleted)
+        );
+        assert_eq!(
+            reason(None, None, now()),
+            Some(SessionEndReason::TemplateDeleted)
+        );
+    }
+
+    #[test]
+    fn the_user_is_told_why_on_stdout_and_in_a_status() {
+        let [line, status] = closing_frames(SessionEndReason::Expired);
+        assert_eq!(line[0], 1);
+        assert_eq!(
+            &line[1..],
+            b"\r\noz: your access expired; session closed\r\n"
+        );
+        assert_eq!(status[0], 3);
+        let status: serde_json::Value = serde_json::from_slice(&status[1..]).unwrap();
+        assert_eq!(status["status"], "Failure");
+        assert_eq!(status["reason"], "Forbidden");
+        assert_eq!(
+            status["message"],
+            "oz closed the session: your access expired"
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! Which grant a session opens under, and the watch cache it is chosen from.
+//!
+//! Every replica watches both request kinds and both template kinds (in the broker's
+//! namespaces, or all), leader or not: it chooses grants from what it has seen
+//! ([`choose_grant`], a plain function), and its open sessions re-judge their grant on every
+//! change ([`GrantCache::subscribe`]).
+
+use std::{fmt::Debug, pin::pin, sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use oz_api::{
+    AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
+    GrantTo, PodAccessRequest, PodAccessTemplate, RequestPhase, SessionMode, SessionStream,
+    duration::parse_positive_duration,
+};
+use serde::de::DeserializeOwned;
+use tokio::{sync::watch, task::JoinHandle};
+use tracing::warn;
+
+use crate::Identity;
+
+/// What the broker reads of one request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestView {
+    /// Exec or Pod.
+    pub kind: AccessKind,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+    /// `spec.templateName`.
+    pub template: String,
+    /// The requester's user name, as the admission webhook recorded it.
+    pub requester: Option<String>,
+    /// `status.phase`.
+    pub phase: Option<RequestPhase>,
+    /// `status.podName`.
+    pub pod_name: Option<String>,
+    /// `status.sessionMode`.
+    pub session_mode: Option<SessionMode>,
+    /// `status.expiresAt`.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Who approved it (`status.approvals`), oldest first.
+    pub approvers: Vec<String>,
+}
+
+impl RequestView {
+    /// The view of `request`.
+    pub fn of<R: AccessRequest>(request: &R) -> Self {
+        let status = request.request_status();
+        Self {
+            kind: R::KIND,
+            namespace: request.namespace().unwrap_or_default(),
+            name: request.name_any(),
+            uid: request.uid().unwrap_or_default(),
+            template: request.template_name().to_string(),
+            requester: request.requester().map(|r| r.username.clone()),
+            phase: status.and_then(|s| s.phase),
+            pod_name: status.and_then(|s| s.pod_name.clone()),
+            session_mode: status.and_then(|s| s.session_mode),
+            expires_at: status
+                .and_then(|s| s.expires_at.as_ref())
+                .and_then(|t| DateTime::from_timestamp_micros(t.0.as_microsecond())),
+            approvers: status
+                .map(|s| s.approvals.iter().map(|a| a.approver.clone()).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// What the broker reads of one template.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TemplateView {
+    /// `spec.accessConfig`.
+    pub config: AccessConfig,
+    /// Whether it is being deleted (`metadata.deletionTimestamp`): its grants are ending.
+    pub deleting: bool,
+}
+
+impl TemplateView {
+    /// The view of `template`.
+    pub fn of<T: AccessTemplate>(template: &T) -> Self {
+        Self {
+            config: template.access_config().clone(),
+            deleting: template.meta().deletion_timestamp.is_some(),
+        }
+    }
+
+    /// `sessionIdleTimeout`, if set and valid.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        let text = self.config.session_idle_timeout.as_deref()?;
+        parse_positive_duration(text).ok()?.to_std().ok()
+    }
+}
+
+/// The grant a session opens under: its request, and what its template says of sessions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grant {
+    /// The request.
+    pub request: RequestView,
+    /// `recordInput`.
+    pub record_input: bool,
+    /// `sessionIdleTimeout`.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// The grant under which `identity` may open `stream` into `pod`, from `requests` (those of
+/// the pod's namespace) and their templates (`template(kind, name)`): a request that is Ready,
+/// for `pod`, Brokered (its status says so, or its template does), not past `expiresAt`, and
+/// whose RoleBinding names the user: they are its requester, or its template grants to
+/// allowedGroups and they are in one. Attach only under a PodAccessRequest. Of several, the
+/// one expiring last (then by kind and name, so the choice is stable).
+pub fn choose_grant(
+    requests: &[RequestView],
+    template: impl Fn(AccessKind, &str) -> Option<TemplateView>,
+    identity: &Identity,
+    pod: &str,
+    stream: SessionStream,
+    now: DateTime<Utc>,
+) -> Option<Grant> {
+    requests
+        .iter()
+        .filter(|r| r.phase == Some(RequestPhase::Ready) && r.pod_name.as_deref() == Some(pod))
+        .filter(|r| stream == SessionStream::Exec || r.kind == AccessKind::Pod)
+        .filter(|r| r.expires_at.is_some_and(|at| at > now))
+        .filter_map(|r| {
+            let template = template(r.kind, &r.template);
+            let brokered = r.session_mode == Some(SessionMode::Brokered)
+                || template
+                    .as_ref()
+                    .is_some_and(|t| t.config.session_mode() == SessionMode::Brokered);
+            let own = r.requester.as_deref() == Some(identity.user.as_str());
+            let by_group = template.as_ref().is_some_and(|t| {
+                t.config.grant_to() == GrantTo::AllowedGroups && t.config.admits(&identity.groups)
+            });
+            (brokered && (own || by_group)).then(|| Grant {
+                request: r.clone(),
+                record_input: template.as_ref().is_none_or(|t| t.config.record_input()),
+                idle_timeout: template.as_ref().and_then(TemplateView::idle_timeout),
+            })
+        })
+        .max_by(|a, b| {
+            let key = |g: &Grant| (g.request.expires_at, g.request.kind, g.request.name.clone());
+            key(a).cmp(&key(b))
+        })
+}
+
+/// The requests and templates this replica has seen, kept current by watches.
+#[derive(Clone)]
+pub struct GrantCache {
+    exec_requests: Vec<Store<ExecAccessRequest>>,
+    pod_requests: Vec<Store<PodAccessRequest>>,
+    exec_templates: Vec<Store<ExecAccessTemplate>>,
+    pod_templates: Vec<Store<PodAccessTemplate>>,
+    changes: watch::Receiver<u64>,
+}
+
+impl GrantCache {
+    /// Starts the watches: in each of `namespaces`, or in all of them when it is empty. The
+    /// tasks run until aborted.
+    pub fn start(client: &Client, namespaces: &[String]) -> (Self, Vec<JoinHandle<()>>) {
+        let (changed, changes) = watch::channel(0);
+        let changed = Arc::new(changed);
+        let mut tasks = Vec::new();
+        let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().map(|n| Some(n.as_str())).collect()
+        };
+        let mut cache = Self {
+            exec_requests: Vec::new(),
+            pod_requests: Vec::new(),
+            exec_templates: Vec::new(),
+            pod_templates: Vec::new(),
+            changes,
+        };
+        for scope in scopes {
+            cache
+                .exec_requests
+                .push(watch_into(api(client, scope), &changed, &mut tasks));
+            cache
+                .pod_requests
+                .push(watch_into(api(client, scope), &changed, &mut tasks));
+            cache
+                .exec_templates
+                .push(watch_into(api(client, scope), &changed, &mut tasks));
+            cache
+                .pod_templates
+                .push(watch_into(api(client, scope), &changed, &mut tasks));
+        }
+        (cache, tasks)
+    }
+
+    /// Waits until every watch has listed once.
+    pub async fn ready(&self) {
+        for store in &self.exec_requests {
+            let _ = store.wait_until_ready().await;
+        }
+        for store in &self.pod_requests {
+            let _ = store.wait_until_ready().await;
+        }
+        for store in &self.exec_templates {
+            let _ = store.wait_until_ready().await;
+        }
+        for store in &self.pod_templates {
+            let _ = store.wait_until_ready().await;
+        }
+    }
+
+    /// A receiver that changes whenever any watched object does.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
+    }
+
+    /// The requests of both kinds in `namespace`.
+    pub fn requests(&self, namespace: &str) -> Vec<RequestView> {
+        let mut views: Vec<RequestView> = Vec::new();
+        for store in &self.exec_requests {
+            views.extend(
+                store
+                    .state_filter(|r| r.namespace().as_deref() == Some(namespace))
+                    .iter()
+                    .map(|r| RequestView::of(r.as_ref())),
+            );
+        }
+        for store in &self.pod_requests {
+            views.extend(
+                store
+                    .state_filter(|r| r.namespace().as_deref() == Some(namespace))
+                    .iter()
+                    .map(|r| RequestView::of(r.as_ref())),
+            );
+        }
+        views
+    }
+
+    /// The request `kind`/`namespace`/`name`, if it exists.
+    pub fn request(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<RequestView> {
+        match kind {
+            AccessKind::Exec => {
+                find(&self.exec_requests, namespace, name).map(|r| RequestView::of(&*r))
+            }
+            AccessKind::Pod => {
+                find(&self.pod_requests, namespace, name).map(|r| RequestView::of(&*r))
+            }
+        }
+    }
+
+    /// The template of `kind` named `name` in `namespace`, if it exists.
+    pub fn template(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<TemplateView> {
+        match kind {
+            AccessKind::Exec => {
+                find(&self.exec_templates, namespace, name).map(|t| TemplateView::of(&*t))
+            }
+            AccessKind::Pod => {
+                find(&self.pod_templates, namespace, name).map(|t| TemplateView::of(&*t))
+            }
+        }
+    }
+}
+
+fn find<K>(stores: &[Store<K>], namespace: &str, name: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let key = ObjectRef::new(name).within(namespace);
+    stores.iter().find_map(|s| s.get(&key))
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Watches `api` into a new store, bumping `changed` after each event is in it.
+fn watch_into<K>(
+    api: Api<K>,
+    changed: &Arc<watch::Sender<u64>>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let changed = changed.clone();
+    tasks.push(tokio::spawn(async move {
+        let events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer);
+        let mut events = pin!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(_) => changed.send_modify(|generation| *generation += 1),
+                Err(e) => warn!(error = %e, kind = %K::kind(&()), "the sessions' grant watch failed; retrying"),
+            }
+        }
+    }));
+    store
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+    use serde_json::json;
+
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-23T08:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn request(kind: AccessKind, name: &str, user: &str, minutes: i64) -> RequestView {
+        RequestView {
+            kind,
+            namespace: "shop".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            template: "web".into(),
+            requester: Some(user.into()),
+            phase: Some(RequestPhase::Ready),
+            pod_name: Some("web-0".into()),
+            session_mode: Some(SessionMode::Brokered),
+            expires_at: Some(now() + TimeDelta::minutes(minutes)),
+            approvers: Vec::new(),
+        }
+    }
+
+    fn template(grant_to: &str, mode: &str) -> TemplateView {
+        TemplateView {
+            config: serde_json::from_value(json!({
+                "allowedGroups": ["devs"], "grantTo": grant_to, "sessionMode": mode,
+                "recordInput": false, "sessionIdleTimeout": "90s",
+            }))
+            .unwrap(),
+            deleting: false,
+        }
+    }
+
+    fn alice() -> Identity {
+        Identity {
+            user: "alice".into(),
+            groups: vec!["devs".into()],
+            ..Default::default()
+        }
+    }
+
+    fn choose(
+        requests: &[RequestView],
+        t: TemplateView,
+        who: &Identity,
+        stream: SessionStream,
+    ) -> Option<String> {
+        choose_grant(
+            requests,
+            |_, _| Some(t.clone()),
+            who,
+            "web-0",
+            stream,
+            now(),
+        )
+        .map(|g| g.request.name)
+    }
+
+    #[test]
+    fn the_users_ready_brokered_grant_for_the_pod_expiring_last_is_chosen() {
+        let mut pending = request(AccessKind::Exec, "pending", "alice", 90);
+        pending.phase = Some(RequestPhase::Pending);
+        let mut other_pod = request(AccessKind::Exec, "other-pod", "alice", 90);
+        other_pod.pod_name = Some("web-1".into());
+        let expired = request(AccessKind::Exec, "expired", "alice", -1);
+        let requests = [
+            request(AccessKind::Exec, "short", "alice", 5),
+            request(AccessKind::Exec, "long", "alice", 30),
+            request(AccessKind::Exec, "bobs", "bob", 60),
+            pending,
+            other_pod,
+            expired,
+        ];
+        let t = template("Requester", "Brokered");
+        assert_eq!(
+            choose(&requests, t.clone(), &alice(), SessionStream::Exec).as_deref(),
+            Some("long")
+        );
+        let grant = choose_grant(
+            &requests,
+            |_, _| Some(t.clone()),
+            &alice(),
+            "web-0",
+            SessionStream::Exec,
+            now(),
+        )
+        .unwrap();
+        assert!(!grant.record_input);
+        assert_eq!(grant.idle_timeout, Some(Duration::from_secs(90)));
+        let mallory = Identity {
+            user: "mallory".into(),
+            groups: vec!["devs".into()],
+            ..Default::default()
+        };
+        assert_eq!(choose(&requests, t, &mallory, SessionStream::Exec), None);
+    }
+
+    #[test]
+    fn a_group_grant_admits_members_only_when_the_template_grants_to_groups() {
+        let requests = [request(AccessKind::Exec, "bobs", "bob", 30)];
+        assert_eq!(
+            choose(
+                &requests,
+                template("AllowedGroups", "Brokered"),
+                &alice(),
+                SessionStream::Exec
+            )
+            .as_deref(),
+            Some("bobs")
+        );
+        assert_eq!(
+            choose(
+                &requests,
+                template("Requester", "Brokered"),
+                &alice(),
+                SessionStream::Exec
+            ),
+            None
+        );
+        let outsider = Identity {
+            user: "carol".into(),
+            groups: vec!["qa".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            choose(
+                &requests,
+                template("AllowedGroups", "Brokered"),
+                &outsider,
+                SessionStream::Exec
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn only_brokered_grants_count_and_attach_needs_a_pod_grant() {
+        let mut direct = request(AccessKind::Exec, "direct", "alice", 30);
+        direct.session_mode = None;
+        assert_eq!(
+            choose(
+                std::slice::from_ref(&direct),
+                template("Requester", "Direct"),
+                &alice(),
+                SessionStream::Exec
+            ),
+            None
+        );
+        // The template's mode counts before the controller has written the status's.
+        assert_eq!(
+            choose(
+                &[direct],
+                template("Requester", "Brokered"),
+                &alice(),
+                SessionStream::Exec
+            )
+            .as_deref(),
+            Some("direct")
+        );
+        let exec = [request(AccessKind::Exec, "exec", "alice", 30)];
+        assert_eq!(
+            choose(
+                &exec,
+                template("Requester", "Brokered"),
+                &alice(),
+                SessionStream::Attach
+            ),
+            None
+        );
+        let pod = [request(AccessKind::Pod, "pod", "alice", 30)];
+        assert_eq!(
+            choose(
+                &pod,
+                template("Requester", "Brokered"),
+                &alice(),
+                SessionStream::Attach
+            )
+            .as_deref(),
+            Some("pod")
+        );
+    }
+}
