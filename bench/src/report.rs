@@ -624,4 +624,22 @@ mod tests {
         results.judge();
         assert!(results.missed().is_empty());
     }
+
+    #[test]
+    fn a_session_close_lag_p99_over_500_ms_is_missed() {
+        let mut sessions = SessionsResults::default();
+        sessions.close_lag.count = 50;
+        sessions.close_lag.p99_ms = 600.0;
+        let mut results = Results {
+            sessions: Some(sessions),
+            ..Default::default()
+        };
+        results.judge();
+        assert_eq!(
+            results.missed(),
+            [
+                "Session close lag, p99 (expiresAt → client's stream ended): 600.0 ms, target < 500 ms"
+            ]
+        );
+    }
 }
