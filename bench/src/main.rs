@@ -1,6 +1,6 @@
 //! oz-bench: oz's benchmark. It starts a private control plane (oz-testenv), runs the release
-//! oz-manager against it as a child process, measures time to access, revocation lag, scale and
-//! webhook latency, prints a table and writes JSON. `make bench` builds and runs it; the method
+//! oz-manager against it as a child process, measures time to access, revocation lag, scale,
+//! webhook latency and brokered sessions, prints a table and writes JSON. `make bench` builds and runs it; the method
 //! and the latest results are in docs/benchmarks.md.
 
 use std::{
@@ -23,6 +23,7 @@ mod prometheus;
 mod report;
 mod revocation;
 mod scale;
+mod sessions;
 mod sizes;
 mod stats;
 mod watch;
@@ -286,11 +287,29 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
     cluster::install_crds(&admin).await?;
     cluster::let_devs_request(&admin).await?;
     cluster::create_namespace(&admin, OZ_NAMESPACE).await?;
+    let parts: Vec<Part> = if cli.only.is_empty() {
+        vec![
+            Part::Access,
+            Part::Revocation,
+            Part::Scale,
+            Part::Webhooks,
+            Part::Sessions,
+            Part::Apiserver,
+        ]
+    } else {
+        let mut only = cli.only.clone();
+        only.sort();
+        only.dedup();
+        only
+    };
+    // The sessions server runs from the start when its part runs, so that every part measures
+    // the same oz-manager.
     let oz = OzManager::start(
         &cli.oz_manager,
         plane.admin_kubeconfig(),
         &cli.log_dir,
         Parts::WithWebhooks,
+        parts.contains(&Part::Sessions),
     )?;
     let mut bench = Bench {
         sampler: Sampler::start(oz.pid()),
@@ -319,20 +338,6 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
     ));
     results.idle = Some(idle);
 
-    let parts: Vec<Part> = if cli.only.is_empty() {
-        vec![
-            Part::Access,
-            Part::Revocation,
-            Part::Scale,
-            Part::Webhooks,
-            Part::Apiserver,
-        ]
-    } else {
-        let mut only = cli.only.clone();
-        only.sort();
-        only.dedup();
-        only
-    };
     for part in parts {
         bench.progress(&format!("{part:?}"));
         let outcome: Result<()> = match part {
@@ -348,6 +353,9 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
             Part::Scale => scale::run(&mut bench)
                 .await
                 .map(|r| results.scale = Some(r)),
+            Part::Sessions => sessions::run(&mut bench)
+                .await
+                .map(|r| results.sessions = Some(r)),
             Part::Apiserver => webhooks::through_apiserver(&mut bench)
                 .await
                 .map(|r| results.apiserver = Some(r)),

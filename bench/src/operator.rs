@@ -1,5 +1,7 @@
 //! The oz-manager under test: the release binary as a child process, as admin, cluster-wide,
-//! with its webhooks on a loopback port and its metrics on another. It is killed when dropped.
+//! with its webhooks on a loopback port, its metrics on another and, when the sessions part
+//! runs, its brokered-sessions server (the aggregated API) on a third. It is killed when
+//! dropped.
 
 use std::{
     fs::File,
@@ -26,6 +28,20 @@ pub enum Parts {
     WithoutWebhooks,
 }
 
+/// The Service the sessions APIService points at: `type: ExternalName`, `externalName:
+/// localhost`, in oz's namespace (the benchmark creates it; oz-manager registers the
+/// APIService).
+pub const SESSIONS_SERVICE: &str = "oz-sessions";
+
+/// oz-manager's brokered-sessions server, when it runs one.
+#[derive(Clone, Debug)]
+pub struct SessionsServer {
+    /// Its TLS port on 127.0.0.1, which the apiserver dials as `localhost`.
+    pub port: u16,
+    /// Where it writes recordings (a directory).
+    pub recordings: PathBuf,
+}
+
 /// A running oz-manager process.
 pub struct OzManager {
     binary: PathBuf,
@@ -38,6 +54,8 @@ pub struct OzManager {
     pub webhook_port: u16,
     /// The metrics port on 127.0.0.1.
     pub metrics_port: u16,
+    /// The sessions server, if oz-manager runs one (kept across restarts while webhooks run).
+    pub sessions: Option<SessionsServer>,
     /// Where the current process logs.
     pub log: PathBuf,
     /// When the current process was spawned.
@@ -45,8 +63,15 @@ pub struct OzManager {
 }
 
 impl OzManager {
-    /// Spawns `binary` as the admin of `kubeconfig`, logging under `log_dir`.
-    pub fn start(binary: &Path, kubeconfig: &Path, log_dir: &Path, parts: Parts) -> Result<Self> {
+    /// Spawns `binary` as the admin of `kubeconfig`, logging under `log_dir`; with `sessions`,
+    /// it also serves brokered sessions (recordings under `log_dir/recordings`).
+    pub fn start(
+        binary: &Path,
+        kubeconfig: &Path,
+        log_dir: &Path,
+        parts: Parts,
+        sessions: bool,
+    ) -> Result<Self> {
         if !binary.is_file() {
             return Err(format!(
                 "{} does not exist: build it with `cargo build --release --bin oz-manager` (make bench does)",
@@ -64,9 +89,18 @@ impl OzManager {
             runs: 0,
             webhook_port: free_port()?,
             metrics_port: free_port()?,
+            sessions: None,
             log: PathBuf::new(),
             started: Instant::now(),
         };
+        if sessions {
+            let recordings = std::path::absolute(log_dir.join("recordings"))?;
+            std::fs::create_dir_all(&recordings)?;
+            manager.sessions = Some(SessionsServer {
+                port: free_port()?,
+                recordings,
+            });
+        }
         manager.spawn()?;
         Ok(manager)
     }
@@ -75,10 +109,22 @@ impl OzManager {
         self.runs += 1;
         self.log = self.log_dir.join(format!("oz-manager-{}.log", self.runs));
         let file = File::create(&self.log)?;
-        let controllers = match self.parts {
-            Parts::WithWebhooks => "exec,pod,webhooks",
-            Parts::WithoutWebhooks => "exec,pod",
+        let sessions = self
+            .sessions
+            .as_ref()
+            .filter(|_| self.parts == Parts::WithWebhooks);
+        let controllers = match (self.parts, sessions) {
+            (Parts::WithWebhooks, None) => "exec,pod,webhooks",
+            (Parts::WithWebhooks, Some(_)) => "exec,pod,webhooks,sessions",
+            (Parts::WithoutWebhooks, _) => "exec,pod",
         };
+        let sessions_args = sessions.map_or_else(Vec::new, |s| {
+            vec![
+                format!("--sessions-port={}", s.port),
+                format!("--sessions-service={OZ_NAMESPACE}/{SESSIONS_SERVICE}"),
+                format!("--session-recordings={}", s.recordings.display()),
+            ]
+        });
         let base = format!("https://127.0.0.1:{}", self.webhook_port);
         self.started = Instant::now();
         let child = Command::new(&self.binary)
@@ -91,6 +137,7 @@ impl OzManager {
                 self.metrics_port
             ))
             .arg("--health-probe-bind-address=0")
+            .args(sessions_args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env_remove("OZ_WATCH_NAMESPACES")
             .stdin(Stdio::null())

@@ -31,6 +31,22 @@ impl Scrape {
         self.matching(name, labels).map(|s| s.value).sum()
     }
 
+    /// Each value of `label` among the series named `name`, with the sum of its series.
+    pub fn by_label(&self, name: &str, label: &str) -> Vec<(String, f64)> {
+        let mut values: Vec<(String, f64)> = Vec::new();
+        for sample in self.matching(name, &[]) {
+            let Some((_, value)) = sample.labels.iter().find(|(k, _)| k == label) else {
+                continue;
+            };
+            match values.iter_mut().find(|(v, _)| v == value) {
+                Some((_, sum)) => *sum += sample.value,
+                None => values.push((value.clone(), sample.value)),
+            }
+        }
+        values.sort_by(|a, b| a.0.cmp(&b.0));
+        values
+    }
+
     fn matching<'a>(
         &'a self,
         name: &'a str,
@@ -60,6 +76,14 @@ impl Scrape {
             })
             .collect();
         buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // Several series (other labels) add up bucket by bucket.
+        buckets.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
         PromHistogram {
             buckets,
             sum: self.sum(&format!("{name}_sum"), labels),
@@ -198,6 +222,14 @@ oz_revocation_lag_seconds_bucket{le="+Inf",kind="ExecAccessRequest"} 10
             scrape.sum("oz_reconciles_total", &[("controller", "request")]),
             12.0
         );
+        let more = Scrape::parse(&format!(
+            "{TEXT}oz_reconciles_total{{controller=\"request\",kind=\"PodAccessRequest\"}} 5\n"
+        ));
+        assert_eq!(
+            more.by_label("oz_reconciles_total", "controller"),
+            [("request".to_string(), 17.0), ("template".to_string(), 3.0)],
+            "each value's series add up"
+        );
     }
 
     #[test]
@@ -207,6 +239,15 @@ oz_revocation_lag_seconds_bucket{le="+Inf",kind="ExecAccessRequest"} 10
         // Rank 5 of 10 is the 3rd of 8 observations in (0.01, 0.1].
         let p50 = histogram.quantile(0.5).unwrap();
         assert!((p50 - (0.01 + 0.09 * 3.0 / 8.0)).abs() < 1e-9, "{p50}");
+        let merged = Scrape::parse(&format!(
+            "{TEXT}oz_revocation_lag_seconds_bucket{{le=\"0.1\",kind=\"PodAccessRequest\"}} 4\n"
+        ))
+        .histogram("oz_revocation_lag_seconds", &[]);
+        assert_eq!(
+            merged.buckets.iter().find(|(b, _)| *b == 0.1),
+            Some(&(0.1, 14.0)),
+            "series of other labels add up per bucket"
+        );
         let empty = histogram.since(&histogram);
         assert_eq!(empty.count, 0.0);
         assert_eq!(empty.quantile(0.5), None);

@@ -9,6 +9,7 @@ use crate::{
     procstat::Window,
     revocation::RevocationResults,
     scale::ScaleResults,
+    sessions::SessionsResults,
     sizes::Sizes,
     stats::Summary,
     webhooks::{ApiserverResults, DirectResults, Endpoint},
@@ -23,6 +24,7 @@ pub struct Results {
     pub revocation: Option<RevocationResults>,
     pub webhooks: Option<DirectResults>,
     pub scale: Option<ScaleResults>,
+    pub sessions: Option<SessionsResults>,
     pub apiserver: Option<ApiserverResults>,
     pub targets: Vec<Target>,
     /// Parts that failed, with why.
@@ -198,6 +200,16 @@ impl Results {
                 256.0,
                 "MiB",
                 rss_at_scale,
+            ),
+            target(
+                "Session close lag, p99 (expiresAt → client's stream ended)",
+                "< 500 ms",
+                500.0,
+                "ms",
+                self.sessions
+                    .as_ref()
+                    .filter(|s| s.close_lag.count > 0)
+                    .map(|s| s.close_lag.p99_ms),
             ),
             target(
                 "Audit webhook p99, direct at 2,000 req/s",
@@ -422,6 +434,71 @@ impl Results {
                 summary(&r.canary_expired_lag),
             ));
         }
+        if let Some(s) = &self.sessions {
+            rows.push((
+                format!(
+                    "== brokered sessions ({} under grants of {}–{} s, each running cat)",
+                    s.sessions, s.durations_seconds.0, s.durations_seconds.1
+                ),
+                String::new(),
+            ));
+            rows.push((
+                "expiresAt → client's stream ended".into(),
+                format!(
+                    "{}; with oz's line {}, never closed {}, early {}, failed {}",
+                    summary(&s.close_lag),
+                    s.closed_with_notice,
+                    s.never_closed,
+                    s.closed_early,
+                    s.failed
+                ),
+            ));
+            rows.push((
+                "oz_session_close_lag_seconds (oz's view)".into(),
+                format!(
+                    "n {}, mean {:.1} ms, p50 ≈ {}, p99 ≈ {}",
+                    s.oz_close_lag.count,
+                    s.oz_close_lag.mean_ms,
+                    opt_ms(s.oz_close_lag.p50_ms),
+                    opt_ms(s.oz_close_lag.p99_ms)
+                ),
+            ));
+            rows.push((
+                "oz_sessions_ended_total / refused_total".into(),
+                format!("{} / {}", by_reason(&s.oz_ended), by_reason(&s.oz_refused)),
+            ));
+            let t = &s.throughput;
+            let runs = |v: &[f64]| {
+                v.iter()
+                    .map(|r| format!("{r:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            rows.push((
+                format!("cat of {} MiB, brokered", t.bytes / (1024 * 1024)),
+                format!(
+                    "median {:.1} MiB/s (runs {})",
+                    t.brokered_median_mib_s,
+                    runs(&t.brokered_mib_s)
+                ),
+            ));
+            rows.push((
+                format!("cat of {} MiB, direct pods/exec", t.bytes / (1024 * 1024)),
+                format!(
+                    "median {:.1} MiB/s (runs {})",
+                    t.direct_median_mib_s,
+                    runs(&t.direct_mib_s)
+                ),
+            ));
+            rows.push((
+                "brokered overhead (time), recordings on disk".into(),
+                format!(
+                    "{:+.0}%, {:.1} MiB",
+                    t.overhead_percent,
+                    t.recordings_bytes as f64 / (1024.0 * 1024.0)
+                ),
+            ));
+        }
         if let Some(a) = &self.apiserver {
             rows.push((
                 "== through the apiserver (alice, sequential)".into(),
@@ -505,6 +582,17 @@ fn opt_ms(value: Option<f64>) -> String {
     value.map_or("-".into(), |v| format!("{v:.0} ms"))
 }
 
+fn by_reason(counts: &[(String, f64)]) -> String {
+    if counts.is_empty() {
+        return "none".into();
+    }
+    counts
+        .iter()
+        .map(|(reason, count)| format!("{reason} {count:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn opt_s(value: Option<f64>) -> String {
     value.map_or("never".into(), |v| format!("{v:.1} s"))
 }
@@ -535,5 +623,23 @@ mod tests {
         });
         results.judge();
         assert!(results.missed().is_empty());
+    }
+
+    #[test]
+    fn a_session_close_lag_p99_over_500_ms_is_missed() {
+        let mut sessions = SessionsResults::default();
+        sessions.close_lag.count = 50;
+        sessions.close_lag.p99_ms = 600.0;
+        let mut results = Results {
+            sessions: Some(sessions),
+            ..Default::default()
+        };
+        results.judge();
+        assert_eq!(
+            results.missed(),
+            [
+                "Session close lag, p99 (expiresAt → client's stream ended): 600.0 ms, target < 500 ms"
+            ]
+        );
     }
 }

@@ -19,6 +19,9 @@ pub enum Part {
     /// The webhook server called directly at fixed rates (after Scale, so its load does not
     /// inflate the memory measured there).
     Webhooks,
+    /// Brokered sessions: how soon oz closes them after their grants expire, and their
+    /// throughput against a direct exec (runs oz-manager's sessions server from the start).
+    Sessions,
     /// Creates and execs through the apiserver, with webhooks and without (restarts oz-manager
     /// without them, so it runs last).
     Apiserver,
@@ -102,6 +105,18 @@ pub struct Cli {
     #[arg(long, env = "OZ_BENCH_WEBHOOK_SECONDS")]
     pub webhook_seconds: Option<f64>,
 
+    /// Brokered sessions closed at their grants' expiry (default 50; quick 5).
+    #[arg(long, env = "OZ_BENCH_SESSIONS")]
+    pub sessions: Option<usize>,
+
+    /// MiB streamed through `cat` per throughput run (default 64; quick 8).
+    #[arg(long, env = "OZ_BENCH_SESSION_MIB")]
+    pub session_mib: Option<u64>,
+
+    /// Throughput runs per mode, brokered and direct (default 3; quick 1).
+    #[arg(long, env = "OZ_BENCH_SESSION_RUNS")]
+    pub session_runs: Option<usize>,
+
     /// Calls through the apiserver per case (default 200; quick 20).
     #[arg(long, env = "OZ_BENCH_APISERVER_CALLS")]
     pub apiserver_calls: Option<usize>,
@@ -134,6 +149,16 @@ pub struct Sizes {
     /// Calls per part of the audit breakdown.
     pub breakdown_calls: usize,
     pub apiserver_calls: usize,
+    /// Brokered sessions, each under a grant of its own, closed at expiry.
+    pub sessions: usize,
+    /// Their grants' durations, uniformly spread in [min, max] seconds.
+    pub session_durations: (u64, u64),
+    /// The grants are created evenly over this long.
+    #[serde(serialize_with = "seconds")]
+    pub session_spread: Duration,
+    /// MiB per throughput run, and runs per mode.
+    pub session_mib: u64,
+    pub session_runs: usize,
     /// Idle measurements last this long.
     #[serde(serialize_with = "seconds")]
     pub idle: Duration,
@@ -167,6 +192,11 @@ impl Sizes {
             webhook_max_requests: 10_000,
             breakdown_calls: 200,
             apiserver_calls: 200,
+            sessions: 50,
+            session_durations: (20, 30),
+            session_spread: Duration::from_secs(10),
+            session_mib: 64,
+            session_runs: 3,
             idle: Duration::from_secs(10),
             settle: Duration::from_secs(5),
         }
@@ -192,6 +222,11 @@ impl Sizes {
             webhook_max_requests: 2000,
             breakdown_calls: 50,
             apiserver_calls: 20,
+            sessions: 5,
+            session_durations: (10, 14),
+            session_spread: Duration::from_secs(2),
+            session_mib: 8,
+            session_runs: 1,
             idle: Duration::from_secs(3),
             settle: Duration::from_secs(2),
         }
@@ -216,6 +251,11 @@ impl Sizes {
         set(&mut sizes.grants_per_namespace, cli.grants_per_namespace);
         set(&mut sizes.apiserver_calls, cli.apiserver_calls);
         set(&mut sizes.canaries, cli.canaries);
+        set(&mut sizes.sessions, cli.sessions);
+        set(&mut sizes.session_runs, cli.session_runs);
+        if let Some(mib) = cli.session_mib {
+            sizes.session_mib = mib;
+        }
         if !cli.webhook_rates.is_empty() {
             sizes.webhook_rates = cli.webhook_rates.clone();
         }
@@ -227,6 +267,7 @@ impl Sizes {
         }
         sizes.sar_samples = sizes.sar_samples.min(sizes.revocations);
         sizes.scale_namespaces = sizes.scale_namespaces.max(1);
+        sizes.session_runs = sizes.session_runs.max(1);
         sizes
     }
 }
@@ -261,5 +302,9 @@ mod tests {
         );
         assert_eq!(sizes.scale_namespaces * sizes.grants_per_namespace, 10_000);
         assert_eq!(sizes.webhook_rates, [500, 2000, 5000]);
+        assert_eq!(
+            (sizes.sessions, sizes.session_mib, sizes.session_runs),
+            (50, 64, 3)
+        );
     }
 }
