@@ -28,7 +28,7 @@ use serde::Deserialize;
 
 use super::{
     error::{CliError, chain},
-    exec::exit_code,
+    exec::{exit_code, pipe_output},
     session::Session,
 };
 
@@ -127,7 +127,7 @@ pub async fn exec(
                 chain(&other)
             )),
         })?;
-    let (Some(mut to_pod), Some(mut from_pod), Some(status)) =
+    let (Some(mut to_pod), Some(from_pod), Some(status)) =
         (attached.stdin(), attached.stdout(), attached.take_status())
     else {
         return Err(CliError::Exec(
@@ -151,21 +151,7 @@ pub async fn exec(
         let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut to_pod).await;
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_pod).await;
     });
-    let streams = async {
-        let mut stdout = tokio::io::stdout();
-        let out = tokio::io::copy(&mut from_pod, &mut stdout);
-        match errors {
-            Some(mut errors) => {
-                let mut stderr = tokio::io::stderr();
-                let err = tokio::io::copy(&mut errors, &mut stderr);
-                let _ = tokio::join!(out, err);
-            }
-            None => {
-                let _ = out.await;
-            }
-        }
-        status.await
-    };
+    let streams = pipe_output(attached, from_pod, errors, status);
     let status = tokio::select! {
         status = streams => status,
         signal = terminated() => {
@@ -173,9 +159,13 @@ pub async fn exec(
             return Err(CliError::Exec(format!("interrupted by {signal}; the session is closed")));
         }
     };
-    let _ = attached.join().await;
+    let status = status.map_err(|e| {
+        CliError::Exec(format!(
+            "the session through oz was cut off ({e}); oz or the apiserver went away: open it again"
+        ))
+    });
     drop(raw);
-    match ending(status.as_ref()).map_err(CliError::Exec)? {
+    match ending(status?.as_ref()).map_err(CliError::Exec)? {
         Ending::Exited(code) => Ok(code),
         Ending::ClosedByOz(message) => {
             eprintln!("{message}");

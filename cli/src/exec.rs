@@ -19,8 +19,12 @@ use std::{
 use clap::Args;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
-use kube::{Api, api::AttachParams};
+use kube::{
+    Api,
+    api::{AttachParams, AttachedProcess},
+};
 use oz_api::{AccessKind, RequestPhase, SessionMode};
+use tokio::io::AsyncRead;
 
 use super::{
     brokered,
@@ -268,7 +272,7 @@ async fn exec_directly(
             kube::Error::Api(_) => session.error(e),
             other => CliError::Exec(format!("cannot exec into pod {pod}: {}", chain(&other))),
         })?;
-    let (Some(mut to_pod), Some(mut from_pod), Some(mut errors), Some(status)) = (
+    let (Some(mut to_pod), Some(from_pod), Some(errors), Some(status)) = (
         attached.stdin(),
         attached.stdout(),
         attached.stderr(),
@@ -284,13 +288,62 @@ async fn exec_directly(
         let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut to_pod).await;
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_pod).await;
     });
-    let (mut stdout, mut stderr) = (tokio::io::stdout(), tokio::io::stderr());
-    let out = tokio::io::copy(&mut from_pod, &mut stdout);
-    let err = tokio::io::copy(&mut errors, &mut stderr);
-    let _ = tokio::join!(out, err);
-    let status = status.await;
-    let _ = attached.join().await;
+    let status = pipe_output(attached, from_pod, Some(errors), status)
+        .await
+        .map_err(CliError::Exec)?;
     exit_code(status.as_ref()).map_err(CliError::Exec)
+}
+
+/// How long output that arrived before a connection failed may take to reach our stdout.
+const FLUSH_AFTER_FAILURE: Duration = Duration::from_millis(500);
+
+/// Copies the pod's stdout (and stderr) to ours until the stream ends, and returns the final
+/// Status (`None` when the connection closed without one).
+///
+/// kube's stream task, when the connection fails rather than closes (the server behind the
+/// apiserver died, the network went), returns without closing the output pipes it feeds, so a
+/// copy from them would wait forever and the user's terminal would hang. So the task's own end
+/// is watched as well: after a failure, the output that arrived is flushed and the failure
+/// returned.
+pub async fn pipe_output(
+    attached: AttachedProcess,
+    mut from_pod: impl AsyncRead + Unpin,
+    errors: Option<impl AsyncRead + Unpin>,
+    status: impl Future<Output = Option<Status>>,
+) -> Result<Option<Status>, String> {
+    let streams = async {
+        let mut stdout = tokio::io::stdout();
+        let out = tokio::io::copy(&mut from_pod, &mut stdout);
+        match errors {
+            Some(mut errors) => {
+                let mut stderr = tokio::io::stderr();
+                let err = tokio::io::copy(&mut errors, &mut stderr);
+                let _ = tokio::join!(out, err);
+            }
+            None => {
+                let _ = out.await;
+            }
+        }
+        status.await
+    };
+    let task = attached.join();
+    tokio::pin!(streams, task);
+    tokio::select! {
+        status = &mut streams => {
+            let _ = task.await;
+            Ok(status)
+        }
+        ended = &mut task => match ended {
+            Ok(()) => Ok(streams.await),
+            Err(error) => {
+                let _ = tokio::time::timeout(FLUSH_AFTER_FAILURE, &mut streams).await;
+                Err(format!(
+                    "the connection ended before the command did: {}",
+                    chain(&error)
+                ))
+            }
+        },
+    }
 }
 
 /// The exit code of a command run over the websocket, from the Status the API server sends
