@@ -223,8 +223,21 @@ pub struct SessionsService {
 }
 
 impl SessionsService {
-    /// `NAMESPACE/NAME` and the Service port.
-    pub fn parse(namespace_and_name: &str, port: u16) -> Result<Self> {
+    /// `NAMESPACE/NAME`, or `NAMESPACE/NAME:PORT` when the Service's port is not
+    /// `default_port` (the port oz listens on: a Service may map another port to it, and so may
+    /// a second local replica whose APIService should name the first one's port).
+    pub fn parse(service: &str, default_port: u16) -> Result<Self> {
+        let (namespace_and_name, port) = match service.rsplit_once(':') {
+            Some((rest, port)) => match port.parse::<u16>() {
+                Ok(port) if port > 0 => (rest, port),
+                _ => {
+                    return Err(Error::Config(format!(
+                        "sessions service {service:?}: the port after ':' must be 1-65535"
+                    )));
+                }
+            },
+            None => (service, default_port),
+        };
         match WebhookEndpoint::service(namespace_and_name, port) {
             Ok(WebhookEndpoint::Service {
                 namespace, name, ..
@@ -234,7 +247,7 @@ impl SessionsService {
                 port,
             }),
             _ => Err(Error::Config(format!(
-                "sessions service {namespace_and_name:?} must be NAMESPACE/NAME"
+                "sessions service {namespace_and_name:?} must be NAMESPACE/NAME or NAMESPACE/NAME:PORT"
             ))),
         }
     }
@@ -599,6 +612,19 @@ mod tests {
     fn the_sessions_api_service_trusts_the_ca_and_names_its_service_port() {
         let service = SessionsService::parse("oz-system/oz-webhook", 9444).unwrap();
         assert!(SessionsService::parse("oz-webhook", 9444).is_err());
+        let elsewhere = SessionsService::parse("oz-system/oz-webhook:443", 9444).unwrap();
+        assert_eq!(
+            (elsewhere.name.as_str(), elsewhere.port),
+            ("oz-webhook", 443)
+        );
+        for bad in [
+            "oz-system/oz-webhook:",
+            "oz-system/oz-webhook:0",
+            "oz/oz:https",
+        ] {
+            let error = SessionsService::parse(bad, 9444).unwrap_err().to_string();
+            assert!(error.contains("1-65535"), "{bad}: {error}");
+        }
         let object = serde_json::to_value(service.api_service("PEM")).unwrap();
         assert_eq!(
             object["metadata"]["name"],
