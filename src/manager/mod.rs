@@ -72,6 +72,19 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
         Some(mut webhooks) => {
             webhooks.leader = leadership.as_ref().map(|l| l.leading.clone());
             webhooks.metrics = webhook_metrics.clone();
+            if config.sessions.is_some() {
+                // Without it, oz's own exec for a brokered session is denied where access
+                // without a grant is: sessions there fail closed, which the warning explains.
+                match sessions::broker_user(&client).await {
+                    Ok(user) => {
+                        webhooks.enforce.brokers.insert(user);
+                    }
+                    Err(error) => tracing::warn!(
+                        %error,
+                        "brokered sessions will be refused in --audit-enforce-namespaces"
+                    ),
+                }
+            }
             let server = oz_webhooks::WebhookServer::start(client.clone(), webhooks)
                 .await
                 .map_err(|e| format!("cannot start the webhook server: {e}"))?;
