@@ -34,7 +34,6 @@ use k8s_openapi::{
         core::v1::{Pod, Secret},
         rbac::v1::Role,
     },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     apimachinery::pkg::apis::meta::v1::OwnerReference,
     jiff::Timestamp,
 };
@@ -56,8 +55,8 @@ use crate::{
         wait_until_all_in, wait_until_all_of, wait_until_no_grant_problems,
     },
     support::{
-        Operator, create_manifest, env, eventually, exec, heavy_load, install_crds, may_exec,
-        strict_timing,
+        Operator, create_manifest, env, eventually, exec, heavy_load, install_crds,
+        install_crds_into, may_exec, strict_timing,
     },
 };
 
@@ -567,25 +566,6 @@ async fn fifty_grants_overdue_while_oz_is_down_are_revoked_within_a_second_of_it
             "alice kept access to {pod}"
         );
     }
-}
-
-/// Installs oz's CRDs into a control plane of a test's own and waits until they are served.
-async fn install_crds_into(admin: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in oz_api::all_crds() {
-        crds.patch(
-            &crd.name_any(),
-            &PatchParams::apply("oz-tests").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-    }
-    let requests: Api<ExecAccessRequest> = Api::all(admin.clone());
-    eventually(SETTLE, "oz's CRDs to be served", || async {
-        requests.list(&Default::default()).await.ok().map(drop)
-    })
-    .await;
 }
 
 #[tokio::test]

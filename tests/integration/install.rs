@@ -20,7 +20,10 @@ use kube::{
 };
 use oz::install::{Component, InstallOptions, install_yaml};
 use oz_api::{ExecAccessRequest, RequestPhase};
-use oz_testenv::workloads::{self, WorkloadSpec};
+use oz_testenv::{
+    ControlPlane,
+    workloads::{self, WorkloadSpec},
+};
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -29,6 +32,13 @@ use crate::support::{
 };
 
 const FIELD_MANAGER: &str = "oz-install-test";
+/// The install's objects that exist once per control plane: applied for real only on a private
+/// one (`sessions_end_to_end.rs`); on the shared one, another test's would be replaced.
+pub(crate) const SHARED_KINDS: [&str; 3] = [
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+];
 const WAIT: Duration = Duration::from_secs(60);
 
 const TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\n\
@@ -50,7 +60,7 @@ async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
         ..InstallOptions::default()
     };
     let yaml = install_yaml(&options).unwrap();
-    let applied = apply_install(&admin, &yaml, |_| {}).await;
+    let applied = apply_install(&admin, &yaml, |_| true).await;
     let cluster_scoped: Vec<String> = applied
         .iter()
         .filter(|o| o.metadata.namespace.is_none())
@@ -62,7 +72,7 @@ async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
         "a scoped install without webhooks needs nothing cluster-scoped"
     );
 
-    let kubeconfig = service_account_kubeconfig(&admin, &operator_ns, "oz-manager").await;
+    let kubeconfig = service_account_kubeconfig(env(), &admin, &operator_ns, "oz-manager").await;
     let oz = client_from(&kubeconfig).await;
     // What the ServiceAccount may do is exactly what the install says, no more.
     let other = env().namespace("install-other").await.unwrap();
@@ -143,12 +153,17 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
             let path = config["service"]["path"].as_str().unwrap().to_string();
             *config = json!({ "url": format!("{base}{path}") });
         }
+        true
     })
     .await;
 
-    let kubeconfig =
-        service_account_kubeconfig(&admin, &operator_ns, &format!("{}-manager", options.name))
-            .await;
+    let kubeconfig = service_account_kubeconfig(
+        env(),
+        &admin,
+        &operator_ns,
+        &format!("{}-manager", options.name),
+    )
+    .await;
     let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 1))
         .await
         .unwrap();
@@ -277,17 +292,20 @@ async fn the_install_with_caller_verification_passes_the_apiservers_validation()
     assert_eq!(checked, ["Deployment", "NetworkPolicy"]);
 }
 
-/// Applies every document of `yaml` as admin by server-side apply, without force (nothing else
-/// owns these objects), after `rewrite`. Returns what was applied.
+/// Applies the documents of `yaml` as admin by server-side apply, without force (nothing else
+/// owns these objects), after `rewrite`, which also says whether to apply each (false leaves it
+/// out). Returns what was applied.
 pub(crate) async fn apply_install(
     admin: &Client,
     yaml: &str,
-    mut rewrite: impl FnMut(&mut DynamicObject),
+    mut rewrite: impl FnMut(&mut DynamicObject) -> bool,
 ) -> Vec<DynamicObject> {
     let mut applied = Vec::new();
     for document in yaml.split("\n---\n").skip(1) {
         let (mut object, resource) = parse_manifest(document);
-        rewrite(&mut object);
+        if !rewrite(&mut object) {
+            continue;
+        }
         let name = object.metadata.name.clone().unwrap();
         let api = api_for(admin, &object, &resource);
         api.patch(
@@ -326,7 +344,7 @@ pub(crate) async fn delete_cluster_scoped(admin: &Client, applied: &[DynamicObje
 
 /// The Deployment's oz-manager flags for a local run: the watch flag left to [`Operator`],
 /// metrics and probes off (tests run side by side), and `changes` applied (`None` drops a flag).
-fn operator_args(yaml: &str, changes: &[(&str, Option<String>)]) -> Vec<String> {
+pub(crate) fn operator_args(yaml: &str, changes: &[(&str, Option<String>)]) -> Vec<String> {
     let deployment = yaml
         .split("\n---\n")
         .skip(1)
@@ -358,8 +376,9 @@ fn operator_args(yaml: &str, changes: &[(&str, Option<String>)]) -> Vec<String> 
 }
 
 /// A kubeconfig for the ServiceAccount `name` in `namespace`, with a token from the
-/// TokenRequest API, for the control plane's server and CA.
+/// TokenRequest API, for `plane`'s server and CA (`admin` is a client of it).
 pub(crate) async fn service_account_kubeconfig(
+    plane: &ControlPlane,
     admin: &Client,
     namespace: &str,
     name: &str,
@@ -376,7 +395,7 @@ pub(crate) async fn service_account_kubeconfig(
         .unwrap()
         .token;
     let admin_config: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(env().admin_kubeconfig()).unwrap())
+        serde_saphyr::from_str(&std::fs::read_to_string(plane.admin_kubeconfig()).unwrap())
             .unwrap();
     let cluster = admin_config["clusters"][0].clone();
     let kubeconfig = json!({
@@ -511,30 +530,17 @@ async fn the_install_with_sessions_applies_and_its_service_account_can_grant_bro
     }
     assert!(kinds.iter().any(|k| k == "APIService"), "{kinds:?}");
 
-    let shared = [
-        "APIService",
-        "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
-    ];
-    let mut applied = Vec::new();
-    for document in yaml.split("\n---\n").skip(1) {
-        let (object, resource) = parse_manifest(document);
-        if shared.contains(&resource.kind.as_str()) {
-            continue;
-        }
-        let name = object.metadata.name.clone().unwrap();
-        api_for(&admin, &object, &resource)
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(&object),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying {} {name}: {e}", resource.kind));
-        applied.push(object);
-    }
-    let kubeconfig =
-        service_account_kubeconfig(&admin, &operator_ns, &format!("{operator_ns}-manager")).await;
+    let applied = apply_install(&admin, &yaml, |object| {
+        !SHARED_KINDS.contains(&object.types.as_ref().unwrap().kind.as_str())
+    })
+    .await;
+    let kubeconfig = service_account_kubeconfig(
+        env(),
+        &admin,
+        &operator_ns,
+        &format!("{operator_ns}-manager"),
+    )
+    .await;
     let oz = client_from(&kubeconfig).await;
 
     // The front-proxy settings, through the built-in reader Role in kube-system.

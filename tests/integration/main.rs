@@ -24,6 +24,7 @@ mod pod;
 mod recordings;
 mod security;
 mod sessions_broker;
+mod sessions_end_to_end;
 mod sessions_front_door;
 mod sessions_plane;
 mod streams;

@@ -533,9 +533,14 @@ async fn the_operators_own_rbac_cannot_create_a_role_beyond_pod_access_nor_bind_
         ..InstallOptions::default()
     };
     let yaml = install_yaml(&options).unwrap();
-    let applied = apply_install(&admin, &yaml, |_| {}).await;
-    let kubeconfig =
-        service_account_kubeconfig(&admin, &operator_ns, &format!("{operator_ns}-manager")).await;
+    let applied = apply_install(&admin, &yaml, |_| true).await;
+    let kubeconfig = service_account_kubeconfig(
+        env(),
+        &admin,
+        &operator_ns,
+        &format!("{operator_ns}-manager"),
+    )
+    .await;
     let oz = client_from(&kubeconfig).await;
     let roles = Api::<Role>::namespaced(oz.clone(), &ns);
     let create_role = |name: &str, rules: Vec<PolicyRule>| {

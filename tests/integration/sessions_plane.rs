@@ -2,8 +2,9 @@
 //! singular, so a test that needs the apiserver to proxy to oz never uses the shared one.
 //!
 //! [`SessionsPlane::start`] starts it (users alice and bob, group devs; one kwok node; a
-//! scheduler), installs oz's CRDs, makes a namespace and, in it, the `ExternalName` Service
-//! [`SERVICE`] for `localhost`, through which the apiserver reaches oz on 127.0.0.1.
+//! scheduler and the Deployment controllers), installs oz's CRDs, makes a namespace and, in it,
+//! the `ExternalName` Service [`SERVICE`] for `localhost`, through which the apiserver reaches oz
+//! on 127.0.0.1.
 //! [`SessionsPlane::front_door`] serves oz's front door in this process with any routes and
 //! registers the APIService for it, as oz-manager would.
 
@@ -65,7 +66,8 @@ impl SessionsPlane {
                 ControlPlaneOptions::empty()
                     .user("alice", &["devs"])
                     .user("bob", &["devs"])
-                    .controllers(&["scheduler"])
+                    // Workloads for templates to target, and their pods on the kwok node.
+                    .controllers(&["scheduler", "deployment", "replicaset", "gc"])
                     .nodes(1),
             )
             .unwrap()
@@ -74,6 +76,7 @@ impl SessionsPlane {
         .unwrap();
         let plane = Arc::new(plane);
         let admin = plane.admin().await.unwrap();
+        crate::support::install_crds_into(&admin).await;
         let namespace = plane.namespace(prefix).await.unwrap();
         let services: Api<Service> = Api::namespaced(admin.clone(), &namespace);
         services

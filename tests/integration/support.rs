@@ -74,38 +74,44 @@ static CRDS: OnceCell<()> = OnceCell::const_new();
 pub async fn install_crds() {
     CRDS.get_or_init(|| async {
         let admin = env().admin().await.unwrap();
-        let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-        for crd in oz_api::all_crds() {
-            crds.patch(
-                &crd.name_any(),
-                &PatchParams::apply("oz-tests").force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .unwrap();
-        }
-        for crd in oz_api::all_crds() {
-            let name = crd.name_any();
-            eventually(
-                Duration::from_secs(30),
-                &format!("CRD {name} to be established"),
-                || {
-                    let (crds, name) = (crds.clone(), name.clone());
-                    async move {
-                        let crd = crds.get(&name).await.ok()?;
-                        let conditions = crd.status?.conditions?;
-                        conditions
-                            .iter()
-                            .any(|c| c.type_ == "Established" && c.status == "True")
-                            .then_some(())
-                    }
-                },
-            )
-            .await;
-        }
+        install_crds_into(&admin).await;
         wait_until_collected_by_gc(&admin).await;
     })
     .await;
+}
+
+/// Installs oz's CRDs into the control plane `admin` is a client of (a test's own, or the
+/// shared one through [`install_crds`]) and waits until each is established.
+pub async fn install_crds_into(admin: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in oz_api::all_crds() {
+        crds.patch(
+            &crd.name_any(),
+            &PatchParams::apply("oz-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+    }
+    for crd in oz_api::all_crds() {
+        let name = crd.name_any();
+        eventually(
+            Duration::from_secs(30),
+            &format!("CRD {name} to be established"),
+            || {
+                let (crds, name) = (crds.clone(), name.clone());
+                async move {
+                    let crd = crds.get(&name).await.ok()?;
+                    let conditions = crd.status?.conditions?;
+                    conditions
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+    }
 }
 
 /// Waits until the garbage collector tracks the request kinds: it learns of new CRDs only at
