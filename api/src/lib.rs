@@ -10,6 +10,7 @@
 
 pub mod access_command;
 mod access_config;
+mod brokered_pod;
 pub mod conditions;
 mod crds;
 #[macro_use]
@@ -34,6 +35,7 @@ pub use approval::{
     AccessApproval, AccessApprovalSpec, AccessApprovalStatus, ApprovalConfig, ApprovalRecord,
     ApprovalRequestRef, ApprovedKind, Decision,
 };
+pub use brokered_pod::BrokeredPod;
 pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,

@@ -13,25 +13,25 @@
 //!   median of each.
 
 use std::{
-    borrow::Cow,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use futures::future::join_all;
 use k8s_openapi::{
-    NamespaceResourceScope,
     api::core::v1::{Pod, Service, ServiceSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
     jiff::Timestamp,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
-    Api, Client, Resource,
-    api::{AttachParams, AttachedProcess, Execute, Patch, PatchParams},
+    Api, Client,
+    api::{AttachParams, AttachedProcess, Patch, PatchParams},
 };
-use oz_api::{ExecAccessRequest, ExecAccessTemplate, RequestPhase, SESSIONS_API_SERVICE};
-use serde::{Deserialize, Serialize};
+use oz_api::{
+    BrokeredPod, ExecAccessRequest, ExecAccessTemplate, RequestPhase, SESSIONS_API_SERVICE,
+};
+use serde::Serialize;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -101,40 +101,6 @@ pub struct Throughput {
     /// The size of oz's recordings directory after the part (what recording cost on disk).
     pub recordings_bytes: u64,
 }
-
-/// A pod as the sessions API serves it: `Api::<BrokeredPod>::exec` opens
-/// `/apis/sessions.wizardofoz.co/v1alpha1/namespaces/{ns}/pods/{pod}/exec` as kube does a
-/// core exec (websocket, `v5.channel.k8s.io`).
-#[derive(Clone, Debug, Deserialize)]
-struct BrokeredPod {
-    metadata: ObjectMeta,
-}
-
-impl Resource for BrokeredPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        oz_api::SESSIONS_GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        oz_api::SESSIONS_VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl Execute for BrokeredPod {}
 
 pub async fn run(bench: &mut Bench) -> Result<SessionsResults> {
     let sizes = bench.sizes.clone();
@@ -568,13 +534,5 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(median(&[]), 0.0);
-    }
-
-    #[test]
-    fn a_brokered_pod_is_served_by_the_sessions_api() {
-        assert_eq!(
-            BrokeredPod::url_path(&(), Some("team")),
-            "/apis/sessions.wizardofoz.co/v1alpha1/namespaces/team/pods"
-        );
     }
 }

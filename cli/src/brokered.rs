@@ -2,7 +2,7 @@
 //! (`/apis/sessions.wizardofoz.co/v1alpha1/namespaces/{ns}/pods/{pod}/exec`), which the grant's
 //! Role allows, never through core `pods/exec`, which it does not (so never through kubectl).
 //!
-//! kube's `Api::exec` works for any resource marked [`Execute`]: [`BrokeredPod`] is the pod as
+//! kube's `Api::exec` works for any resource marked [`Execute`]: [`BrokeredPod`](oz_api::BrokeredPod) is the pod as
 //! oz serves it, so the session is the usual websocket `AttachedProcess`. With a terminal on
 //! stdin and stdout, the terminal is put in raw mode ([`RawTerminal`], restored when dropped,
 //! on every way out) and its size follows the window (SIGWINCH). rustix (already in the lock,
@@ -13,18 +13,12 @@
 //! session idled), its last line arrives on stdout, and the final Status says why: ozctl prints
 //! that message on stderr and exits with [`OZ_CLOSED_EXIT_CODE`].
 
-use std::borrow::Cow;
-
-use k8s_openapi::{
-    NamespaceResourceScope,
-    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status},
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::{
-    Api, Resource,
-    api::{AttachParams, Execute, TerminalSize},
+    Api,
+    api::{AttachParams, TerminalSize},
 };
-use oz_api::{SESSIONS_GROUP, SESSIONS_VERSION};
-use serde::Deserialize;
+use oz_api::BrokeredPod;
 
 use super::{
     error::{CliError, chain},
@@ -34,42 +28,6 @@ use super::{
 
 /// The exit status of `ozctl exec` when oz closed the session (rather than the command ending).
 pub const OZ_CLOSED_EXIT_CODE: u8 = 3;
-
-/// A pod as oz's sessions API serves it: group `sessions.wizardofoz.co`, kind Pod, plural
-/// pods. Only its `exec` (and `attach`) subresources exist; it is never read as an object.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct BrokeredPod {
-    /// Never filled: oz serves no pod objects.
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-}
-
-impl Resource for BrokeredPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        SESSIONS_GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        SESSIONS_VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl Execute for BrokeredPod {}
-impl kube::api::Attach for BrokeredPod {}
 
 /// The parameters of a brokered exec: stdin and stdout always; with a terminal, a tty (whose
 /// stderr is merged into stdout, as kubectl does), else stderr apart.
@@ -280,7 +238,7 @@ impl Drop for RawTerminal {
 
 #[cfg(test)]
 mod tests {
-    use kube::core::Request;
+    use kube::{Resource, core::Request};
 
     use super::*;
 

@@ -18,6 +18,7 @@ use oz::install::{InstallOptions, watched_namespace_rules};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 
+use crate::grants::free_port;
 use crate::support::{
     Operator, can_exec, create_manifest, env, eventually, grant, http_get, install_crds,
     metric_value, role_binding, strict_timing, subject, wait_until_gone,
@@ -222,14 +223,6 @@ fn operator_rules(ns: &str) -> Vec<PolicyRule> {
         .into_iter()
         .map(|r| r.rule)
         .collect()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test]

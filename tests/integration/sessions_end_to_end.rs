@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::{io::AsyncWriteExt, process::Child};
 
 use crate::{
+    grants::free_port,
     install::{SHARED_KINDS, apply_install, operator_args, service_account_kubeconfig},
     ozctl::{ozctl_bin, ozctl_with},
     sessions_plane::{SERVICE, SessionsPlane},
@@ -64,14 +65,6 @@ impl Replica {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
         format!("{}-{}", host.trim(), self.operator.pid())
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Installed {
