@@ -7,7 +7,7 @@
 # It prints the commands that get alice access, ending with a real `kubectl exec` into the pod
 # oz granted her; then alice asking through the approval template (with ozctl, saying why), dave
 # (group leads) seeing and approving her request, and alice's exec; then a brokered session of
-# alice's that oz closes when her 30 seconds end, and dave (who may read recordings) replaying it.
+# carol's that oz closes when her 30 seconds end, and dave (who may read recordings) replaying it.
 # Ctrl-C stops everything.
 #
 # oz-manager listens on four ports: admission webhooks (9443), the brokered sessions API (9444),
@@ -166,12 +166,13 @@ sees her request and approves it; then alice gets her shell (docs/approvals.md):
   ozctl exec "\$req" -n demo -- sh -c 'echo "approved, hello from \$POD_NAME"'
   ozctl get requests "\$req" -n demo                                   # Ready, approved by dave
 
-Brokered sessions: alice asks for 30 seconds through web-exec-brokered. Plain kubectl exec is
-Forbidden; ozctl exec goes through oz, which records the session and, when her access expires,
-closes it with a line of its own (ozctl then exits with 3). dave (group leads, who may read
-recordings: hack/demo/recording-readers.yaml) lists her sessions and replays one (docs/sessions.md):
+Brokered sessions: carol (group devs; alice's grants above already let her exec into both pods)
+asks for 30 seconds through web-exec-brokered. Plain kubectl exec is Forbidden; ozctl exec goes
+through oz, which records the session and, when her access expires, closes it with a line of its
+own (ozctl then exits with 3). dave (group leads, who may read recordings:
+hack/demo/recording-readers.yaml) lists her sessions and replays one (docs/sessions.md):
 
-  export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/alice.kubeconfig"
+  export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/carol.kubeconfig"
   req=\$(ozctl create exec web-exec-brokered -n demo --duration 30s --no-wait | head -1)
   kubectl wait -n demo execaccessrequest "\$req" --for=jsonpath='{.status.phase}'=Ready --timeout=60s
   pod=\$(kubectl get execaccessrequest -n demo "\$req" -o jsonpath='{.status.podName}')

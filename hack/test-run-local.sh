@@ -5,7 +5,7 @@
 # (and no other), recorded by the audit webhook; bob is refused; the approval demo's commands
 # get alice's request through a template that needs a lead's approval approved by dave (who sees
 # it in `ozctl approvals`), and her exec into the granted pod is recorded with dave as approver;
-# the brokered demo's session of alice's is closed by oz at expiry (its line, exit code 3) and
+# the brokered demo's session of carol's is closed by oz at expiry (its line, exit code 3) and
 # replayed by dave, and its start and end are audited;
 # Ctrl-C leaves nothing running, not even a command still exec'd into a pod.
 set -euo pipefail
@@ -112,10 +112,10 @@ grep '"subresource":"exec"' "$root/.run/audit.jsonl" | grep '"user":"alice"' | g
   | grep -q '"approvers":\["dave"\]' || fail "no audit record of alice's exec under $req naming dave as approver"
 
 # 5. The brokered demo, run exactly as printed, each line it prints stamped with when it came:
-# alice's request through web-exec-brokered is Ready and Brokered, her plain kubectl exec is
-# Forbidden, her session through oz prints its hello and is closed by oz after expiresAt but less
+# carol's request (alice's grants cover both pods by now) through web-exec-brokered is Ready and
+# Brokered, her plain kubectl exec is Forbidden, her session through oz prints its hello and is closed by oz after expiresAt but less
 # than 5 s after it (oz's line, exit code 3); dave lists the session as Expired and its replay
-# shows what alice saw; the audit file has the session's start and end.
+# shows what carol saw; the audit file has the session's start and end.
 brokered=$(sed -n '/^Brokered sessions/,/^Press Ctrl-C/p' "$out" | grep '^  ')
 grep -q 'ozctl replay' <<<"$brokered" || fail "no ozctl replay among the brokered demo's commands"
 stamped() { while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME/,/.}" "${line%$'\r'}"; done; }
@@ -127,42 +127,42 @@ echo "$brokered_out"
 echo "(the brokered demo took $((SECONDS - started)) s)"
 breq=$(kubectl get execaccessrequests -n demo \
   -o jsonpath='{.items[?(@.spec.templateName=="web-exec-brokered")].metadata.name}')
-[ -n "$breq" ] || fail "alice's request through web-exec-brokered was not created"
+[ -n "$breq" ] || fail "carol's request through web-exec-brokered was not created"
 read -r mode bpod expires_at id < <(kubectl get execaccessrequests -n demo "$breq" \
   -o jsonpath='{.status.sessionMode} {.status.podName} {.status.expiresAt} {.status.sessions[0].id}')
-[ "$mode" = Brokered ] || fail "alice's request through web-exec-brokered has sessionMode '$mode'"
+[ "$mode" = Brokered ] || fail "carol's request through web-exec-brokered has sessionMode '$mode'"
 # Before the plain kubectl exec: the first kubectl wait, for Ready.
 sed '/Forbidden/q' <<<"$brokered_out" | grep -q "/$breq condition met$" \
-  || fail "alice's brokered request did not become Ready before her kubectl exec"
-grep -q "(Forbidden): .*User \"alice\"" <<<"$brokered_out" || fail "alice's plain kubectl exec into $bpod was not Forbidden"
+  || fail "carol's brokered request did not become Ready before her kubectl exec"
+grep -q "(Forbidden): .*User \"carol\"" <<<"$brokered_out" || fail "carol's plain kubectl exec into $bpod was not Forbidden"
 grep -q "^[0-9.]* brokered, hello from $bpod$" <<<"$brokered_out" \
-  || fail "alice's session through oz did not print 'brokered, hello from $bpod'"
+  || fail "carol's session through oz did not print 'brokered, hello from $bpod'"
 closed=$(grep -m1 "^[0-9.]* oz: your access expired; session closed$" <<<"$brokered_out" | cut -d' ' -f1)
-[ -n "$closed" ] || fail "alice's session did not end with oz's line"
+[ -n "$closed" ] || fail "carol's session did not end with oz's line"
 grep -q "^[0-9.]* oz closed the session: your access expired$" <<<"$brokered_out" \
   || fail "ozctl exec did not print why oz closed the session"
 exited=$(grep -m1 "^[0-9.]* ozctl exit code: " <<<"$brokered_out") || fail "ozctl exec's exit code was not printed"
 [ "${exited#* ozctl exit code: }" = 3 ] || fail "ozctl exec exited with ${exited#* ozctl exit code: }, not 3"
 expires=$(date -d "$expires_at" +%s.%N)
 awk -v e="$expires" -v c="$closed" -v x="${exited%% *}" 'BEGIN { exit !(c >= e && x < e + 5) }' \
-  || fail "alice's session was closed at $closed and ozctl exited at ${exited%% *}, not within 5 s after expiresAt $expires_at ($expires)"
-echo "oz closed alice's session $(awk -v e="$expires" -v c="$closed" 'BEGIN { printf "%.3f", c - e }') s after expiresAt"
-[ -n "$id" ] || fail "alice's brokered request lists no session"
-grep -q "^[0-9.]* $id  *$breq  *alice  *$bpod .*Expired *$" <<<"$brokered_out" \
+  || fail "carol's session was closed at $closed and ozctl exited at ${exited%% *}, not within 5 s after expiresAt $expires_at ($expires)"
+echo "oz closed carol's session $(awk -v e="$expires" -v c="$closed" 'BEGIN { printf "%.3f", c - e }') s after expiresAt"
+[ -n "$id" ] || fail "carol's brokered request lists no session"
+grep -q "^[0-9.]* $id  *$breq  *carol  *$bpod .*Expired *$" <<<"$brokered_out" \
   || fail "dave's ozctl sessions did not list session $id of $breq as Expired"
 # The replay: what follows the sessions table.
 replayed=$(sed -n "/^[0-9.]* $id /,\$p" <<<"$brokered_out")
-grep -q "^[0-9.]* brokered, hello from $bpod$" <<<"$replayed" || fail "dave's replay of $id did not show alice's hello"
+grep -q "^[0-9.]* brokered, hello from $bpod$" <<<"$replayed" || fail "dave's replay of $id did not show carol's hello"
 grep -q "^[0-9.]* oz: your access expired; session closed$" <<<"$replayed" || fail "dave's replay of $id did not show oz's line"
-grep -q "replayed .* by alice: ended (expired)$" <<<"$replayed" || fail "dave's replay of $id did not say it was alice's, ended at expiry"
+grep -q "replayed .* by carol: ended (expired)$" <<<"$replayed" || fail "dave's replay of $id did not say it was carol's, ended at expiry"
 # oz writes the end's audit record just after the request's status: wait for it.
 audit_of() {
-  grep "\"event\":\"$1\"" "$root/.run/audit.jsonl" | grep '"user":"alice"' | grep '"brokered":true' \
+  grep "\"event\":\"$1\"" "$root/.run/audit.jsonl" | grep '"user":"carol"' | grep '"brokered":true' \
     | grep "\"name\":\"$breq\"" | grep "\"id\":\"$id\"" | grep -q "$2"
 }
 for _ in $(seq 100); do audit_of session-end '"endReason":"expired"' && break; sleep 0.1; done
-audit_of session-start "\"pod\":\"$bpod\"" || fail "no session-start audit record of alice's session $id"
-audit_of session-end '"endReason":"expired"' || fail "no session-end audit record of alice's session $id, ended at expiry"
+audit_of session-start "\"pod\":\"$bpod\"" || fail "no session-start audit record of carol's session $id"
+audit_of session-end '"endReason":"expired"' || fail "no session-end audit record of carol's session $id, ended at expiry"
 
 # 6. Ctrl-C, with a command still running in alice's pod, ends everything. Processes exec'd into
 # a pod carry the control plane's work dir in their environment.
