@@ -121,15 +121,15 @@ grep -q 'ozctl replay' <<<"$brokered" || fail "no ozctl replay among the brokere
 stamped() { while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME/,/.}" "${line%$'\r'}"; done; }
 started=$SECONDS
 # Some of its commands fail on purpose (the plain kubectl exec, ozctl's exit code 3): the checks
-# below say what each should have done.
-brokered_out=$(bash -c "$brokered" </dev/null 2>&1 | stamped) || true
+# below say what each should have done. A session oz failed to close would sleep for an hour.
+brokered_out=$(timeout 120 bash -c "$brokered" </dev/null 2>&1 | stamped) || true
 echo "$brokered_out"
 echo "(the brokered demo took $((SECONDS - started)) s)"
 breq=$(kubectl get execaccessrequests -n demo \
   -o jsonpath='{.items[?(@.spec.templateName=="web-exec-brokered")].metadata.name}')
 [ -n "$breq" ] || fail "carol's request through web-exec-brokered was not created"
 read -r mode bpod expires_at id < <(kubectl get execaccessrequests -n demo "$breq" \
-  -o jsonpath='{.status.sessionMode} {.status.podName} {.status.expiresAt} {.status.sessions[0].id}')
+  -o jsonpath='{.status.sessionMode} {.status.podName} {.status.expiresAt} {.status.sessions[0].id}{"\n"}')
 [ "$mode" = Brokered ] || fail "carol's request through web-exec-brokered has sessionMode '$mode'"
 # Before the plain kubectl exec: the first kubectl wait, for Ready.
 sed '/Forbidden/q' <<<"$brokered_out" | grep -q "/$breq condition met$" \
