@@ -128,8 +128,9 @@ echo "(the brokered demo took $((SECONDS - started)) s)"
 breq=$(kubectl get execaccessrequests -n demo \
   -o jsonpath='{.items[?(@.spec.templateName=="web-exec-brokered")].metadata.name}')
 [ -n "$breq" ] || fail "carol's request through web-exec-brokered was not created"
-read -r mode bpod expires_at id < <(kubectl get execaccessrequests -n demo "$breq" \
-  -o jsonpath='{.status.sessionMode} {.status.podName} {.status.expiresAt} {.status.sessions[0].id}{"\n"}')
+# '|' apart: a Direct request has no status.sessionMode, and blanks would run together.
+IFS='|' read -r mode bpod expires_at id < <(kubectl get execaccessrequests -n demo "$breq" \
+  -o jsonpath='{.status.sessionMode}|{.status.podName}|{.status.expiresAt}|{.status.sessions[0].id}{"\n"}')
 [ "$mode" = Brokered ] || fail "carol's request through web-exec-brokered has sessionMode '$mode'"
 # Before the plain kubectl exec: the first kubectl wait, for Ready.
 sed '/Forbidden/q' <<<"$brokered_out" | grep -q "/$breq condition met$" \
