@@ -2,11 +2,13 @@
 # `make run`: a local control plane with the workload controllers and two simulated nodes (kwok),
 # oz's CRDs, oz-manager with its webhooks on 127.0.0.1 (answering only the apiserver, which
 # presents its webhook client certificate), and a demo namespace with Deployment web,
-# whose pods the controllers create and the nodes run, two templates for group devs, and a third
-# that needs the approval of a member of group leads.
+# whose pods the controllers create and the nodes run, two templates for group devs, a third
+# that needs the approval of a member of group leads, and a fourth whose sessions go through oz.
 # It prints the commands that get alice access, ending with a real `kubectl exec` into the pod
 # oz granted her; then alice asking through the approval template (with ozctl, saying why), dave
-# (group leads) seeing and approving her request, and alice's exec. Ctrl-C stops everything.
+# (group leads) seeing and approving her request, and alice's exec; then a brokered session of
+# carol's that oz closes when her 30 seconds end, and dave (who may read recordings) replaying it.
+# Ctrl-C stops everything.
 #
 # oz-manager listens on four ports: admission webhooks (9443), the brokered sessions API (9444),
 # metrics (8080) and health probes (8081). When one is taken it uses the next free port above
@@ -119,7 +121,8 @@ done
 kubectl create namespace demo >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/workload.yaml" >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/approvers.yaml" >/dev/null
-for sample in exec_access_template pod_access_template exec_access_template_approval; do
+kubectl apply -n demo -f "$root/hack/demo/recording-readers.yaml" >/dev/null
+for sample in exec_access_template pod_access_template exec_access_template_approval exec_access_template_brokered; do
   kubectl apply -n demo -f "$root/config/samples/$sample.yaml" >/dev/null
 done
 # The Deployment and ReplicaSet controllers create its pods, the binder puts them on the kwok
@@ -135,7 +138,8 @@ oz-manager: webhooks on port $webhook_port, metrics http://127.0.0.1:$metrics_po
 (logs: $run/oz-manager.log, audit records: $run/audit.jsonl; its webhooks answer only the apiserver,
 whose client certificate they verify, so each record says "caller":"apiserver").
 Namespace demo has Deployment web (pods ${pods// /, }), templates web-exec and web-debug for group devs,
-and web-exec-approved for group devs, which needs the approval of one member of group leads (dave).
+web-exec-approved for group devs, which needs the approval of one member of group leads (dave),
+and web-exec-brokered for group devs, whose sessions go through oz (recordings: $run/recordings).
 
 Get exec access as alice (in group devs), in another terminal:
 
@@ -161,6 +165,23 @@ sees her request and approves it; then alice gets her shell (docs/approvals.md):
   KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approve "\$req" -n demo --comment 'ok for INC-42'
   ozctl exec "\$req" -n demo -- sh -c 'echo "approved, hello from \$POD_NAME"'
   ozctl get requests "\$req" -n demo                                   # Ready, approved by dave
+
+Brokered sessions: carol (group devs; alice's grants above already let her exec into both pods)
+asks for 30 seconds through web-exec-brokered. Plain kubectl exec is Forbidden; ozctl exec goes
+through oz, which records the session and, when her access expires, closes it with a line of its
+own (ozctl then exits with 3). dave (group leads, who may read recordings:
+hack/demo/recording-readers.yaml) lists her sessions and replays one (docs/sessions.md):
+
+  export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/carol.kubeconfig"
+  req=\$(ozctl create exec web-exec-brokered -n demo --duration 30s --no-wait | head -1)
+  kubectl wait -n demo execaccessrequest "\$req" --for=jsonpath='{.status.phase}'=Ready --timeout=60s
+  pod=\$(kubectl get execaccessrequest -n demo "\$req" -o jsonpath='{.status.podName}')
+  kubectl exec -n demo "\$pod" -- true                                 # Forbidden: only through oz
+  ozctl exec "\$req" -n demo -- sh -c 'echo "brokered, hello from \$POD_NAME"; sleep 3600'; echo "ozctl exit code: \$?"
+  kubectl wait -n demo execaccessrequest "\$req" --for=jsonpath='{.status.sessions[0].endReason}'=Expired --timeout=30s
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl sessions "\$req" -n demo     # the session's id first; REASON Expired
+  id=\$(kubectl get execaccessrequest -n demo "\$req" -o jsonpath='{.status.sessions[0].id}')
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl replay "\$id" -n demo        # what alice saw, pauses cut to 2s
 
 Press Ctrl-C to stop everything.
 TXT

@@ -5,6 +5,8 @@
 # (and no other), recorded by the audit webhook; bob is refused; the approval demo's commands
 # get alice's request through a template that needs a lead's approval approved by dave (who sees
 # it in `ozctl approvals`), and her exec into the granted pod is recorded with dave as approver;
+# the brokered demo's session of carol's is closed by oz at expiry (its line, exit code 3) and
+# replayed by dave, and its start and end are audited;
 # Ctrl-C leaves nothing running, not even a command still exec'd into a pod.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -90,7 +92,7 @@ grep -q 'allowedGroups' "$out.bob" || fail "bob's refusal does not say why: $(ca
 
 # 4. The approval demo, run exactly as printed: alice asks with a reason, dave sees the request in
 # his queue and approves it, alice's ozctl exec runs in the pod granted after that.
-approval=$(sed -n '/^Access that needs approval/,/^Press Ctrl-C/p' "$out" | grep '^  ')
+approval=$(sed -n '/^Access that needs approval/,/^Brokered sessions/p' "$out" | grep '^  ')
 grep -q 'ozctl approve' <<<"$approval" || fail "no ozctl approve among the approval demo's commands"
 approval_out=$(bash -c "set -e; $approval" 2>&1) || fail "the approval demo failed: $approval_out"
 echo "$approval_out"
@@ -109,7 +111,61 @@ grep -qx "approved, hello from $approved_pod" <<<"$approval_out" \
 grep '"subresource":"exec"' "$root/.run/audit.jsonl" | grep '"user":"alice"' | grep "\"name\":\"$req\"" \
   | grep -q '"approvers":\["dave"\]' || fail "no audit record of alice's exec under $req naming dave as approver"
 
-# 5. Ctrl-C, with a command still running in alice's pod, ends everything. Processes exec'd into
+# 5. The brokered demo, run exactly as printed, each line it prints stamped with when it came:
+# carol's request (alice's grants cover both pods by now) through web-exec-brokered is Ready and
+# Brokered, her plain kubectl exec is Forbidden, her session through oz prints its hello and is closed by oz after expiresAt but less
+# than 5 s after it (oz's line, exit code 3); dave lists the session as Expired and its replay
+# shows what carol saw; the audit file has the session's start and end.
+brokered=$(sed -n '/^Brokered sessions/,/^Press Ctrl-C/p' "$out" | grep '^  ')
+grep -q 'ozctl replay' <<<"$brokered" || fail "no ozctl replay among the brokered demo's commands"
+stamped() { while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME/,/.}" "${line%$'\r'}"; done; }
+started=$SECONDS
+# Some of its commands fail on purpose (the plain kubectl exec, ozctl's exit code 3): the checks
+# below say what each should have done. A session oz failed to close would sleep for an hour.
+brokered_out=$(timeout 120 bash -c "$brokered" </dev/null 2>&1 | stamped) || true
+echo "$brokered_out"
+echo "(the brokered demo took $((SECONDS - started)) s)"
+breq=$(kubectl get execaccessrequests -n demo \
+  -o jsonpath='{.items[?(@.spec.templateName=="web-exec-brokered")].metadata.name}')
+[ -n "$breq" ] || fail "carol's request through web-exec-brokered was not created"
+# '|' apart: a Direct request has no status.sessionMode, and blanks would run together.
+IFS='|' read -r mode bpod expires_at id < <(kubectl get execaccessrequests -n demo "$breq" \
+  -o jsonpath='{.status.sessionMode}|{.status.podName}|{.status.expiresAt}|{.status.sessions[0].id}{"\n"}')
+[ "$mode" = Brokered ] || fail "carol's request through web-exec-brokered has sessionMode '$mode'"
+# Before the plain kubectl exec: the first kubectl wait, for Ready.
+sed '/Forbidden/q' <<<"$brokered_out" | grep -q "/$breq condition met$" \
+  || fail "carol's brokered request did not become Ready before her kubectl exec"
+grep -q "(Forbidden): .*User \"carol\"" <<<"$brokered_out" || fail "carol's plain kubectl exec into $bpod was not Forbidden"
+grep -q "^[0-9.]* brokered, hello from $bpod$" <<<"$brokered_out" \
+  || fail "carol's session through oz did not print 'brokered, hello from $bpod'"
+closed=$(grep -m1 "^[0-9.]* oz: your access expired; session closed$" <<<"$brokered_out" | cut -d' ' -f1)
+[ -n "$closed" ] || fail "carol's session did not end with oz's line"
+grep -q "^[0-9.]* oz closed the session: your access expired$" <<<"$brokered_out" \
+  || fail "ozctl exec did not print why oz closed the session"
+exited=$(grep -m1 "^[0-9.]* ozctl exit code: " <<<"$brokered_out") || fail "ozctl exec's exit code was not printed"
+[ "${exited#* ozctl exit code: }" = 3 ] || fail "ozctl exec exited with ${exited#* ozctl exit code: }, not 3"
+expires=$(date -d "$expires_at" +%s.%N)
+awk -v e="$expires" -v c="$closed" -v x="${exited%% *}" 'BEGIN { exit !(c >= e && x < e + 5) }' \
+  || fail "carol's session was closed at $closed and ozctl exited at ${exited%% *}, not within 5 s after expiresAt $expires_at ($expires)"
+echo "oz closed carol's session $(awk -v e="$expires" -v c="$closed" 'BEGIN { printf "%.3f", c - e }') s after expiresAt"
+[ -n "$id" ] || fail "carol's brokered request lists no session"
+grep -q "^[0-9.]* $id  *$breq  *carol  *$bpod .*Expired *$" <<<"$brokered_out" \
+  || fail "dave's ozctl sessions did not list session $id of $breq as Expired"
+# The replay: what follows the sessions table.
+replayed=$(sed -n "/^[0-9.]* $id /,\$p" <<<"$brokered_out")
+grep -q "^[0-9.]* brokered, hello from $bpod$" <<<"$replayed" || fail "dave's replay of $id did not show carol's hello"
+grep -q "^[0-9.]* oz: your access expired; session closed$" <<<"$replayed" || fail "dave's replay of $id did not show oz's line"
+grep -q "replayed .* by carol: ended (expired)$" <<<"$replayed" || fail "dave's replay of $id did not say it was carol's, ended at expiry"
+# oz writes the end's audit record just after the request's status: wait for it.
+audit_of() {
+  grep "\"event\":\"$1\"" "$root/.run/audit.jsonl" | grep '"user":"carol"' | grep '"brokered":true' \
+    | grep "\"name\":\"$breq\"" | grep "\"id\":\"$id\"" | grep -q "$2"
+}
+for _ in $(seq 100); do audit_of session-end '"endReason":"expired"' && break; sleep 0.1; done
+audit_of session-start "\"pod\":\"$bpod\"" || fail "no session-start audit record of carol's session $id"
+audit_of session-end '"endReason":"expired"' || fail "no session-end audit record of carol's session $id, ended at expiry"
+
+# 6. Ctrl-C, with a command still running in alice's pod, ends everything. Processes exec'd into
 # a pod carry the control plane's work dir in their environment.
 in_pods() { grep -lxzF "OZ_TESTENV_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
 sleeping() { for p in $(in_pods); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" != sleep ] || return 0; done; return 1; }
@@ -127,4 +183,4 @@ for _ in $(seq 600); do
 done
 [ -z "$(left)" ] || fail "Ctrl-C left processes behind: $(left)"
 wait "$exec_client" 2>/dev/null || true
-echo "make run: 5 passed, 0 failed"
+echo "make run: 6 passed, 0 failed"
