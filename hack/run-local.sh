@@ -181,7 +181,7 @@ hack/demo/recording-readers.yaml) lists her sessions and replays one (docs/sessi
   kubectl wait -n demo execaccessrequest "\$req" --for=jsonpath='{.status.sessions[0].endReason}'=Expired --timeout=30s
   KUBECONFIG="$dir/users/dave.kubeconfig" ozctl sessions "\$req" -n demo     # the session's id first; REASON Expired
   id=\$(kubectl get execaccessrequest -n demo "\$req" -o jsonpath='{.status.sessions[0].id}')
-  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl replay "\$id" -n demo        # what alice saw, pauses cut to 2s
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl replay "\$id" -n demo        # what carol saw, pauses cut to 2s
 
 Press Ctrl-C to stop everything.
 TXT
