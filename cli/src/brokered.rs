@@ -2,8 +2,9 @@
 //! (`/apis/sessions.wizardofoz.co/v1alpha1/namespaces/{ns}/pods/{pod}/exec`), which the grant's
 //! Role allows, never through core `pods/exec`, which it does not (so never through kubectl).
 //!
-//! kube's `Api::exec` works for any resource marked [`Execute`]: [`BrokeredPod`](oz_api::BrokeredPod) is the pod as
-//! oz serves it, so the session is the usual websocket `AttachedProcess`. With a terminal on
+//! kube's `Api::exec` works for any resource marked [`Execute`](kube::api::Execute):
+//! [`BrokeredPod`] is the pod as oz serves it, so the session is the usual websocket
+//! `AttachedProcess`. With a terminal on
 //! stdin and stdout, the terminal is put in raw mode ([`RawTerminal`], restored when dropped,
 //! on every way out) and its size follows the window (SIGWINCH). rustix (already in the lock,
 //! through tempfile) does the termios calls with a safe API; no terminal crate is needed for

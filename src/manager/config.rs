@@ -85,9 +85,9 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_SESSIONS_PORT", default_value_t = install::SESSIONS_PORT)]
     pub sessions_port: u16,
 
-    /// The Service the sessions APIService points at, as NAMESPACE/NAME or NAMESPACE/NAME:PORT (PORT defaults
-    /// to --sessions-port); default --webhook-service. Locally, an ExternalName Service whose
-    /// externalName is localhost.
+    /// The Service the sessions APIService points at, as NAMESPACE/NAME or NAMESPACE/NAME:PORT
+    /// (PORT defaults to --sessions-port); default --webhook-service. Locally, an ExternalName
+    /// Service whose externalName is localhost.
     #[arg(long, env = "OZ_SESSIONS_SERVICE")]
     pub sessions_service: Option<String>,
 
