@@ -20,6 +20,10 @@
 //!   builders' [`EXEC_PERMISSIONS`](crate::builders::rbac::EXEC_PERMISSIONS) and
 //!   [`POD_PERMISSIONS`](crate::builders::pod::POD_PERMISSIONS)), so it can never mint more.
 //!
+//! - **Users' roles**: ClusterRoles `<name>-view`, `-request-access`, `-template-manager` and
+//!   `-approver`, labelled to aggregate into the built-in `view`, `edit` and `admin`
+//!   ([`user_roles`]).
+//!
 //! - **Only the apiserver calls the webhooks**, when asked: `webhook_client_ca_secret` mounts
 //!   the CA of the apiserver's webhook client certificate and has oz-manager require it;
 //!   `webhook_ingress_cidrs` adds a NetworkPolicy admitting only the control plane to the
@@ -37,6 +41,7 @@ use kube::api::{DynamicObject, ObjectMeta};
 pub mod options;
 pub mod rbac;
 pub mod registration;
+pub mod user_roles;
 pub mod workload;
 pub mod yaml;
 
@@ -47,6 +52,7 @@ pub use options::{
 };
 pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
 pub use registration::{watched_namespaces_selector, webhook_registration};
+pub use user_roles::is_users_role;
 pub use workload::{WEBHOOK_CLIENT_CA_DIR, WEBHOOK_CLIENT_CA_KEY, manager_args};
 pub use yaml::install_yaml;
 
@@ -91,7 +97,7 @@ impl Manifest {
 }
 
 /// Every object of the install, in the order to apply them: the Namespace, the CRDs (if
-/// wanted), the ServiceAccount, RBAC, Services, the Deployment, the NetworkPolicy (if
+/// wanted), the ServiceAccount, oz's RBAC, the users' ClusterRoles, Services, the Deployment, the NetworkPolicy (if
 /// `webhook_ingress_cidrs` are given) and the webhook configurations (if the webhooks run).
 pub fn install_objects(options: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
     options.validate()?;
@@ -116,6 +122,7 @@ pub fn install_objects(options: &InstallOptions) -> Result<Vec<Manifest>, Manife
         },
     )?);
     out.extend(rbac::manifests(o)?);
+    out.extend(user_roles::manifests(o)?);
     out.extend(workload::manifests(o)?);
     Ok(out)
 }

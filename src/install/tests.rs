@@ -30,6 +30,14 @@ fn of_kind<'a>(manifests: &'a [Manifest], wanted: &str) -> Vec<&'a Manifest> {
     manifests.iter().filter(|m| kind(m) == wanted).collect()
 }
 
+/// oz's own ClusterRoles: the users' aside.
+fn ozs_cluster_roles(manifests: &[Manifest]) -> Vec<&Manifest> {
+    of_kind(manifests, "ClusterRole")
+        .into_iter()
+        .filter(|m| !super::is_users_role(&m.object.metadata))
+        .collect()
+}
+
 fn scoped() -> InstallOptions {
     InstallOptions {
         namespace: "oz-ops".into(),
@@ -109,9 +117,9 @@ fn a_scoped_install_has_a_role_in_each_watched_namespace_and_no_namespaced_clust
             ("ServiceAccount", "oz-manager", Some("oz-ops"))
         );
     }
-    // The only ClusterRole is the webhook one, and it holds only webhook configurations,
+    // oz's only ClusterRole is the webhook one, and it holds only webhook configurations,
     // by name (create cannot be named).
-    let cluster_roles = of_kind(&manifests, "ClusterRole");
+    let cluster_roles = ozs_cluster_roles(&manifests);
     assert_eq!(cluster_roles.len(), 1);
     let cluster_role: ClusterRole = typed(cluster_roles[0]);
     assert_eq!(
@@ -152,7 +160,7 @@ fn a_scoped_install_has_a_role_in_each_watched_namespace_and_no_namespaced_clust
 #[test]
 fn a_cluster_wide_install_binds_one_cluster_role() {
     let manifests = install_objects(&InstallOptions::default()).unwrap();
-    let names: Vec<_> = of_kind(&manifests, "ClusterRole")
+    let names: Vec<_> = ozs_cluster_roles(&manifests)
         .iter()
         .map(|m| m.object.metadata.name.clone().unwrap())
         .collect();
@@ -402,11 +410,11 @@ fn webhook_configurations_come_only_with_the_webhooks_and_carry_no_ca_bundle() {
     for gone in [
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
-        "ClusterRole",
         "ClusterRoleBinding",
     ] {
         assert!(of_kind(&without, gone).is_empty(), "{gone}");
     }
+    assert!(ozs_cluster_roles(&without).is_empty());
     let services: Vec<_> = of_kind(&without, "Service")
         .iter()
         .map(|m| m.object.metadata.name.clone().unwrap())

@@ -30,4 +30,5 @@ mod sessions_plane;
 mod streams;
 mod support;
 mod targets;
+mod user_roles;
 mod webhooks;
