@@ -56,7 +56,7 @@ use crate::{
     },
     support::{
         Operator, create_manifest, env, eventually, exec, heavy_load, install_crds,
-        install_crds_into, may_exec, strict_timing,
+        install_crds_into, may_exec, strict_timing, written_request,
     },
 };
 
@@ -1127,15 +1127,7 @@ async fn with_the_webhook_server_down_creation_fails_closed_and_exec_keeps_worki
     oz.wait_until_admitting("alice", "web-exec").await;
     let alice_client = env().client_as("alice").await.unwrap();
     let alice = Api::<ExecAccessRequest>::namespaced(alice_client.clone(), &ns);
-    let request = |name: &str| -> ExecAccessRequest {
-        serde_json::from_value(json!({
-            "apiVersion": "crds.wizardofoz.co/v1alpha1",
-            "kind": "ExecAccessRequest",
-            "metadata": {"name": name},
-            "spec": {"templateName": "web-exec"},
-        }))
-        .unwrap()
-    };
+    let request = |name: &str| written_request(name, "web-exec");
     alice
         .create(&PostParams::default(), &request("before"))
         .await

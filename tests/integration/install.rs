@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Operator, can_exec, create_manifest, create_once_admitted, env, eventually, grant,
-    install_crds, parse_manifest, rule, subject,
+    install_crds, parse_manifest, rule, subject, written_request,
 };
 
 const FIELD_MANAGER: &str = "oz-install-test";
@@ -190,13 +190,7 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
     // oz-manager serves it (until then the fail-closed webhooks refuse the request).
     let alice: Api<ExecAccessRequest> =
         Api::namespaced(env().client_as("alice").await.unwrap(), &ns);
-    let request: ExecAccessRequest = serde_json::from_value(json!({
-        "apiVersion": "crds.wizardofoz.co/v1alpha1",
-        "kind": "ExecAccessRequest",
-        "metadata": {"name": "alice-web"},
-        "spec": {"templateName": "web-exec"},
-    }))
-    .unwrap();
+    let request = written_request("alice-web", "web-exec");
     create_once_admitted(&alice, &request, "alice", &operator.log).await;
     let pod = wait_for_ready(&admin, &ns, "alice-web", &operator).await;
     assert_eq!(pod, web.pod_names()[0]);

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Operator, can_exec, create_manifest, env, eventually, install_crds, let_everyone_request,
+    written_request,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -111,13 +112,7 @@ impl Fixture {
         .await;
         let alice: Api<ExecAccessRequest> =
             Api::namespaced(env().client_as("alice").await.unwrap(), &self.ns);
-        let probe: ExecAccessRequest = serde_json::from_value(json!({
-            "apiVersion": "crds.wizardofoz.co/v1alpha1",
-            "kind": "ExecAccessRequest",
-            "metadata": {"name": "probe"},
-            "spec": {"templateName": "web-exec"},
-        }))
-        .unwrap();
+        let probe = written_request("probe", "web-exec");
         let dry_run = PostParams {
             dry_run: true,
             ..Default::default()

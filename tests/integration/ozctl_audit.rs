@@ -28,7 +28,7 @@ use crate::{
     ozctl::ozctl_bin,
     support::{
         Operator, create_manifest, create_once_admitted, delete_webhook_configurations, env,
-        eventually, grant, install_crds, rule, subject,
+        eventually, grant, install_crds, rule, subject, written_request,
     },
 };
 
@@ -301,11 +301,7 @@ async fn ozctl_verifies_the_file_oz_wrote_names_each_tampering_and_lists_alices_
     // alice asks herself (the webhook records her as the requester), once oz's webhooks answer.
     let alice: Api<ExecAccessRequest> =
         Api::namespaced(env().client_as("alice").await.unwrap(), &ns);
-    let request: ExecAccessRequest = serde_json::from_value(json!({
-        "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
-        "metadata": {"name": "alice-web"}, "spec": {"templateName": "web-exec"},
-    }))
-    .unwrap();
+    let request = written_request("alice-web", "web-exec");
     create_once_admitted(&alice, &request, "alice", &operator.log).await;
     let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), &ns);
     let pod = eventually(

@@ -499,6 +499,18 @@ pub async fn admits(api: &Api<ExecAccessRequest>, user: &str, template: &str) ->
     refused && stamped
 }
 
+/// ExecAccessRequest `name` through `template` as a user writes it: no requester (oz's
+/// mutating webhook records who created it) and the template's default duration.
+pub fn written_request(name: &str, template: &str) -> ExecAccessRequest {
+    serde_json::from_value(json!({
+        "apiVersion": "crds.wizardofoz.co/v1alpha1",
+        "kind": "ExecAccessRequest",
+        "metadata": {"name": name},
+        "spec": {"templateName": template},
+    }))
+    .unwrap()
+}
+
 /// Waits up to `timeout` until oz's webhooks answer for `user` ([`admits`]), through `api`
 /// (that user's client). `log` names oz-manager's log for the timeout message.
 pub async fn wait_until_admitting(

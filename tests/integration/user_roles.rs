@@ -15,18 +15,8 @@ use serde_json::json;
 
 use crate::{
     install::{apply_install, delete_cluster_scoped},
-    support::{create_manifest, env, eventually, install_crds},
+    support::{create_manifest, env, eventually, install_crds, written_request},
 };
-
-fn request(name: &str) -> ExecAccessRequest {
-    serde_json::from_value(json!({
-        "apiVersion": "crds.wizardofoz.co/v1alpha1",
-        "kind": "ExecAccessRequest",
-        "metadata": {"name": name},
-        "spec": {"templateName": "web-exec"},
-    }))
-    .unwrap()
-}
 
 #[tokio::test]
 async fn edit_users_may_ask_for_access_and_view_users_only_read_through_the_aggregated_roles() {
@@ -83,7 +73,10 @@ async fn edit_users_may_ask_for_access_and_view_users_only_read_through_the_aggr
         "edit to carry oz's rules for alice",
         || async {
             alice_requests
-                .create(&PostParams::default(), &request("alice-web"))
+                .create(
+                    &PostParams::default(),
+                    &written_request("alice-web", "web-exec"),
+                )
                 .await
                 .ok()
         },
@@ -111,7 +104,10 @@ async fn edit_users_may_ask_for_access_and_view_users_only_read_through_the_aggr
         .unwrap();
     for refused in [
         bob_requests
-            .create(&PostParams::default(), &request("bob-web"))
+            .create(
+                &PostParams::default(),
+                &written_request("bob-web", "web-exec"),
+            )
             .await
             .map(drop),
         bob_requests
