@@ -264,49 +264,60 @@ impl Installed {
         }
     }
 
+    /// Request `name`'s latest session running `command` that `wanted` accepts, once its status
+    /// lists one (`what` names the wait).
+    async fn session_where(
+        &self,
+        name: &str,
+        command: &[&str],
+        what: &str,
+        wanted: impl Fn(&SessionRecord) -> bool,
+    ) -> SessionRecord {
+        let requests = self.requests();
+        eventually(WAIT, &format!("{name}'s status to {what}"), || async {
+            let request = requests.get(name).await.ok()?;
+            let sessions = request.request_status()?.sessions.clone();
+            sessions
+                .into_iter()
+                .rev()
+                .find(|s| s.command == command && wanted(s))
+        })
+        .await
+    }
+
     /// Request `name`'s session running `command`, as its status lists it.
     async fn session(&self, name: &str, command: &[&str]) -> SessionRecord {
-        let requests = self.requests();
-        eventually(
-            WAIT,
-            &format!("{name}'s status to list its session"),
-            || async {
-                let request = requests.get(name).await.ok()?;
-                let sessions = request.request_status()?.sessions.clone();
-                sessions.into_iter().rev().find(|s| s.command == command)
-            },
-        )
-        .await
+        self.session_where(name, command, "list its session", |_| true)
+            .await
     }
 
     /// [`Installed::session`], once its end is recorded (the replica writes it after the
     /// stream has closed).
     async fn ended_session(&self, name: &str, command: &[&str]) -> SessionRecord {
-        let requests = self.requests();
-        eventually(
-            WAIT,
-            &format!("{name}'s status to record its session's end"),
-            || async {
-                let request = requests.get(name).await.ok()?;
-                let sessions = request.request_status()?.sessions.clone();
-                sessions
-                    .into_iter()
-                    .rev()
-                    .find(|s| s.command == command && s.end_reason.is_some())
-            },
-        )
+        self.session_where(name, command, "record its session's end", |s| {
+            s.end_reason.is_some()
+        })
         .await
     }
 
     /// The recording of session `id`, fetched through the apiserver by `ozctl replay --output`
     /// as admin (who holds `get` on recordings).
     async fn recording(&self, id: &str) -> Recording {
+        self.saved_recording(id)
+            .await
+            .unwrap_or_else(|refused| panic!("{refused}"))
+    }
+
+    /// [`Installed::recording`], or what `ozctl replay` said when it could not save it.
+    async fn saved_recording(&self, id: &str) -> Result<Recording, exec::Output> {
         let file = self.dir.join(format!("{id}.cast"));
         let saved = self
             .ozctl(None, &["replay", id, "--output", file.to_str().unwrap()])
             .await;
-        assert!(saved.success(), "{saved}");
-        Recording::parse(&std::fs::read_to_string(&file).unwrap())
+        if !saved.success() {
+            return Err(saved);
+        }
+        Ok(Recording::parse(&std::fs::read_to_string(&file).unwrap()))
     }
 }
 
@@ -688,13 +699,7 @@ async fn a_follower_closes_its_sessions_at_expires_at_after_the_leader_dies_and_
     assert_ne!(cut.code, Some(0), "the session was cut: {}", cut.stderr);
     follower.operator.restart();
     let recording = eventually(WAIT, "the recording to be served again", || async {
-        let file = installed.dir.join(format!("{id}.cast"));
-        let saved = installed
-            .ozctl(None, &["replay", &id, "--output", file.to_str().unwrap()])
-            .await;
-        saved
-            .success()
-            .then(|| Recording::parse(&std::fs::read_to_string(&file).unwrap()))
+        installed.saved_recording(&id).await.ok()
     })
     .await;
     assert!(
