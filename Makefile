@@ -43,12 +43,13 @@ doc-check:
 fuzz-check:
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --target-dir target --bins --locked
 
-# Builds (or reuses) the control plane, kwok (its simulated nodes) and gofakes3 (a local S3 server
-# for session recordings) before the tests ask for them, so their build time shows up as its own step.
+# Builds (or reuses) the control plane, kwok (its simulated nodes), gofakes3 (a local S3 server
+# for session recordings), helm and promtool before the tests ask for them, so their build time shows up as its own step.
 testenv:
 	hack/testenv.sh build >/dev/null
 	hack/testenv.sh build-kwok >/dev/null
 	hack/testenv.sh build-s3 >/dev/null
+	hack/testenv.sh build-tools >/dev/null
 
 testenv-script-test: testenv
 	hack/test-testenv-script.sh

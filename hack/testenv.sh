@@ -5,6 +5,8 @@
 #   hack/testenv.sh build-kwok                build kwok (the simulated nodes), or reuse it; print its dir
 #   hack/testenv.sh build-s3                  build gofakes3 (a local S3 server for recordings), or
 #                                             reuse it; print its path
+#   hack/testenv.sh build-tools               build helm and promtool (the chart's and the alerts'
+#                                             checks), or reuse them; print their dir
 #   hack/testenv.sh up DIR [--user NAME:G1,G2]... [--controllers all|gc,namespace,...] [--nodes N]
 #                          [--webhook-client-cert]
 #                                             start it in the background; return once /readyz is ok
@@ -135,6 +137,37 @@ cmd_build_s3() {
   echo "$dir/gofakes3"
 }
 
+# helm (the chart's lint, template, install and upgrade tests) and promtool (the alerting rules'
+# checks and unit tests): one Go module (hack/tools, each a `tool` directive) built in one `go
+# build`, so the many modules they share are compiled once. `remove_all_sd` leaves Prometheus's
+# service-discovery plugins (cloud SDKs promtool never needs for rule checks) out of the build.
+tools_src="$here/tools"
+helm_version=v4.3.1
+promtool_version=3.16.0
+tools_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version \
+-X github.com/prometheus/common/version.Version=$promtool_version"
+
+tools_cache_key() {
+  command -v go >/dev/null || die "Go is not installed; it is needed to build helm and promtool (see README)"
+  {
+    cat "$tools_src/go.mod" "$tools_src/go.sum"
+    go env GOVERSION GOOS GOARCH
+    echo "$tools_ldflags"
+  } | sha256sum | cut -c1-16
+}
+
+go_build_tools() {
+  (cd "$tools_src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
+    go build -trimpath -tags remove_all_sd -ldflags "$tools_ldflags" -o "$1/" \
+    helm.sh/helm/v4/cmd/helm github.com/prometheus/prometheus/cmd/promtool)
+}
+
+cmd_build_tools() {
+  local dir; dir="$cache/tools-$(tools_cache_key)"
+  build_once "$dir" promtool "helm $helm_version and promtool $promtool_version" go_build_tools
+  echo "$dir"
+}
+
 cmd_up() {
   [ $# -ge 1 ] || die "usage: testenv.sh up DIR [--user NAME:GROUPS]... [--controllers LIST] [--nodes N] [--webhook-client-cert]"
   local dir=$1; shift
@@ -211,8 +244,9 @@ case "${1:-}" in
   build) shift; cmd_build "$@" ;;
   build-kwok) shift; cmd_build_kwok "$@" ;;
   build-s3) shift; cmd_build_s3 "$@" ;;
+  build-tools) shift; cmd_build_tools "$@" ;;
   up) shift; cmd_up "$@" ;;
   down) shift; cmd_down "$@" ;;
   kubectl) shift; cmd_kubectl "$@" ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
