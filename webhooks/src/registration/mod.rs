@@ -20,26 +20,28 @@
 //! blocks, leaves them out. Both select namespaces by the name label the apiserver sets on
 //! every Namespace ([`NAMESPACE_NAME_LABEL`]).
 
-use axum::http::Uri;
 use std::collections::BTreeSet;
 
 use k8s_openapi::{
-    ByteString,
     api::admissionregistration::v1::{
-        MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-        ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+        MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
+        ValidatingWebhookConfiguration,
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement},
-    kube_aggregator::pkg::apis::apiregistration::v1::{
-        APIService, APIServiceSpec, ServiceReference as ApiServiceReference,
-    },
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client,
     api::{ObjectMeta, Patch, PatchParams},
 };
 
-use crate::{Error, FIELD_MANAGER, Result};
+use crate::{FIELD_MANAGER, Result};
+
+mod endpoint;
+mod sessions;
+
+pub use endpoint::WebhookEndpoint;
+pub use sessions::{SESSIONS_GROUP_PRIORITY_MINIMUM, SESSIONS_VERSION_PRIORITY, SessionsService};
 
 /// Path of the mutating webhook that records the requester.
 pub const MUTATE_REQUESTS_PATH: &str = "/mutate-requests";
@@ -79,117 +81,6 @@ const AUDIT_TIMEOUT_SECONDS: i32 = 5;
 
 const CLUSTER_DOMAIN: &str = "cluster.local";
 
-/// How the apiserver reaches the webhook server.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WebhookEndpoint {
-    /// In a cluster: through a Service (`--webhook-service NAMESPACE/NAME`).
-    Service {
-        /// The Service's namespace.
-        namespace: String,
-        /// The Service's name.
-        name: String,
-        /// The Service port (not the container port).
-        port: u16,
-    },
-    /// Locally: a URL base such as `https://127.0.0.1:9443` (`--webhook-url-base`).
-    Url {
-        /// `https://host[:port]`, without a path.
-        base: String,
-    },
-}
-
-impl WebhookEndpoint {
-    /// A Service endpoint from `NAMESPACE/NAME` and the Service port.
-    pub fn service(namespace_and_name: &str, port: u16) -> Result<Self> {
-        match namespace_and_name.split_once('/') {
-            Some((namespace, name))
-                if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
-            {
-                Ok(Self::Service {
-                    namespace: namespace.into(),
-                    name: name.into(),
-                    port,
-                })
-            }
-            _ => Err(Error::Config(format!(
-                "webhook service {namespace_and_name:?} must be NAMESPACE/NAME"
-            ))),
-        }
-    }
-
-    /// A URL endpoint; `base` must be `https://host[:port]` with no path, query or user info.
-    pub fn url(base: &str) -> Result<Self> {
-        let base = base.trim_end_matches('/');
-        let uri: Uri = base
-            .parse()
-            .map_err(|e| Error::Config(format!("webhook URL base {base:?}: {e}")))?;
-        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
-        if uri.scheme_str() != Some("https")
-            || uri.host().is_none()
-            || authority.contains('@')
-            || uri.path_and_query().is_some_and(|p| p.as_str() != "/")
-        {
-            return Err(Error::Config(format!(
-                "webhook URL base {base:?} must be https://HOST[:PORT], without path, query or user"
-            )));
-        }
-        Ok(Self::Url { base: base.into() })
-    }
-
-    /// The DNS names and IP addresses the serving certificate must carry for this endpoint:
-    /// the Service's DNS names, or the URL's host plus the loopback address and localhost.
-    pub fn serving_names(&self) -> Vec<String> {
-        match self {
-            Self::Service {
-                namespace, name, ..
-            } => vec![
-                name.clone(),
-                format!("{name}.{namespace}"),
-                format!("{name}.{namespace}.svc"),
-                format!("{name}.{namespace}.svc.{CLUSTER_DOMAIN}"),
-            ],
-            Self::Url { base } => {
-                let host = base
-                    .parse::<Uri>()
-                    .ok()
-                    .and_then(|u| u.host().map(|h| h.trim_matches(['[', ']']).to_string()));
-                let mut names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-                if let Some(host) = host
-                    && !names.iter().any(|n| n.eq_ignore_ascii_case(&host))
-                {
-                    names.insert(0, host);
-                }
-                names
-            }
-        }
-    }
-
-    fn client_config(&self, path: &str, ca_bundle: &str) -> WebhookClientConfig {
-        let ca_bundle = Some(ByteString(ca_bundle.as_bytes().to_vec()));
-        match self {
-            Self::Service {
-                namespace,
-                name,
-                port,
-            } => WebhookClientConfig {
-                service: Some(ServiceReference {
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                    port: Some(i32::from(*port)),
-                    path: Some(path.into()),
-                }),
-                ca_bundle,
-                url: None,
-            },
-            Self::Url { base } => WebhookClientConfig {
-                url: Some(format!("{base}{path}")),
-                ca_bundle,
-                service: None,
-            },
-        }
-    }
-}
-
 /// The failure policy of the audit webhook.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FailurePolicy {
@@ -208,86 +99,6 @@ impl FailurePolicy {
         }
     }
 }
-
-/// The Service the apiserver proxies oz's aggregated sessions API to
-/// ([`oz_api::SESSIONS_API_SERVICE`]): `https://<name>.<namespace>.svc:<port>` (in a cluster, a
-/// ClusterIP Service; locally, an `ExternalName` Service whose name is `localhost`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionsService {
-    /// The Service's namespace.
-    pub namespace: String,
-    /// The Service's name.
-    pub name: String,
-    /// The Service port.
-    pub port: u16,
-}
-
-impl SessionsService {
-    /// `NAMESPACE/NAME`, or `NAMESPACE/NAME:PORT` when the Service's port is not
-    /// `default_port` (the port oz listens on: a Service may map another port to it, and so may
-    /// a second local replica whose APIService should name the first one's port).
-    pub fn parse(service: &str, default_port: u16) -> Result<Self> {
-        let (namespace_and_name, port) = match service.rsplit_once(':') {
-            Some((rest, port)) => match port.parse::<u16>() {
-                Ok(port) if port > 0 => (rest, port),
-                _ => {
-                    return Err(Error::Config(format!(
-                        "sessions service {service:?}: the port after ':' must be 1-65535"
-                    )));
-                }
-            },
-            None => (service, default_port),
-        };
-        match WebhookEndpoint::service(namespace_and_name, port) {
-            Ok(WebhookEndpoint::Service {
-                namespace, name, ..
-            }) => Ok(Self {
-                namespace,
-                name,
-                port,
-            }),
-            _ => Err(Error::Config(format!(
-                "sessions service {namespace_and_name:?} must be NAMESPACE/NAME or NAMESPACE/NAME:PORT"
-            ))),
-        }
-    }
-
-    /// The names the serving certificate needs for it: the apiserver verifies the server as
-    /// `<name>.<namespace>.svc`.
-    pub fn serving_names(&self) -> Vec<String> {
-        let (name, namespace) = (&self.name, &self.namespace);
-        vec![
-            format!("{name}.{namespace}.svc"),
-            format!("{name}.{namespace}.svc.{CLUSTER_DOMAIN}"),
-        ]
-    }
-
-    /// The APIService `v1alpha1.sessions.wizardofoz.co`, trusting `ca_bundle` (PEM).
-    pub fn api_service(&self, ca_bundle: &str) -> APIService {
-        APIService {
-            metadata: metadata(oz_api::SESSIONS_API_SERVICE.into()),
-            spec: Some(APIServiceSpec {
-                group: Some(oz_api::SESSIONS_GROUP.into()),
-                version: Some(oz_api::SESSIONS_VERSION.into()),
-                service: Some(ApiServiceReference {
-                    namespace: Some(self.namespace.clone()),
-                    name: Some(self.name.clone()),
-                    port: Some(i32::from(self.port)),
-                }),
-                ca_bundle: Some(ByteString(ca_bundle.as_bytes().to_vec())),
-                insecure_skip_tls_verify: Some(false),
-                group_priority_minimum: SESSIONS_GROUP_PRIORITY_MINIMUM,
-                version_priority: SESSIONS_VERSION_PRIORITY,
-            }),
-            status: None,
-        }
-    }
-}
-
-/// The sessions API group's priority among groups in discovery (as the built-in groups').
-pub const SESSIONS_GROUP_PRIORITY_MINIMUM: i32 = 1000;
-/// The sessions API version's priority within its group.
-pub const SESSIONS_VERSION_PRIORITY: i32 = 15;
 
 /// What oz registers, and where.
 #[derive(Clone, Debug, PartialEq)]
@@ -606,96 +417,9 @@ fn pod_rule(operation: &str, resources: &[&str]) -> RuleWithOperations {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::ByteString;
+
     use super::*;
-
-    #[test]
-    fn the_sessions_api_service_trusts_the_ca_and_names_its_service_port() {
-        let service = SessionsService::parse("oz-system/oz-webhook", 9444).unwrap();
-        assert!(SessionsService::parse("oz-webhook", 9444).is_err());
-        let elsewhere = SessionsService::parse("oz-system/oz-webhook:443", 9444).unwrap();
-        assert_eq!(
-            (elsewhere.name.as_str(), elsewhere.port),
-            ("oz-webhook", 443)
-        );
-        for bad in [
-            "oz-system/oz-webhook:",
-            "oz-system/oz-webhook:0",
-            "oz/oz:https",
-        ] {
-            let error = SessionsService::parse(bad, 9444).unwrap_err().to_string();
-            assert!(error.contains("1-65535"), "{bad}: {error}");
-        }
-        let object = serde_json::to_value(service.api_service("PEM")).unwrap();
-        assert_eq!(
-            object["metadata"]["name"],
-            "v1alpha1.sessions.wizardofoz.co"
-        );
-        assert_eq!(
-            object["spec"],
-            serde_json::json!({
-                "group": "sessions.wizardofoz.co",
-                "version": "v1alpha1",
-                "service": {"namespace": "oz-system", "name": "oz-webhook", "port": 9444},
-                "caBundle": "UEVN",
-                "insecureSkipTLSVerify": false,
-                "groupPriorityMinimum": 1000,
-                "versionPriority": 15,
-            })
-        );
-        // The apiserver verifies the server as <service>.<namespace>.svc: the certificate
-        // names it beside the webhook endpoint's names.
-        let mut registration =
-            Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap());
-        registration.sessions = Some(service);
-        assert_eq!(
-            registration.serving_names(),
-            [
-                "127.0.0.1",
-                "localhost",
-                "oz-webhook.oz-system.svc",
-                "oz-webhook.oz-system.svc.cluster.local"
-            ]
-        );
-    }
-
-    #[test]
-    fn service_endpoints_name_every_service_dns_name() {
-        let endpoint = WebhookEndpoint::service("oz-system/oz-webhook", 443).unwrap();
-        assert_eq!(
-            endpoint.serving_names(),
-            [
-                "oz-webhook",
-                "oz-webhook.oz-system",
-                "oz-webhook.oz-system.svc",
-                "oz-webhook.oz-system.svc.cluster.local"
-            ]
-        );
-        for bad in ["oz-webhook", "/oz", "oz/", "a/b/c"] {
-            assert!(WebhookEndpoint::service(bad, 443).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn url_endpoints_name_loopback_and_their_host() {
-        let local = WebhookEndpoint::url("https://127.0.0.1:9443/").unwrap();
-        assert_eq!(local.serving_names(), ["127.0.0.1", "localhost"]);
-        let other = WebhookEndpoint::url("https://host.docker.internal:9443").unwrap();
-        assert_eq!(
-            other.serving_names(),
-            ["host.docker.internal", "127.0.0.1", "localhost"]
-        );
-        let v6 = WebhookEndpoint::url("https://[::1]:9443").unwrap();
-        assert_eq!(v6.serving_names(), ["::1", "127.0.0.1", "localhost"]);
-        for bad in [
-            "http://127.0.0.1:9443",
-            "https://127.0.0.1:9443/path",
-            "https://u@127.0.0.1",
-            "https://127.0.0.1:9443?q=1",
-            "not a url",
-        ] {
-            assert!(WebhookEndpoint::url(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn request_webhooks_fail_closed_and_cover_only_the_request_kinds() {
