@@ -19,9 +19,10 @@ bench: testenv
 	$(CARGO) build --release --bin oz-manager
 	$(CARGO) run --release -p oz-bench -- $(BENCH_ARGS)
 
-## crds: regenerate config/crd/crds.yaml from the Rust types (a test fails when it drifts)
+## crds: regenerate config/crd/crds.yaml (and the chart's copy) from the Rust types (a test fails when either drifts)
 crds:
 	$(CARGO) run -q --bin oz-manager -- crds > config/crd/crds.yaml
+	cp config/crd/crds.yaml charts/oz/crds/crds.yaml
 
 ## manifests: regenerate config/default/install.yaml, the default install (a test fails when it drifts)
 manifests:

@@ -229,7 +229,7 @@ fn the_chart_renders_what_oz_manager_manifests_prints_for_the_same_settings() {
         }),
     );
     assert_chart_matches(
-        "pod only, the users' roles relabelled",
+        "pod only",
         InstallOptions {
             controllers: vec![Component::Pod],
             ..InstallOptions::default()
@@ -309,6 +309,10 @@ fn bad_values_are_refused_naming_the_value() {
         (json!({"controllers": ["exec", "ssh"]}), "controllers: unknown part \"ssh\""),
         (json!({"controllers": []}), "controllers: empty"),
         (json!({"controllers": ["exec", "sessions"]}), "add webhooks"),
+        (
+            json!({"controllerManager": {"replicas": 0}}),
+            "controllerManager.replicas must be at least 1",
+        ),
         (
             json!({"controllers": ["exec"], "webhook": {"ingressCIDRs": ["10.0.0.0/8"]}}),
             "webhook.clientCASecret and webhook.ingressCIDRs protect the webhooks",
