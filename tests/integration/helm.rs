@@ -266,13 +266,18 @@ fn the_charts_own_values_land_in_the_deployment() {
         .unwrap();
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
-    assert_eq!(pod["nodeSelector"], values["controllerManager"]["nodeSelector"]);
+    // Helm merges a map with the default: `kubernetes.io/os: null` would drop that key.
+    assert_eq!(
+        pod["nodeSelector"],
+        json!({"kubernetes.io/os": "linux", "pool": "system"})
+    );
     assert_eq!(pod["tolerations"], values["controllerManager"]["tolerations"]);
     assert_eq!(pod["affinity"], values["controllerManager"]["affinity"]);
     assert_eq!(container["image"], "registry.example/oz:1.2.3");
     assert_eq!(
         container["resources"],
-        values["controllerManager"]["manager"]["resources"]
+        json!({"requests": {"cpu": "50m", "memory": "100Mi"},
+               "limits": {"cpu": "500m", "memory": "256Mi"}})
     );
     let args: Vec<&str> = container["args"]
         .as_array()
