@@ -31,7 +31,9 @@ pub fn valid_part_sets() -> Vec<Vec<Component>> {
                 .map(|(_, c)| c)
                 .collect::<Vec<_>>()
         })
-        .filter(|parts| !parts.contains(&Component::Sessions) || parts.contains(&Component::Webhooks))
+        .filter(|parts| {
+            !parts.contains(&Component::Sessions) || parts.contains(&Component::Webhooks)
+        })
         .collect()
 }
 

@@ -455,7 +455,12 @@ async fn may(
 }
 
 /// Waits until request `name` is Ready and returns the pod it grants.
-pub(crate) async fn wait_for_ready(admin: &Client, ns: &str, name: &str, operator: &Operator) -> String {
+pub(crate) async fn wait_for_ready(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    operator: &Operator,
+) -> String {
     let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), ns);
     eventually(
         WAIT,
