@@ -347,7 +347,8 @@ fn values_table() -> Vec<Row> {
     let text = std::fs::read_to_string(format!("{CHART}/values.yaml")).unwrap();
     let values: Value = serde_saphyr::from_str(&text).unwrap();
     let mut rows = Vec::new();
-    let mut path: Vec<(usize, String)> = Vec::new();
+    // The keys above the current line: (indent, key, whether it has a `# --` description).
+    let mut path: Vec<(usize, String, bool)> = Vec::new();
     let mut comment: Vec<String> = Vec::new();
     for line in text.lines() {
         let trimmed = line.trim_start();
@@ -368,24 +369,14 @@ fn values_table() -> Vec<Row> {
         if name.starts_with('-') {
             continue;
         }
-        while path.last().is_some_and(|(i, _)| *i >= indent) {
+        while path.last().is_some_and(|(i, _, _)| *i >= indent) {
             path.pop();
         }
-        let documented_parent = path.iter().any(|(_, p)| p.ends_with('\u{1}'));
-        path.push((
-            indent,
-            if comment.is_empty() {
-                name.to_string()
-            } else {
-                format!("{name}\u{1}")
-            },
-        ));
-        let dotted: Vec<String> = path
-            .iter()
-            .map(|(_, p)| p.trim_end_matches('\u{1}').to_string())
-            .collect();
+        let documented_parent = path.iter().any(|(_, _, documented)| *documented);
+        path.push((indent, name.to_string(), !comment.is_empty()));
+        let dotted: Vec<String> = path.iter().map(|(_, key, _)| key.clone()).collect();
         let value = dotted.iter().fold(&values, |v, k| &v[k.as_str()]);
-        let leaf = !value.as_object().is_some_and(|m| !m.is_empty());
+        let leaf = value.as_object().is_none_or(|m| m.is_empty());
         if !comment.is_empty() || (leaf && !documented_parent) {
             let kind = match value {
                 Value::Object(_) => "object",
