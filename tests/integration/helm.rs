@@ -679,3 +679,80 @@ async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_clea
     let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), &ns);
     assert!(requests.get_opt("alice-web").await.unwrap().is_some());
 }
+
+/// With the webhooks, oz-manager applies the chart's webhook configurations itself (forcing,
+/// as field manager `oz-webhooks`); `helm upgrade` changing `watchNamespaces` still moves their
+/// namespaceSelector. The release's names are its own and its webhooks select only its
+/// namespaces, so the shared control plane's other tests never meet them.
+#[tokio::test]
+async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let release = env().namespace("helm-hooks").await.unwrap();
+    let ns = env().namespace("helm-hooks-a").await.unwrap();
+    let moved = env().namespace("helm-hooks-b").await.unwrap();
+    let kubeconfig = env().admin_kubeconfig().to_str().unwrap().to_string();
+    let helm_release = |verb: &str, values: &Value| {
+        let file = values_file(values);
+        helm(&[
+            verb,
+            &release,
+            CHART,
+            "--kubeconfig",
+            &kubeconfig,
+            "--namespace",
+            &release,
+            "--skip-crds",
+            // oz-manager owns the webhook configurations' fields too (it applies them at start):
+            // Helm takes them back, and oz-manager, restarted with the new flags, agrees.
+            "--force-conflicts",
+            "-f",
+            file.to_str().unwrap(),
+        ])
+    };
+    let values = json!({"watchNamespaces": [ns], "controllers": ["exec", "webhooks"]});
+    helm_release("install", &values);
+    // What oz-manager does at start: apply its registration, forcing, as its own field manager.
+    let registration = InstallOptions {
+        namespace: release.clone(),
+        name: release.clone(),
+        watch_namespaces: vec![ns.clone()],
+        controllers: vec![Component::Exec, Component::Webhooks],
+        ..InstallOptions::default()
+    }
+    .webhook_registration();
+    registration.apply(&admin, "bm90LWEtY2E=").await.unwrap();
+
+    helm_release(
+        "upgrade",
+        &json!({"watchNamespaces": [moved], "controllers": ["exec", "webhooks"]}),
+    );
+    let validating: Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = Api::all(admin.clone());
+    let audit = validating.get(&format!("{release}-audit")).await.unwrap();
+    let selector = audit.webhooks.unwrap()[0]
+        .namespace_selector
+        .clone()
+        .unwrap();
+    assert_eq!(
+        selector.match_expressions.unwrap()[0].values,
+        Some(vec![moved.clone()])
+    );
+    helm(&[
+        "uninstall",
+        &release,
+        "--kubeconfig",
+        &kubeconfig,
+        "--namespace",
+        &release,
+        "--wait",
+    ]);
+    assert!(
+        validating
+            .get_opt(&format!("{release}-audit"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
