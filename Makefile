@@ -19,13 +19,15 @@ bench: testenv
 	$(CARGO) build --release --bin oz-manager
 	$(CARGO) run --release -p oz-bench -- $(BENCH_ARGS)
 
-## crds: regenerate config/crd/crds.yaml from the Rust types (a test fails when it drifts)
+## crds: regenerate config/crd/crds.yaml (and the chart's copy) from the Rust types (a test fails when either drifts)
 crds:
 	$(CARGO) run -q --bin oz-manager -- crds > config/crd/crds.yaml
+	cp config/crd/crds.yaml charts/oz/crds/crds.yaml
 
 ## manifests: regenerate config/default/install.yaml, the default install (a test fails when it drifts)
 manifests:
 	$(CARGO) run -q --bin oz-manager -- manifests --no-crds > config/default/install.yaml
+	OZ_WRITE_CHART_RULES=1 $(CARGO) test -q -p oz --lib install::chart::tests::chart_rules_match_the_generator
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

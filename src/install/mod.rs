@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{DynamicObject, ObjectMeta};
 
+pub mod chart;
 pub mod options;
 pub mod rbac;
 pub mod registration;

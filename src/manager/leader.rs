@@ -201,9 +201,12 @@ impl Elector {
                         .and_then(|s| s.holder_identity)
                         .filter(|h| !h.is_empty());
                     let ours = holder.as_deref() == Some(self.election.identity.as_str());
-                    if held_until.is_some() && !ours {
+                    if held_until.is_some() && holder.is_some() && !ours {
                         // Someone else holds it now: stop leading at once, and do not renew
-                        // over them.
+                        // over them. An empty holder while this replica leads is a stale
+                        // event (the watch's first list can predate the take, e.g. of a
+                        // Lease a Helm chart created or a replica released): nobody else
+                        // clears the holder, and the next renewal rewrites it.
                         held_until = None;
                         step_down(&leading, &format!("the Lease is now held by {}", holder.unwrap_or_default()));
                         next = Instant::now();

@@ -41,7 +41,7 @@ pub(crate) const SHARED_KINDS: [&str; 3] = [
 ];
 const WAIT: Duration = Duration::from_secs(60);
 
-const TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\n\
+pub(crate) const TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\n\
     metadata: {name: web-exec}\nspec:\n  \
     accessConfig: {allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}\n  \
     controllerTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n";
@@ -455,7 +455,12 @@ async fn may(
 }
 
 /// Waits until request `name` is Ready and returns the pod it grants.
-async fn wait_for_ready(admin: &Client, ns: &str, name: &str, operator: &Operator) -> String {
+pub(crate) async fn wait_for_ready(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    operator: &Operator,
+) -> String {
     let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), ns);
     eventually(
         WAIT,

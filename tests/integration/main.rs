@@ -12,6 +12,7 @@ mod exec;
 mod faults;
 mod grants;
 mod harness;
+mod helm;
 mod hostile;
 mod install;
 mod manager;

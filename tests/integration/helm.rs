@@ -1,0 +1,758 @@
+//! The Helm chart (`charts/oz`): it lints, it renders exactly what `oz-manager manifests`
+//! prints for the same settings (but for the differences named in [`CHART_ONLY`]), its values
+//! table documents every value, and against the real control plane it installs, runs oz-manager
+//! under its own RBAC, moves that RBAC on upgrade and leaves nothing behind on uninstall.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    coordination::v1::Lease,
+    core::v1::{Service, ServiceAccount},
+    rbac::v1::{ClusterRole, Role, RoleBinding},
+};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams},
+};
+use oz::install::{Component, InstallOptions, install_objects};
+use oz_api::ExecAccessRequest;
+use oz_testenv::workloads::{self, WorkloadSpec};
+use serde_json::{Value, json};
+
+use crate::{
+    install::{TEMPLATE, operator_args, service_account_kubeconfig, wait_for_ready},
+    support::{Operator, can_exec, create_manifest, env, eventually, install_crds, parse_manifest},
+};
+
+const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/oz");
+const WAIT: Duration = Duration::from_secs(60);
+
+/// What the chart renders that `oz-manager manifests` does not, and nothing else:
+/// - Helm's standard labels `helm.sh/chart` on every object, and `app.kubernetes.io/managed-by:
+///   Helm` on those oz-manager does not manage at run time (the webhook configurations and
+///   APIService keep `oz-webhooks`: oz-manager applies them too);
+/// - no Namespace: Helm installs into the release namespace (`--create-namespace`);
+/// - the leader-election Lease, which the chart holds so that uninstalling removes it;
+/// - the CRDs, which are in the chart's `crds/` (compared with `config/crd/crds.yaml` on their own).
+const CHART_ONLY: &str = "helm.sh/chart and managed-by: Helm labels; no Namespace; a Lease";
+
+fn helm(args: &[&str]) -> String {
+    let output = Command::new(oz_testenv::helm().unwrap())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "helm {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `values` as a file helm reads with `-f` (JSON is YAML).
+fn values_file(values: &Value) -> PathBuf {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("helm-values-{}.json", digest(&values.to_string())));
+    std::fs::write(&path, values.to_string()).unwrap();
+    path
+}
+
+/// A short stable name for some text, to name files after.
+fn digest(text: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+/// The chart rendered for `release` in `namespace` with `values`, one JSON value per object.
+fn helm_template(release: &str, namespace: &str, values: &Value) -> Vec<Value> {
+    let file = values_file(values);
+    let yaml = helm(&[
+        "template",
+        release,
+        CHART,
+        "--namespace",
+        namespace,
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    documents(&yaml)
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    yaml.split("\n---")
+        .filter_map(|document| serde_saphyr::from_str::<Value>(document).ok())
+        .filter(|value| value.is_object())
+        .collect()
+}
+
+fn key(object: &Value) -> (String, String, String) {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    (
+        text(&object["kind"]),
+        text(&object["metadata"]["namespace"]),
+        text(&object["metadata"]["name"]),
+    )
+}
+
+/// The chart's objects, keyed, without Helm's own labels (see [`CHART_ONLY`]); the Lease aside.
+fn chart_objects(objects: Vec<Value>) -> BTreeMap<(String, String, String), Value> {
+    let mut out = BTreeMap::new();
+    for mut object in objects {
+        if object["kind"] == "Lease" {
+            continue;
+        }
+        let labels = object["metadata"]["labels"].as_object_mut().unwrap();
+        assert!(
+            labels.remove("helm.sh/chart").is_some(),
+            "{:?} has Helm's chart label",
+            key(&object)
+        );
+        let labels = object["metadata"]["labels"].as_object_mut().unwrap();
+        if labels.get("app.kubernetes.io/managed-by") == Some(&json!("Helm")) {
+            labels.remove("app.kubernetes.io/managed-by");
+        }
+        out.insert(key(&object), object);
+    }
+    out
+}
+
+/// `oz-manager manifests` for `options`, keyed, without the Namespace (see [`CHART_ONLY`]).
+fn install_manifests(options: &InstallOptions) -> BTreeMap<(String, String, String), Value> {
+    install_objects(options)
+        .unwrap()
+        .into_iter()
+        .map(|m| serde_json::to_value(&m.object).unwrap())
+        .filter(|object| object["kind"] != "Namespace")
+        .map(|object| (key(&object), object))
+        .collect()
+}
+
+/// Renders the chart with `values` as release `options.name` in `options.namespace` and asserts
+/// it holds exactly the install's objects (but [`CHART_ONLY`]), each equal.
+fn assert_chart_matches(case: &str, options: InstallOptions, values: Value) {
+    let options = InstallOptions {
+        crds: false,
+        ..options
+    };
+    let chart = chart_objects(helm_template(&options.name, &options.namespace, &values));
+    let install = install_manifests(&options);
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        install.keys().collect::<Vec<_>>(),
+        "{case}: the chart renders other objects than `{}` (allowed: {CHART_ONLY})",
+        options.command_line()
+    );
+    for (key, expected) in &install {
+        assert_eq!(
+            &chart[key],
+            expected,
+            "{case}: the chart's {key:?} differs from `{}`",
+            options.command_line()
+        );
+    }
+}
+
+#[test]
+fn the_chart_lints_strictly_and_ships_the_crds() {
+    let output = helm(&["lint", "--strict", CHART]);
+    assert!(output.contains("0 chart(s) failed"), "{output}");
+    let shipped = std::fs::read_to_string(format!("{CHART}/crds/crds.yaml")).unwrap();
+    let generated =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/crd/crds.yaml"))
+            .unwrap();
+    assert!(
+        shipped == generated,
+        "charts/oz/crds/crds.yaml differs from config/crd/crds.yaml: copy it (`make crds` writes both)"
+    );
+}
+
+#[test]
+fn the_chart_renders_what_oz_manager_manifests_prints_for_the_same_settings() {
+    assert_chart_matches("defaults", InstallOptions::default(), json!({}));
+    assert_chart_matches(
+        "scoped",
+        InstallOptions {
+            namespace: "oz-ops".into(),
+            watch_namespaces: vec!["team-a".into(), "team-b".into()],
+            controllers: vec![Component::Exec, Component::Webhooks],
+            ..InstallOptions::default()
+        },
+        json!({"watchNamespaces": ["team-a", "team-b"], "controllers": ["exec", "webhooks"]}),
+    );
+    assert_chart_matches(
+        "sessions, another release name",
+        InstallOptions {
+            name: "jit".into(),
+            controllers: Component::ALL.to_vec(),
+            ..InstallOptions::default()
+        },
+        json!({"controllers": ["exec", "pod", "webhooks", "sessions"]}),
+    );
+    assert_chart_matches(
+        "replicas",
+        InstallOptions {
+            replicas: 2,
+            ..InstallOptions::default()
+        },
+        json!({"controllerManager": {"replicas": 2}}),
+    );
+    assert_chart_matches(
+        "caller verification, with sessions",
+        InstallOptions {
+            watch_namespaces: vec!["team-a".into()],
+            controllers: Component::ALL.to_vec(),
+            webhook_client_ca_secret: Some("apiserver-webhook-client-ca".into()),
+            webhook_ingress_cidrs: vec!["10.0.0.0/16".into(), "fd00::/64".into()],
+            ..InstallOptions::default()
+        },
+        json!({
+            "watchNamespaces": ["team-a"],
+            "controllers": ["exec", "pod", "webhooks", "sessions"],
+            "webhook": {
+                "clientCASecret": "apiserver-webhook-client-ca",
+                "ingressCIDRs": ["10.0.0.0/16", "fd00::/64"],
+            },
+        }),
+    );
+    assert_chart_matches(
+        "pod only",
+        InstallOptions {
+            controllers: vec![Component::Pod],
+            ..InstallOptions::default()
+        },
+        json!({"controllers": ["pod"]}),
+    );
+}
+
+/// The chart-only values (no `oz-manager manifests` flag) land in the Deployment as given.
+#[test]
+fn the_charts_own_values_land_in_the_deployment() {
+    let values = json!({
+        "controllerManager": {
+            "nodeSelector": {"pool": "system"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "system", "effect": "NoSchedule"}],
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}},
+            "manager": {
+                "image": {"repository": "registry.example/oz", "tag": "1.2.3"},
+                "resources": {"requests": {"cpu": "50m", "memory": "100Mi"}},
+                "logLevel": "debug",
+            },
+        },
+        "historyRetention": "30d",
+        "requestAdminGroups": ["platform", "security"],
+        "audit": {"log": {"enabled": true, "maxFiles": 3}, "enforceNamespaces": ["prod"]},
+        "sessions": {"recordings": "s3://recordings/oz"},
+        "controllers": ["exec", "pod", "webhooks", "sessions"],
+    });
+    let objects = helm_template("oz", "oz-system", &values);
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    // Helm merges a map with the default: `kubernetes.io/os: null` would drop that key.
+    assert_eq!(
+        pod["nodeSelector"],
+        json!({"kubernetes.io/os": "linux", "pool": "system"})
+    );
+    assert_eq!(
+        pod["tolerations"],
+        values["controllerManager"]["tolerations"]
+    );
+    assert_eq!(pod["affinity"], values["controllerManager"]["affinity"]);
+    assert_eq!(container["image"], "registry.example/oz:1.2.3");
+    assert_eq!(
+        container["resources"],
+        json!({"requests": {"cpu": "50m", "memory": "100Mi"},
+               "limits": {"cpu": "500m", "memory": "256Mi"}})
+    );
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for flag in [
+        "--log-level=debug",
+        "--history-retention=30d",
+        "--request-admin-groups=platform,security",
+        "--audit-log-path=/var/log/oz/audit.jsonl",
+        "--audit-log-max-files=3",
+        "--audit-enforce-namespaces=prod",
+        "--session-recordings=s3://recordings/oz",
+    ] {
+        assert!(args.contains(&flag), "{flag} in {args:?}");
+    }
+    // The audit file is on a volume of its own: the root filesystem is read-only.
+    assert!(
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "audit-log", "mountPath": "/var/log/oz"})),
+        "{}",
+        container["volumeMounts"]
+    );
+}
+
+/// Bad values fail the render with a message naming the value and the fix.
+#[test]
+fn bad_values_are_refused_naming_the_value() {
+    for (values, says) in [
+        (
+            json!({"controllers": ["exec", "ssh"]}),
+            "controllers: unknown part \"ssh\"",
+        ),
+        (json!({"controllers": []}), "controllers: empty"),
+        (
+            json!({"controllers": ["exec", "sessions"]}),
+            "controllers: sessions serve the webhooks' certificate: add webhooks",
+        ),
+        (
+            json!({"controllerManager": {"replicas": 0}}),
+            "controllerManager.replicas must be at least 1",
+        ),
+        (
+            json!({"controllers": ["exec"], "webhook": {"ingressCIDRs": ["10.0.0.0/8"]}}),
+            "webhook.clientCASecret and webhook.ingressCIDRs protect the webhooks",
+        ),
+    ] {
+        let file = values_file(&values);
+        let output = Command::new(oz_testenv::helm().unwrap())
+            .args(["template", "oz", CHART, "-f", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // `fail` writes "execution error at (TEMPLATE): MESSAGE".
+        let refused =
+            stderr.contains("execution error at") && stderr.contains(&format!("): {says}"));
+        assert!(!output.status.success() && refused, "{values}: {stderr}");
+    }
+}
+
+/// One row of the values table: key, type, default (as JSON), description.
+type Row = (String, String, String, String);
+
+/// The values table helm-docs would write: a row for every documented key (`# --` above it) and
+/// every leaf under no documented key, in file order.
+fn values_table() -> Vec<Row> {
+    let text = std::fs::read_to_string(format!("{CHART}/values.yaml")).unwrap();
+    let values: Value = serde_saphyr::from_str(&text).unwrap();
+    let mut rows = Vec::new();
+    // The keys above the current line: (indent, key, whether it has a `# --` description).
+    let mut path: Vec<(usize, String, bool)> = Vec::new();
+    let mut comment: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if let Some(doc) = trimmed.strip_prefix("# --") {
+            comment = vec![doc.trim().to_string()];
+            continue;
+        }
+        if trimmed.starts_with('#') || trimmed.is_empty() {
+            if trimmed.is_empty() {
+                comment.clear();
+            }
+            continue;
+        }
+        let Some((name, _)) = trimmed.split_once(':') else {
+            continue;
+        };
+        if name.starts_with('-') {
+            continue;
+        }
+        while path.last().is_some_and(|(i, _, _)| *i >= indent) {
+            path.pop();
+        }
+        let documented_parent = path.iter().any(|(_, _, documented)| *documented);
+        path.push((indent, name.to_string(), !comment.is_empty()));
+        let dotted: Vec<String> = path.iter().map(|(_, key, _)| key.clone()).collect();
+        let value = dotted.iter().fold(&values, |v, k| &v[k.as_str()]);
+        let leaf = value.as_object().is_none_or(|m| m.is_empty());
+        if !comment.is_empty() || (leaf && !documented_parent) {
+            let kind = match value {
+                Value::Object(_) => "object",
+                Value::Array(_) => "list",
+                Value::String(_) => "string",
+                Value::Number(_) => "int",
+                Value::Bool(_) => "bool",
+                Value::Null => "string",
+            };
+            rows.push((
+                dotted.join("."),
+                kind.to_string(),
+                value.to_string(),
+                comment.join(" "),
+            ));
+        }
+        comment.clear();
+    }
+    rows
+}
+
+/// The table as charts/oz/README.md writes it.
+fn values_table_markdown() -> String {
+    let mut out = String::from(
+        "| Key | Type | Default | Description |\n|-----|------|---------|-------------|\n",
+    );
+    for (key, kind, default, description) in values_table() {
+        out.push_str(&format!(
+            "| {key} | {kind} | `{}` | {} |\n",
+            default.replace('|', "\\|"),
+            description.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+#[test]
+fn the_readme_values_table_documents_every_value() {
+    let readme_path = format!("{CHART}/README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let (before, rest) = readme
+        .split_once("<!-- values:begin -->\n")
+        .expect("charts/oz/README.md has a <!-- values:begin --> marker");
+    let (table, after) = rest
+        .split_once("<!-- values:end -->")
+        .expect("charts/oz/README.md has a <!-- values:end --> marker");
+    let generated = values_table_markdown();
+    // OZ_WRITE_VALUES_TABLE=1 rewrites the table rather than compare it.
+    if std::env::var_os("OZ_WRITE_VALUES_TABLE").is_some() {
+        std::fs::write(
+            &readme_path,
+            format!("{before}<!-- values:begin -->\n{generated}<!-- values:end -->{after}"),
+        )
+        .unwrap();
+        return;
+    }
+    for (key, _, _, description) in values_table() {
+        assert!(
+            !description.is_empty(),
+            "values.yaml: {key} has no `# --` description"
+        );
+    }
+    assert!(
+        table == generated,
+        "charts/oz/README.md's values table is out of date with values.yaml: run \
+         `OZ_WRITE_VALUES_TABLE=1 cargo test -p oz --test integration helm::the_readme_values_table`\n\
+         want:\n{generated}"
+    );
+}
+
+/// Applies `objects` by server-side apply as a dry run: the apiserver validates each in full.
+async fn dry_run_apply(admin: &Client, objects: &[Value]) {
+    for object in objects {
+        let (object, resource) = parse_manifest(&object.to_string());
+        let name = object.metadata.name.clone().unwrap();
+        let api: Api<kube::api::DynamicObject> = match &object.metadata.namespace {
+            Some(ns) => Api::namespaced_with(admin.clone(), ns, &resource),
+            None => Api::all_with(admin.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("oz-helm-test").dry_run(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("dry-run applying {} {name}: {e}", resource.kind));
+    }
+}
+
+#[tokio::test]
+async fn the_rendered_chart_passes_the_apiservers_validation() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let operator_ns = env().namespace("helm-dry").await.unwrap();
+    let a = env().namespace("helm-dry-a").await.unwrap();
+    let b = env().namespace("helm-dry-b").await.unwrap();
+    // Nothing is written: a dry run, so the cluster-wide objects of a default install are safe.
+    dry_run_apply(&admin, &helm_template("oz", &operator_ns, &json!({}))).await;
+    dry_run_apply(
+        &admin,
+        &helm_template(
+            "oz",
+            &operator_ns,
+            &json!({"watchNamespaces": [a, b], "controllers": ["exec", "webhooks", "sessions"],
+                    "webhook": {"clientCASecret": "ca", "ingressCIDRs": ["10.0.0.0/8"]}}),
+        ),
+    )
+    .await;
+}
+
+/// The labels every object of the release carries.
+fn release_selector(release: &str) -> ListParams {
+    ListParams::default().labels(&format!("app.kubernetes.io/instance={release}"))
+}
+
+async fn role_names(admin: &Client, ns: &str) -> Vec<String> {
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|r| r.metadata.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_cleans_up() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    // The release is named after its namespace: its ClusterRoles are its own.
+    let release = env().namespace("helm-oz").await.unwrap();
+    let ns = env().namespace("helm").await.unwrap();
+    let moved = env().namespace("helm-moved").await.unwrap();
+    let kubeconfig = env().admin_kubeconfig().to_str().unwrap().to_string();
+    let helm_release = |verb: &str, values: &Value| {
+        let file = values_file(values);
+        helm(&[
+            verb,
+            &release,
+            CHART,
+            "--kubeconfig",
+            &kubeconfig,
+            "--namespace",
+            &release,
+            "--skip-crds",
+            "-f",
+            file.to_str().unwrap(),
+        ])
+    };
+    // No webhooks: they register cluster-wide objects the shared control plane's other tests use.
+    let values = json!({"watchNamespaces": [ns], "controllers": ["exec", "pod"]});
+    helm_release("install", &values);
+
+    // oz-manager runs with the chart's ServiceAccount token and its Deployment's flags.
+    let token =
+        service_account_kubeconfig(env(), &admin, &release, &format!("{release}-manager")).await;
+    let deployment = Api::<Deployment>::namespaced(admin.clone(), &release)
+        .get(&format!("{release}-manager"))
+        .await
+        .unwrap();
+    let yaml = format!(
+        "# the chart's Deployment\n---\n{}",
+        serde_json::to_string(&deployment).unwrap()
+    );
+    let args = operator_args(&yaml, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 1))
+        .await
+        .unwrap();
+    create_manifest(&admin, &ns, TEMPLATE).await.unwrap();
+    let operator = Operator::start_with_kubeconfig(&ns, &token, &args);
+    create_manifest(
+        &admin,
+        &ns,
+        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {name: alice-web}\n\
+         spec:\n  templateName: web-exec\n  requester: {username: alice, groups: [devs, system:authenticated]}\n",
+    )
+    .await
+    .unwrap();
+    let pod = wait_for_ready(&admin, &ns, "alice-web", &operator).await;
+    assert_eq!(pod, web.pod_names()[0]);
+    assert!(can_exec("alice", &ns, &pod).await);
+    // It leads through the chart's Lease.
+    let lease = Api::<Lease>::namespaced(admin.clone(), &release)
+        .get(&format!("{release}-manager"))
+        .await
+        .unwrap();
+    assert!(lease.spec.and_then(|s| s.holder_identity).is_some());
+    drop(operator);
+
+    // Upgrading to another watched namespace moves oz's Role with it.
+    let manager = format!("{release}-manager");
+    helm_release(
+        "upgrade",
+        &json!({"watchNamespaces": [moved], "controllers": ["exec", "pod"]}),
+    );
+    eventually(
+        WAIT,
+        "oz's Role to move to the new watched namespace",
+        || {
+            let admin = admin.clone();
+            let (ns, moved, manager) = (ns.clone(), moved.clone(), manager.clone());
+            async move {
+                let old = role_names(&admin, &ns).await;
+                let new = role_names(&admin, &moved).await;
+                (!old.contains(&manager) && new.contains(&manager)).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // Uninstalling leaves no object of the release; the request stays, for history.
+    helm(&[
+        "uninstall",
+        &release,
+        "--kubeconfig",
+        &kubeconfig,
+        "--namespace",
+        &release,
+        "--wait",
+    ]);
+    let selector = release_selector(&release);
+    for namespace in [&release, &ns, &moved] {
+        assert!(
+            Api::<Role>::namespaced(admin.clone(), namespace)
+                .list(&selector)
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+        assert!(
+            Api::<RoleBinding>::namespaced(admin.clone(), namespace)
+                .list(&selector)
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+    }
+    let in_release = |kind: &str, names: Vec<Option<String>>| {
+        assert!(names.is_empty(), "{kind} left behind: {names:?}");
+    };
+    in_release(
+        "Lease",
+        Api::<Lease>::namespaced(admin.clone(), &release)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name)
+            .collect(),
+    );
+    in_release(
+        "ServiceAccount",
+        Api::<ServiceAccount>::namespaced(admin.clone(), &release)
+            .list(&selector)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name)
+            .collect(),
+    );
+    in_release(
+        "Service",
+        Api::<Service>::namespaced(admin.clone(), &release)
+            .list(&selector)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name)
+            .collect(),
+    );
+    in_release(
+        "Deployment",
+        Api::<Deployment>::namespaced(admin.clone(), &release)
+            .list(&selector)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name)
+            .collect(),
+    );
+    in_release(
+        "ClusterRole",
+        Api::<ClusterRole>::all(admin.clone())
+            .list(&selector)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name)
+            .collect(),
+    );
+    let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), &ns);
+    assert!(requests.get_opt("alice-web").await.unwrap().is_some());
+}
+
+/// With the webhooks, oz-manager applies the chart's webhook configurations itself (forcing,
+/// as field manager `oz-webhooks`); `helm upgrade` changing `watchNamespaces` still moves their
+/// namespaceSelector. The release's names are its own and its webhooks select only its
+/// namespaces, so the shared control plane's other tests never meet them.
+#[tokio::test]
+async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies() {
+    install_crds().await;
+    let admin = env().admin().await.unwrap();
+    let release = env().namespace("helm-hooks").await.unwrap();
+    let ns = env().namespace("helm-hooks-a").await.unwrap();
+    let moved = env().namespace("helm-hooks-b").await.unwrap();
+    let kubeconfig = env().admin_kubeconfig().to_str().unwrap().to_string();
+    let helm_release = |verb: &str, values: &Value| {
+        let file = values_file(values);
+        helm(&[
+            verb,
+            &release,
+            CHART,
+            "--kubeconfig",
+            &kubeconfig,
+            "--namespace",
+            &release,
+            "--skip-crds",
+            // oz-manager owns the webhook configurations' fields too (it applies them at start):
+            // Helm takes them back, and oz-manager, restarted with the new flags, agrees.
+            "--force-conflicts",
+            "-f",
+            file.to_str().unwrap(),
+        ])
+    };
+    let values = json!({"watchNamespaces": [ns], "controllers": ["exec", "webhooks"]});
+    helm_release("install", &values);
+    // What oz-manager does at start: apply its registration, forcing, as its own field manager.
+    let registration = InstallOptions {
+        namespace: release.clone(),
+        name: release.clone(),
+        watch_namespaces: vec![ns.clone()],
+        controllers: vec![Component::Exec, Component::Webhooks],
+        ..InstallOptions::default()
+    }
+    .webhook_registration();
+    registration.apply(&admin, "bm90LWEtY2E=").await.unwrap();
+
+    helm_release(
+        "upgrade",
+        &json!({"watchNamespaces": [moved], "controllers": ["exec", "webhooks"]}),
+    );
+    let validating: Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = Api::all(admin.clone());
+    let audit = validating.get(&format!("{release}-audit")).await.unwrap();
+    let selector = audit.webhooks.unwrap()[0]
+        .namespace_selector
+        .clone()
+        .unwrap();
+    assert_eq!(
+        selector.match_expressions.unwrap()[0].values,
+        Some(vec![moved.clone()])
+    );
+    helm(&[
+        "uninstall",
+        &release,
+        "--kubeconfig",
+        &kubeconfig,
+        "--namespace",
+        &release,
+        "--wait",
+    ]);
+    assert!(
+        validating
+            .get_opt(&format!("{release}-audit"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
