@@ -573,6 +573,57 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
     );
 }
 
+#[tokio::test]
+async fn a_leader_that_loses_its_lease_and_takes_it_back_runs_its_controllers_again() {
+    let (ns, admin) = namespace_with_template("regained").await;
+    let args = [
+        "--leader-elect".to_string(),
+        "--leader-elect-lease-duration=3".to_string(),
+        format!("--namespace={ns}"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let operator = Operator::start(&ns, &args);
+    granted_by(&admin, &ns, "before", &operator).await;
+
+    // Another holder takes the Lease and never renews it: oz steps down, waits the 3 s lease
+    // out, and takes it back, in the same process.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
+    leases
+        .patch(
+            "oz-manager",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "spec": {"holderIdentity": "intruder", "acquireTime": now, "renewTime": now}
+            })),
+        )
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(15),
+        "oz to stop its controllers",
+        || async {
+            operator
+                .log_text()
+                .contains("lost the leadership: controllers stopped")
+                .then_some(())
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(30), "oz to lead again", || async {
+        (operator
+            .log_text()
+            .matches("leading: starting the controllers")
+            .count()
+            >= 2)
+            .then_some(())
+    })
+    .await;
+
+    // Its controllers run again: a request created now is granted, by this replica.
+    granted_by(&admin, &ns, "after", &operator).await;
+}
+
 fn sum_of(exposition: &str, metric: &str) -> f64 {
     exposition
         .lines()
