@@ -168,6 +168,13 @@ impl Metrics {
                 };
                 let _ = self.reconciles.get_or_create(&labels);
                 let _ = self.reconcile_duration.get_or_create(&labels);
+                for error in crate::Error::METRIC_LABELS {
+                    let _ = self.errors.get_or_create(&ErrorLabels {
+                        controller,
+                        kind: kind.into(),
+                        error,
+                    });
+                }
             }
         }
     }
@@ -312,6 +319,7 @@ mod tests {
             "oz_revocation_lag_seconds_count{kind=\"PodAccessRequest\"} 0",
             "oz_time_to_ready_seconds_count{kind=\"ExecAccessRequest\"} 0",
             "oz_reconciles_total{controller=\"template\",kind=\"PodAccessTemplate\"} 0",
+            "oz_reconcile_errors_total{controller=\"request\",kind=\"ExecAccessRequest\",error=\"api\"} 0",
             "oz_leader 0",
         ] {
             assert!(text.contains(sample), "{sample} in\n{text}");

@@ -15,6 +15,7 @@ mod harness;
 mod hostile;
 mod install;
 mod manager;
+mod monitoring;
 mod notifications;
 mod ozctl;
 mod ozctl_approvals;

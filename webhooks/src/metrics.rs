@@ -15,6 +15,7 @@ use prometheus_client::{
 };
 
 use crate::{
+    callers::{NAME_NOT_ALLOWED, NO_CERTIFICATE, UNTRUSTED_CERTIFICATE},
     certs::{self, PemPair},
     registration::{
         AUDIT_PATH, MUTATE_APPROVALS_PATH, MUTATE_REQUESTS_PATH, VALIDATE_APPROVALS_PATH,
@@ -101,6 +102,11 @@ impl Default for WebhookMetrics {
 impl WebhookMetrics {
     /// Registers every metric in `registry` (under its prefix, `oz_` in oz-manager).
     pub fn register(&self, registry: &mut Registry) {
+        for reason in [NO_CERTIFICATE, UNTRUSTED_CERTIFICATE, NAME_NOT_ALLOWED] {
+            let _ = self
+                .refused_callers
+                .get_or_create(&RefusedLabels { reason });
+        }
         registry.register(
             "webhook_refused_callers",
             "Webhook calls refused because the caller is not the apiserver",

@@ -20,11 +20,13 @@ mod control_plane;
 mod error;
 pub mod exec;
 pub mod pods;
+mod promtool;
 pub mod s3;
 pub mod workloads;
 
 pub use control_plane::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES, ReadyInfo};
 pub use error::{Error, Result};
+pub use promtool::promtool;
 
 /// The users every shared control plane has: alice and carol in `devs`, bob in `qa`, and
 /// `oz-operator`, an identity with no permissions of its own, for running oz-manager under

@@ -68,9 +68,12 @@ impl AuditEvents {
     /// pods and create/patch on events.k8s.io events.
     pub fn start(client: Client, metrics: WebhookMetrics) -> Self {
         let failures = metrics.clone();
-        Self::with_publisher(QUEUE_CAPACITY, PUBLISHERS, metrics, move |action, record| {
-            publish_event(client.clone(), action, record, failures.clone())
-        })
+        Self::with_publisher(
+            QUEUE_CAPACITY,
+            PUBLISHERS,
+            metrics,
+            move |action, record| publish_event(client.clone(), action, record, failures.clone()),
+        )
     }
 
     /// Publishes each queued Event with `publish`, `publishers` at once.
