@@ -49,11 +49,12 @@ async fn every_metric_the_alerts_and_the_dashboard_name_is_exported() {
     let oz = WebhookOperator::start(&ns, &[&listen]);
     let exposition = eventually(
         Duration::from_secs(90),
-        "oz-manager to serve its webhook certificate and its metrics",
+        "oz-manager to serve its webhook certificate, and to lead (alone, without election)",
         || async {
             let text = http_get(&format!("http://127.0.0.1:{metrics}/metrics")).await;
             let expiry = metric_value(&text, "oz_webhook_certificate_expiry_timestamp_seconds")?;
-            (expiry > 0.0).then_some(text)
+            let leader = metric_value(&text, "oz_leader")?;
+            (expiry > 0.0 && leader == 1.0).then_some(text)
         },
     )
     .await;
