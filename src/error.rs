@@ -18,6 +18,9 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every [`Error::metric_label`]: the series oz exports at 0 from the start.
+    pub const METRIC_LABELS: [&'static str; 4] = ["api", "client", "serialization", "metadata"];
+
     /// A short, stable label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use oz_api::AccessKind;
+
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
@@ -56,7 +58,7 @@ pub struct Metrics {
     pub break_glass: Family<KindLabels, Counter>,
     /// 1 while oz lacks the permissions it needs in a watched namespace.
     pub namespace_access_denied: Family<NamespaceLabels, Gauge>,
-    /// 1 while this replica leads (runs the controllers), with `--leader-elect`.
+    /// 1 while this replica leads (runs the controllers); always 1 without `--leader-elect`.
     pub leader: Gauge,
 }
 
@@ -126,7 +128,7 @@ impl Default for Metrics {
             "1 while this replica leads and runs the controllers",
             leader.clone(),
         );
-        Self {
+        let metrics = Self {
             registry,
             leader,
             reconciles,
@@ -138,11 +140,45 @@ impl Default for Metrics {
             revocation_lag,
             break_glass,
             namespace_access_denied,
-        }
+        };
+        metrics.export_every_kind();
+        metrics
     }
 }
 
 impl Metrics {
+    /// Creates the series of both kinds at zero, so each family has samples from the start: a
+    /// rule over a series that appears only with its first event misses that event (`rate`
+    /// and `increase` need two samples), and a dashboard shows "no data" rather than 0.
+    fn export_every_kind(&self) {
+        for kind in AccessKind::ALL {
+            let request = kind_labels(kind.request_kind());
+            let _ = self.active_grants.get_or_create(&request);
+            let _ = self.expiry_timers.get_or_create(&request);
+            let _ = self.time_to_ready.get_or_create(&request);
+            let _ = self.revocation_lag.get_or_create(&request);
+            let _ = self.break_glass.get_or_create(&request);
+            for (controller, kind) in [
+                ("template", kind.template_kind()),
+                ("request", kind.request_kind()),
+            ] {
+                let labels = ControllerLabels {
+                    controller,
+                    kind: kind.into(),
+                };
+                let _ = self.reconciles.get_or_create(&labels);
+                let _ = self.reconcile_duration.get_or_create(&labels);
+                for error in crate::Error::METRIC_LABELS {
+                    let _ = self.errors.get_or_create(&ErrorLabels {
+                        controller,
+                        kind: kind.into(),
+                        error,
+                    });
+                }
+            }
+        }
+    }
+
     /// The metrics in Prometheus' text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -272,6 +308,22 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn every_kinds_series_is_exported_at_zero_from_the_start() {
+        let text = Metrics::default().render();
+        for sample in [
+            "oz_active_grants{kind=\"ExecAccessRequest\"} 0",
+            "oz_active_grants{kind=\"PodAccessRequest\"} 0",
+            "oz_revocation_lag_seconds_count{kind=\"PodAccessRequest\"} 0",
+            "oz_time_to_ready_seconds_count{kind=\"ExecAccessRequest\"} 0",
+            "oz_reconciles_total{controller=\"template\",kind=\"PodAccessTemplate\"} 0",
+            "oz_reconcile_errors_total{controller=\"request\",kind=\"ExecAccessRequest\",error=\"api\"} 0",
+            "oz_leader 0",
+        ] {
+            assert!(text.contains(sample), "{sample} in\n{text}");
+        }
     }
 
     #[test]

@@ -69,6 +69,7 @@ impl Default for SessionMetrics {
 impl SessionMetrics {
     /// Registers every metric in `registry` (under its prefix, `oz_` in oz-manager).
     pub fn register(&self, registry: &mut Registry) {
+        self.export_every_label();
         registry.register(
             "sessions_open",
             "Brokered sessions open on this replica",
@@ -104,6 +105,43 @@ impl SessionMetrics {
             "Brokered session requests refused, by reason",
             self.refused.clone(),
         );
+    }
+
+    /// Creates every stream's, end reason's and refusal's series at 0, so each family has
+    /// samples from the start (a rule's `rate` misses a series' first event, and a dashboard
+    /// shows "no data" rather than 0).
+    fn export_every_label(&self) {
+        for stream in ["exec", "attach"] {
+            let _ = self.total.get_or_create(&StreamLabels { stream });
+        }
+        use oz_api::SessionEndReason::*;
+        for reason in [
+            Exited,
+            Expired,
+            Revoked,
+            TemplateDeleted,
+            IdleTimeout,
+            ServerShutdown,
+            Failed,
+        ] {
+            let _ = self.ended.get_or_create(&ReasonLabels {
+                reason: reason.label(),
+            });
+        }
+        for reason in [
+            "no_grant",
+            "no_identity",
+            "bad_request",
+            "upstream",
+            crate::front_proxy::NO_CERTIFICATE,
+            crate::front_proxy::NAME_NOT_ALLOWED,
+            crate::front_proxy::UNTRUSTED_CERTIFICATE,
+            crate::front_proxy::NO_USER,
+        ] {
+            let _ = self
+                .refused
+                .get_or_create(&oz_webhooks::metrics::RefusedLabels { reason });
+        }
     }
 
     /// Counts a refused session request.
@@ -151,6 +189,9 @@ mod tests {
             "oz_session_bytes_total{direction=\"input\"} 3",
             "oz_session_recording_errors_total 0",
             "oz_sessions_refused_total{reason=\"no_grant\"} 1",
+            "oz_sessions_total{stream=\"attach\"} 0",
+            "oz_sessions_ended_total{reason=\"idle_timeout\"} 0",
+            "oz_sessions_refused_total{reason=\"upstream\"} 0",
         ] {
             assert!(text.contains(name), "{name} in\n{text}");
         }

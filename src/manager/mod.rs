@@ -109,7 +109,11 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
         ctx.notifier = Notifier::start(client, notifications, notify_metrics);
     }
     match leadership.as_ref().map(|l| l.leading.clone()) {
-        None => run_controllers(&ctx, &config, shutdown.clone()).await,
+        None => {
+            // Alone, this replica leads: a "no leader" alert must not fire for it.
+            ctx.metrics.leader.set(1);
+            run_controllers(&ctx, &config, shutdown.clone()).await
+        }
         Some(mut leading) => loop {
             tracing::info!("waiting to become the leader");
             tokio::select! {

@@ -16,6 +16,7 @@ mod helm;
 mod hostile;
 mod install;
 mod manager;
+mod monitoring;
 mod notifications;
 mod ozctl;
 mod ozctl_approvals;

@@ -629,6 +629,25 @@ async fn a_deleted_ca_is_replaced_and_served_without_a_restart() {
     let address = fixture.server().local_addr();
     let old_ca = fixture.secret_text(&names.ca, TLS_CRT).await.unwrap();
     let old_serving = fixture.secret_text(&names.serving, TLS_CRT).await.unwrap();
+    // The next certificate's expiry must differ from this one's to show the exported expiry
+    // follows it: X.509 times are in whole seconds, so let the second this one was issued in pass.
+    let old_pair = certs::PemPair {
+        cert: old_serving.clone(),
+        key: fixture
+            .secret_text(&names.serving, "tls.key")
+            .await
+            .unwrap(),
+    };
+    let issued = certs::inspect(&old_pair).unwrap().not_after - fixture.config.certs.cert_validity;
+    eventually(
+        WAIT,
+        "the second the certificate was issued in to pass",
+        || async {
+            (certs::OffsetDateTime::now_utc().unix_timestamp() > issued.unix_timestamp())
+                .then_some(())
+        },
+    )
+    .await;
 
     fixture
         .secrets()
@@ -649,7 +668,14 @@ async fn a_deleted_ca_is_replaced_and_served_without_a_restart() {
             let published = fixture.ca_bundles().await.iter().all(|b| *b == bundle);
             let serving_it =
                 served.as_ref() == certs::certificates_der(&serving).ok()?[0].as_slice();
-            (fresh && published && serving_it).then_some(bundle)
+            // oz_webhook_certificate_expiry_timestamp_seconds follows the certificate served.
+            let pair = certs::PemPair {
+                cert: serving,
+                key: fixture.secret_text(&names.serving, "tls.key").await?,
+            };
+            let expiry_exported = fixture.config.metrics.certificate_expiry.get()
+                == certs::inspect(&pair).ok()?.not_after.unix_timestamp();
+            (fresh && published && serving_it && expiry_exported).then_some(bundle)
         }
     })
     .await;

@@ -1,10 +1,26 @@
 //! [`WebhookMetrics`]: what the webhook server counts. oz-manager registers them with its own
 //! metrics ([`WebhookMetrics::register`]), so they are served on its `/metrics` endpoint.
 
+use std::time::Instant;
+
+use axum::{
+    extract::{MatchedPath, Request, State},
+    middleware::Next,
+    response::Response,
+};
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
+};
+
+use crate::{
+    callers::{NAME_NOT_ALLOWED, NO_CERTIFICATE, UNTRUSTED_CERTIFICATE},
+    certs::{self, PemPair},
+    registration::{
+        AUDIT_PATH, MUTATE_APPROVALS_PATH, MUTATE_REQUESTS_PATH, VALIDATE_APPROVALS_PATH,
+        VALIDATE_REQUESTS_PATH,
+    },
 };
 
 /// Why a caller of a webhook path was refused.
@@ -14,8 +30,40 @@ pub struct RefusedLabels {
     pub reason: &'static str,
 }
 
-/// The webhook server's counters. Cloning shares them.
-#[derive(Clone, Debug, Default)]
+/// Why an audit Event on a pod was not published.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DroppedLabels {
+    /// One of [`AUDIT_EVENT_DROP_REASONS`].
+    pub reason: &'static str,
+}
+
+/// The webhook path a call was made to, e.g. `/audit`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    pub path: String,
+}
+
+/// Audit Events dropped because more were asked for than the Events' rate limit allows.
+pub const RATE_LIMITED: &str = "rate_limited";
+/// Audit Events dropped because the queue of Events waiting to be published was full.
+pub const QUEUE_FULL: &str = "queue_full";
+/// Audit Events the apiserver did not take (the pod GET or the Event write failed).
+pub const PUBLISH_FAILED: &str = "publish_failed";
+/// Every reason an audit Event is dropped, each exported from the start at 0, so the first drop
+/// shows as an increase rather than as a new series.
+pub const AUDIT_EVENT_DROP_REASONS: [&str; 3] = [RATE_LIMITED, QUEUE_FULL, PUBLISH_FAILED];
+
+/// The paths the apiserver calls, each exported from the start.
+const WEBHOOK_PATHS: [&str; 5] = [
+    MUTATE_REQUESTS_PATH,
+    VALIDATE_REQUESTS_PATH,
+    MUTATE_APPROVALS_PATH,
+    VALIDATE_APPROVALS_PATH,
+    AUDIT_PATH,
+];
+
+/// The webhook server's metrics. Cloning shares them.
+#[derive(Clone, Debug)]
 pub struct WebhookMetrics {
     /// Callers refused because they are not the apiserver (with `--webhook-client-ca-file`).
     pub refused_callers: Family<RefusedLabels, Counter>,
@@ -23,11 +71,42 @@ pub struct WebhookMetrics {
     pub audit_records_written: Counter,
     /// Audit records that could not be appended to the audit file; each is in the JSON log.
     pub audit_records_unwritten: Counter,
+    /// Audit Events on pods not published, by why (their audit records were written).
+    pub audit_events_dropped: Family<DroppedLabels, Counter>,
+    /// When the serving certificate being served expires, in seconds since the Unix epoch; 0
+    /// until one is served.
+    pub certificate_expiry: Gauge,
+    /// Seconds from a webhook call's arrival to its answer, by path.
+    pub request_duration: Family<PathLabels, Histogram>,
+}
+
+impl Default for WebhookMetrics {
+    fn default() -> Self {
+        Self {
+            refused_callers: Family::default(),
+            audit_records_written: Counter::default(),
+            audit_records_unwritten: Counter::default(),
+            audit_events_dropped: Family::default(),
+            certificate_expiry: Gauge::default(),
+            // 0.25 ms .. ~4 s: the audit webhook answers in about 1.5 ms (docs/benchmarks.md),
+            // and the apiserver gives up on a webhook after 10 s.
+            request_duration: Family::new_with_constructor(|| {
+                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                    0.00025, 2.0, 15,
+                ))
+            }),
+        }
+    }
 }
 
 impl WebhookMetrics {
-    /// Registers every counter in `registry` (under its prefix, `oz_` in oz-manager).
+    /// Registers every metric in `registry` (under its prefix, `oz_` in oz-manager).
     pub fn register(&self, registry: &mut Registry) {
+        for reason in [NO_CERTIFICATE, UNTRUSTED_CERTIFICATE, NAME_NOT_ALLOWED] {
+            let _ = self
+                .refused_callers
+                .get_or_create(&RefusedLabels { reason });
+        }
         registry.register(
             "webhook_refused_callers",
             "Webhook calls refused because the caller is not the apiserver",
@@ -43,6 +122,31 @@ impl WebhookMetrics {
             "Audit records that could not be appended to the audit file (each is in the JSON log)",
             self.audit_records_unwritten.clone(),
         );
+        for reason in AUDIT_EVENT_DROP_REASONS {
+            let _ = self
+                .audit_events_dropped
+                .get_or_create(&DroppedLabels { reason });
+        }
+        registry.register(
+            "audit_events_dropped",
+            "Audit Events on pods not published, by reason (their audit records were written)",
+            self.audit_events_dropped.clone(),
+        );
+        registry.register(
+            "webhook_certificate_expiry_timestamp_seconds",
+            "When the webhook serving certificate being served expires (Unix time; 0 until one is served)",
+            self.certificate_expiry.clone(),
+        );
+        for path in WEBHOOK_PATHS {
+            let _ = self
+                .request_duration
+                .get_or_create(&PathLabels { path: path.into() });
+        }
+        registry.register(
+            "webhook_request_duration_seconds",
+            "Seconds from a webhook call's arrival to its answer, by path",
+            self.request_duration.clone(),
+        );
     }
 
     /// Counts a refused caller.
@@ -50,5 +154,99 @@ impl WebhookMetrics {
         self.refused_callers
             .get_or_create(&RefusedLabels { reason })
             .inc();
+    }
+
+    /// Counts an audit Event dropped for `reason` (one of [`AUDIT_EVENT_DROP_REASONS`]).
+    pub fn audit_event_dropped(&self, reason: &'static str) {
+        self.audit_events_dropped
+            .get_or_create(&DroppedLabels { reason })
+            .inc();
+    }
+
+    /// Records the expiry of the serving certificate now served, `pair`'s. A certificate that
+    /// cannot be read is never served (the TLS server refuses it first), so it changes nothing.
+    pub fn serving_certificate(&self, pair: &PemPair) {
+        if let Ok(info) = certs::inspect(pair) {
+            self.certificate_expiry.set(info.not_after.unix_timestamp());
+        }
+    }
+}
+
+/// Middleware: observes how long each call to a webhook path took, refusals included.
+pub async fn measure(
+    State(metrics): State<WebhookMetrics>,
+    path: MatchedPath,
+    request: Request,
+    next: Next,
+) -> Response {
+    let start = Instant::now();
+    let response = next.run(request).await;
+    metrics
+        .request_duration
+        .get_or_create(&PathLabels {
+            path: path.as_str().into(),
+        })
+        .observe(start.elapsed().as_secs_f64());
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use time::OffsetDateTime;
+
+    use super::*;
+    use crate::certs::{CertSettings, generate_ca, issue_serving_cert};
+
+    fn render(metrics: &WebhookMetrics) -> String {
+        let mut registry = Registry::with_prefix("oz");
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn every_drop_reason_and_webhook_path_is_exported_from_the_start() {
+        let text = render(&WebhookMetrics::default());
+        for reason in AUDIT_EVENT_DROP_REASONS {
+            let sample = format!("oz_audit_events_dropped_total{{reason=\"{reason}\"}} 0");
+            assert!(text.contains(&sample), "{sample} in\n{text}");
+        }
+        let sample = "oz_webhook_request_duration_seconds_count{path=\"/audit\"} 0";
+        assert!(text.contains(sample), "{sample} in\n{text}");
+        assert!(
+            text.contains("oz_webhook_certificate_expiry_timestamp_seconds 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn drops_are_counted_by_reason() {
+        let metrics = WebhookMetrics::default();
+        metrics.audit_event_dropped(QUEUE_FULL);
+        metrics.audit_event_dropped(QUEUE_FULL);
+        metrics.audit_event_dropped(PUBLISH_FAILED);
+        let text = render(&metrics);
+        for sample in [
+            "oz_audit_events_dropped_total{reason=\"queue_full\"} 2",
+            "oz_audit_events_dropped_total{reason=\"publish_failed\"} 1",
+            "oz_audit_events_dropped_total{reason=\"rate_limited\"} 0",
+        ] {
+            assert!(text.contains(sample), "{sample} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_served_certificates_expiry_is_its_not_after() {
+        let settings = CertSettings::default();
+        let now = OffsetDateTime::now_utc();
+        let ca = generate_ca(&settings, now).unwrap();
+        let names = ["oz.oz-system.svc".to_string()];
+        let leaf = issue_serving_cert(&ca, &names, settings.cert_validity, now).unwrap();
+        let metrics = WebhookMetrics::default();
+        metrics.serving_certificate(&leaf);
+        let not_after = certs::inspect(&leaf).unwrap().not_after;
+        assert_eq!(metrics.certificate_expiry.get(), not_after.unix_timestamp());
+        assert!(not_after > now + time::Duration::days(300));
     }
 }

@@ -192,6 +192,7 @@ impl WebhookServer {
             initial.serving.cert.as_bytes(),
             initial.serving.key.as_bytes(),
         )?);
+        config.metrics.serving_certificate(&initial.serving);
         let audit_log = match (&config.audit_log_path, audit_key) {
             (Some(path), Some(key)) => AuditLog::open(
                 path,
@@ -214,7 +215,7 @@ impl WebhookServer {
         let state = AdmissionState {
             lookup: lookup.clone(),
             audit_log: audit_log.clone(),
-            events: Some(AuditEvents::start(client.clone())),
+            events: Some(AuditEvents::start(client.clone(), config.metrics.clone())),
             enforce: config.enforce.clone(),
             deletes: admission::requests::DeletePolicy::new(
                 config.request_admin_groups.clone(),
@@ -248,6 +249,7 @@ impl WebhookServer {
             served: initial.serving,
             leader,
             check_interval: config.check_interval,
+            metrics: config.metrics.clone(),
         };
         // Registers the configurations, now that the server answers them.
         if let Err(e) = reconciler.sync().await {

@@ -26,7 +26,7 @@ pub mod workloads;
 
 pub use control_plane::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES, ReadyInfo};
 pub use error::{Error, Result};
-pub use tools::helm;
+pub use tools::{helm, promtool};
 
 /// The users every shared control plane has: alice and carol in `devs`, bob in `qa`, and
 /// `oz-operator`, an identity with no permissions of its own, for running oz-manager under

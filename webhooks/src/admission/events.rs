@@ -9,7 +9,8 @@
 //! flood of execs must not turn into a flood of writes that slows everything else on it
 //! (oz-bench: 2,000 audits/s kept the control plane at 127% of a core with Events, 5% without).
 //! When the queue is full or the rate is exceeded the Event is dropped and counted, with at
-//! most one warning per [`DROP_WARNING_INTERVAL`].
+//! most one warning per [`DROP_WARNING_INTERVAL`]; an Event the apiserver does not take is
+//! counted too (`oz_audit_events_dropped_total{reason}`).
 
 use std::{
     sync::{
@@ -29,6 +30,10 @@ use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::audit::{AuditRecord, PodAction};
+use crate::{
+    WebhookMetrics,
+    metrics::{PUBLISH_FAILED, QUEUE_FULL, RATE_LIMITED},
+};
 
 /// The Events' reporting controller.
 pub const EVENT_REPORTER: &str = "oz-webhooks";
@@ -58,17 +63,26 @@ pub struct AuditEvents {
 }
 
 impl AuditEvents {
-    /// Publishes with `client`, [`PUBLISHERS`] at once, from a queue of [`QUEUE_CAPACITY`].
-    /// Needs a tokio runtime; the client needs get on pods and create/patch on events.k8s.io
-    /// events.
-    pub fn start(client: Client) -> Self {
-        Self::with_publisher(QUEUE_CAPACITY, PUBLISHERS, move |action, record| {
-            publish_event(client.clone(), action, record)
-        })
+    /// Publishes with `client`, [`PUBLISHERS`] at once, from a queue of [`QUEUE_CAPACITY`],
+    /// counting the Events dropped in `metrics`. Needs a tokio runtime; the client needs get on
+    /// pods and create/patch on events.k8s.io events.
+    pub fn start(client: Client, metrics: WebhookMetrics) -> Self {
+        let failures = metrics.clone();
+        Self::with_publisher(
+            QUEUE_CAPACITY,
+            PUBLISHERS,
+            metrics,
+            move |action, record| publish_event(client.clone(), action, record, failures.clone()),
+        )
     }
 
     /// Publishes each queued Event with `publish`, `publishers` at once.
-    fn with_publisher<F, Fut>(capacity: usize, publishers: usize, publish: F) -> Self
+    fn with_publisher<F, Fut>(
+        capacity: usize,
+        publishers: usize,
+        metrics: WebhookMetrics,
+        publish: F,
+    ) -> Self
     where
         F: Fn(PodAction, AuditRecord) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
@@ -86,6 +100,7 @@ impl AuditEvents {
                 total: AtomicU64::new(0),
                 unreported: AtomicU64::new(0),
                 last_warning: Mutex::new(None),
+                metrics,
             }),
         }
     }
@@ -94,13 +109,13 @@ impl AuditEvents {
     /// full, and it was dropped.
     pub fn publish(&self, action: PodAction, record: AuditRecord) -> bool {
         if !self.rate.take() {
-            self.drops.record();
+            self.drops.record(RATE_LIMITED);
             return false;
         }
         match self.queue.try_send((action, record)) {
             Ok(()) => true,
             Err(_) => {
-                self.drops.record();
+                self.drops.record(QUEUE_FULL);
                 false
             }
         }
@@ -152,10 +167,13 @@ struct Drops {
     /// Since the last warning.
     unreported: AtomicU64,
     last_warning: Mutex<Option<Instant>>,
+    /// Where each drop is counted, by reason.
+    metrics: WebhookMetrics,
 }
 
 impl Drops {
-    fn record(&self) {
+    fn record(&self, reason: &'static str) {
+        self.metrics.audit_event_dropped(reason);
         let total = self.total.fetch_add(1, Ordering::Relaxed) + 1;
         self.unreported.fetch_add(1, Ordering::Relaxed);
         // Whoever holds the lock is about to warn, or has just decided not to.
@@ -176,7 +194,12 @@ impl Drops {
     }
 }
 
-async fn publish_event(client: Client, action: PodAction, record: AuditRecord) {
+async fn publish_event(
+    client: Client,
+    action: PodAction,
+    record: AuditRecord,
+    metrics: WebhookMetrics,
+) {
     // The uid lets `kubectl describe pod` find the Event; the CONNECT review does not carry it.
     let uid = Api::<Pod>::namespaced(client.clone(), &record.namespace)
         .get_opt(&record.pod)
@@ -199,6 +222,7 @@ async fn publish_event(client: Client, action: PodAction, record: AuditRecord) {
         .publish(&audit_event(action, &record), &reference)
         .await
     {
+        metrics.audit_event_dropped(PUBLISH_FAILED);
         warn!(
             namespace = %record.namespace, pod = %record.pod, error = %e,
             "could not publish the audit Event"
@@ -264,9 +288,10 @@ mod tests {
         let gate = Arc::new(Semaphore::new(0));
         let published = Arc::new(AtomicU64::new(0));
         let started = Arc::new(Notify::new());
+        let metrics = WebhookMetrics::default();
         let events = {
             let (gate, published, started) = (gate.clone(), published.clone(), started.clone());
-            AuditEvents::with_publisher(3, 2, move |_, _| {
+            AuditEvents::with_publisher(3, 2, metrics.clone(), move |_, _| {
                 let (gate, published, started) = (gate.clone(), published.clone(), started.clone());
                 async move {
                     started.notify_one();
@@ -286,6 +311,14 @@ mod tests {
         assert!(!events.publish(PodAction::Exec, record("p5")));
         assert!(!events.publish(PodAction::Exec, record("p6")));
         assert_eq!(events.dropped(), 2);
+        let dropped = |reason| {
+            metrics
+                .audit_events_dropped
+                .get_or_create(&crate::metrics::DroppedLabels { reason })
+                .get()
+        };
+        assert_eq!(dropped(QUEUE_FULL), 2, "counted by why");
+        assert_eq!(dropped(RATE_LIMITED), 0);
 
         // Released, the publishers drain the queue: every queued Event is published once.
         gate.add_permits(5);
@@ -325,17 +358,18 @@ mod tests {
             total: AtomicU64::new(0),
             unreported: AtomicU64::new(0),
             last_warning: Mutex::new(None),
+            metrics: WebhookMetrics::default(),
         };
-        drops.record();
+        drops.record(RATE_LIMITED);
         // The first drop warned and reset the unreported count; the next ones wait.
         assert_eq!(drops.unreported.load(Ordering::SeqCst), 0);
-        drops.record();
-        drops.record();
+        drops.record(RATE_LIMITED);
+        drops.record(RATE_LIMITED);
         assert_eq!(drops.unreported.load(Ordering::SeqCst), 2);
         assert_eq!(drops.total.load(Ordering::SeqCst), 3);
         // Once the interval has passed, the next drop reports all of them.
         *drops.last_warning.lock().unwrap() = Instant::now().checked_sub(DROP_WARNING_INTERVAL);
-        drops.record();
+        drops.record(QUEUE_FULL);
         assert_eq!(drops.unreported.load(Ordering::SeqCst), 0);
         assert_eq!(drops.total.load(Ordering::SeqCst), 4);
     }

@@ -93,6 +93,7 @@ pub fn router(state: Arc<AdmissionState>) -> Router {
 /// [`router`], whose webhook paths answer only the callers `callers` admits
 /// ([`callers::guard`]); `/healthz` answers anyone, as probes carry no client certificate.
 pub fn guarded_router(state: Arc<AdmissionState>, callers: CallerPolicy) -> Router {
+    let metrics = callers.metrics.clone();
     Router::new()
         .route(MUTATE_REQUESTS_PATH, post(requests::mutate))
         .route(VALIDATE_REQUESTS_PATH, post(requests::validate))
@@ -103,6 +104,11 @@ pub fn guarded_router(state: Arc<AdmissionState>, callers: CallerPolicy) -> Rout
         .route_layer(middleware::from_fn_with_state(
             Arc::new(callers),
             callers::guard,
+        ))
+        // Outside the guard: a refusal's time is measured too.
+        .route_layer(middleware::from_fn_with_state(
+            metrics,
+            crate::metrics::measure,
         ))
         .route(HEALTHZ_PATH, get(|| async { "ok" }))
         // The extractor enforces MAX_BODY_BYTES itself, answering 400 rather than 413.

@@ -26,7 +26,7 @@ use tokio::sync::{oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::{
-    Result,
+    Result, WebhookMetrics,
     certs::{
         PemPair,
         secrets::{CertStore, Certificates},
@@ -50,6 +50,8 @@ pub(crate) struct CertReconciler {
     pub served: PemPair,
     pub leader: watch::Receiver<bool>,
     pub check_interval: Duration,
+    /// Where the served certificate's expiry is exported.
+    pub metrics: WebhookMetrics,
 }
 
 /// The certificates to start serving with. The leader makes them if needed; a follower waits
@@ -107,6 +109,7 @@ impl CertReconciler {
                 certificates.serving.key.as_bytes(),
             )?;
             self.served = certificates.serving;
+            self.metrics.serving_certificate(&self.served);
             info!(leading, "now serving the new webhook certificate");
         }
         Ok(())

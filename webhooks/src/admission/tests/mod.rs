@@ -310,3 +310,24 @@ async fn request_webhooks_refuse_kinds_that_are_not_requests() {
         }
     }
 }
+
+// === Metrics ===
+
+#[tokio::test]
+async fn each_webhook_call_is_timed_under_its_path() {
+    let metrics = crate::WebhookMetrics::default();
+    let callers = CallerPolicy::for_client_ca(None, metrics.clone());
+    let h = guarded_harness(standard_lookup(), EnforceSettings::default(), callers).await;
+    let (status, _) = h.post(AUDIT_PATH, "not a review").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let mut registry = prometheus_client::registry::Registry::with_prefix("oz");
+    metrics.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for sample in [
+        "oz_webhook_request_duration_seconds_count{path=\"/audit\"} 1",
+        "oz_webhook_request_duration_seconds_count{path=\"/validate-requests\"} 0",
+    ] {
+        assert!(text.contains(sample), "{sample} in\n{text}");
+    }
+}
