@@ -756,3 +756,92 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies() {
             .is_none()
     );
 }
+
+/// The objects of `kind` among `objects`.
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+/// With `monitoring.*.enabled`, the chart adds a ServiceMonitor that selects the metrics
+/// Service alone by a port it has, a PrometheusRule whose groups promtool accepts with the
+/// configured threshold, and the dashboard; by default none of them.
+#[test]
+fn the_monitoring_values_add_a_service_monitor_the_alerts_and_the_dashboard() {
+    let defaults = helm_template("oz", "oz-system", &json!({}));
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(of_kind(&defaults, kind).is_empty(), "{kind} by default");
+    }
+    let on = json!({"monitoring": {
+        "serviceMonitor": {"enabled": true},
+        "prometheusRule": {"enabled": true, "grantsInForceThreshold": 250},
+        "dashboard": {"enabled": true},
+    }});
+    let objects = helm_template("oz", "oz-system", &on);
+
+    let monitor = of_kind(&objects, "ServiceMonitor");
+    let [monitor] = monitor.as_slice() else {
+        panic!("one ServiceMonitor: {monitor:?}")
+    };
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    let port = monitor["spec"]["endpoints"][0]["port"].as_str().unwrap();
+    let selected: Vec<&str> = of_kind(&objects, "Service")
+        .into_iter()
+        .filter(|service| {
+            selector
+                .iter()
+                .all(|(k, v)| &service["metadata"]["labels"][k] == v)
+        })
+        .filter(|service| {
+            service["spec"]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == port)
+        })
+        .map(|service| service["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        selected,
+        ["oz-metrics"],
+        "the Services the ServiceMonitor scrapes"
+    );
+
+    let rule = of_kind(&objects, "PrometheusRule");
+    let [rule] = rule.as_slice() else {
+        panic!("one PrometheusRule: {rule:?}")
+    };
+    let groups = json!({"groups": rule["spec"]["groups"]});
+    assert!(
+        groups.to_string().contains("> 250"),
+        "the threshold is not in the rules: {groups}"
+    );
+    let file = values_file(&groups);
+    let output = Command::new(oz_testenv::promtool().unwrap())
+        .args(["check", "rules", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "promtool refused the rendered rules: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let dashboards: Vec<&Value> = of_kind(&objects, "ConfigMap")
+        .into_iter()
+        .filter(|c| c["metadata"]["labels"]["grafana_dashboard"] == "1")
+        .collect();
+    let [dashboard] = dashboards.as_slice() else {
+        panic!("one dashboard ConfigMap: {dashboards:?}")
+    };
+    let json = dashboard["data"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap();
+    let parsed: Value = serde_json::from_str(json.as_str().unwrap()).unwrap();
+    assert!(parsed["panels"].as_array().is_some_and(|p| !p.is_empty()));
+}
