@@ -16,6 +16,7 @@ mod hostile;
 mod install;
 mod manager;
 mod notifications;
+mod oz_adoption;
 mod ozctl;
 mod ozctl_approvals;
 mod ozctl_audit;
