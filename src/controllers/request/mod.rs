@@ -31,6 +31,9 @@
 //!   creation plus the decided duration, and the pod is the one in the grant's Role;
 //! - a grant ends as soon as it has no template or no valid durations to stand on;
 //! - `ready` is recomputed on every pass.
+//!
+//! A grant Oz made before oz took over has no requester; it is adopted, not denied: kept as Oz
+//! made it (bound to the allowedGroups) until Oz's end, then revoked on time ([`adopt`]).
 
 use std::{ops::ControlFlow, sync::Arc};
 
