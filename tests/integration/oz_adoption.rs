@@ -44,7 +44,7 @@ fn fixture(file: &str, vars: &[(&str, &str)]) -> String {
     text
 }
 
-/// What Oz left in one namespace: the request and its grant, as `kind` (`exec` or `pod`).
+/// What Oz left: a request, its grant's name `<request>-<uid8>`, and its creation time.
 struct OzGrant {
     request: String,
     grant: String,
@@ -160,7 +160,7 @@ where
     .await
 }
 
-/// Every RoleBinding seen by a watch: (uid, deleted?, when).
+/// Every RoleBinding event a watch saw: (name, uid, deleted?, when seen).
 type Seen = Arc<Mutex<Vec<(String, String, bool, Timestamp)>>>;
 
 fn watch_bindings(admin: &Client, ns: &str) -> Seen {
