@@ -18,6 +18,7 @@ mod install;
 mod manager;
 mod monitoring;
 mod notifications;
+mod oz_adoption;
 mod ozctl;
 mod ozctl_approvals;
 mod ozctl_audit;

@@ -4,15 +4,17 @@
 //! 1. [`expire::is_access_over`]: an Expired or Denied request, or one past its `expiresAt`,
 //!    is granted nothing more;
 //! 2. [`template::verify_template`]: its template exists, and owns it;
-//! 3. [`requester::verify_requester`]: its requester is in allowedGroups;
-//! 4. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
+//! 3. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it until
+//!    Oz's end ([`adopt::keep_oz_grant`]), then revoked on time;
+//! 4. [`requester::verify_requester`]: its requester is in allowedGroups;
+//! 5. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
 //!    add up (else it waits, or ends Denied or Expired);
-//! 5. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
+//! 6. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
 //!    creation or from approval;
-//! 6. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
+//! 7. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
 //!    it is;
-//! 7. [`build::verify_access_resources`]: the builder makes the grant;
-//! 8. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//! 8. [`build::verify_access_resources`]: the builder makes the grant;
+//! 9. [`build::is_access_ready`]: ready or pending, and the access command to use it.
 //!
 //! News of each change (pending approval, approved, denied, ready, expiring soon, expired,
 //! break-glass) goes to the notifier once the status says it ([`notices`]).
@@ -29,6 +31,9 @@
 //!   creation plus the decided duration, and the pod is the one in the grant's Role;
 //! - a grant ends as soon as it has no template or no valid durations to stand on;
 //! - `ready` is recomputed on every pass.
+//!
+//! A grant Oz made before oz took over has no requester; it is adopted, not denied: kept as Oz
+//! made it (bound to the allowedGroups) until Oz's end, then revoked on time ([`adopt`]).
 
 use std::{ops::ControlFlow, sync::Arc};
 
@@ -43,6 +48,7 @@ use crate::{
     builders::{AccessBuilder, grant_identity},
 };
 
+mod adopt;
 mod approval;
 mod build;
 mod duration;
@@ -134,6 +140,9 @@ async fn reconcile_steps<B: AccessBuilder>(
     step!(expire::is_access_over(&r, &mut pass));
     let template = step!(template::verify_template(&r, &mut pass));
     let config = template.access_config();
+    if let Some(oz_grant) = adopt::oz_grant(&r).await? {
+        return adopt::keep_oz_grant(&r, pass, config, oz_grant, &this.timers).await;
+    }
     let requester = step!(requester::verify_requester(&r, &mut pass, config));
     let approved_at = step!(approval::verify_approval(&r, &mut pass, config, requester));
     let expires_at = step!(duration::verify_duration(
