@@ -90,7 +90,7 @@ async fn grant_in(
         let template = lookup
             .template(candidate.kind, namespace, &candidate.template)
             .await?;
-        if template.is_some_and(|t| grants_to_groups(&t, groups)) {
+        if template.is_some_and(|t| grants_to_groups(candidate, &t, groups)) {
             return Ok(Some(grant_of(candidate)));
         }
     }
@@ -115,10 +115,17 @@ pub fn own_grant<'a>(candidates: &'a [RequestSummary], user: &str) -> Option<&'a
         .find(|r| r.requester.as_ref().is_some_and(|q| q.username == user))
 }
 
-/// Whether a request through `template` also lets a user in `groups` in: the template grants
-/// to its allowedGroups, and the user is in one of them.
-pub fn grants_to_groups(template: &AccessConfig, groups: &[String]) -> bool {
-    template.grant_to() == GrantTo::AllowedGroups && template.admits(groups)
+/// Whether `request`, through `template`, also lets a user in `groups` in: the user is in one
+/// of the template's allowedGroups, and the template grants to them, or the request is a grant
+/// Oz made and oz adopted (Ready with no requester: nothing else is), which Oz bound to the
+/// allowedGroups and oz keeps so until its end (docs/migrating-from-oz.md).
+pub fn grants_to_groups(
+    request: &RequestSummary,
+    template: &AccessConfig,
+    groups: &[String],
+) -> bool {
+    let to_groups = template.grant_to() == GrantTo::AllowedGroups || request.requester.is_none();
+    to_groups && template.admits(groups)
 }
 
 fn grant_of(request: &RequestSummary) -> Grant {
@@ -225,7 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_template_granting_to_its_groups_lets_other_members_in() {
+    fn only_a_template_granting_to_its_groups_or_a_grant_oz_made_lets_other_members_in() {
         let config = |grant_to: &str| -> AccessConfig {
             serde_json::from_value(json!({
                 "allowedGroups": ["devs"], "defaultDuration": "1h", "maxDuration": "2h",
@@ -233,10 +240,30 @@ mod tests {
             }))
             .unwrap()
         };
+        let carols = request(AccessKind::Exec, "carols", "carol", RequestPhase::Ready);
         let shared = config("AllowedGroups");
-        assert!(grants_to_groups(&shared, &groups(&["qa", "devs"])));
-        assert!(!grants_to_groups(&shared, &groups(&["qa"])));
-        assert!(!grants_to_groups(&config("Requester"), &groups(&["devs"])));
+        assert!(grants_to_groups(&carols, &shared, &groups(&["qa", "devs"])));
+        assert!(!grants_to_groups(&carols, &shared, &groups(&["qa"])));
+        assert!(!grants_to_groups(
+            &carols,
+            &config("Requester"),
+            &groups(&["devs"])
+        ));
+        // A grant Oz made, adopted by oz: Oz bound the allowedGroups, whatever grantTo says.
+        let ozs = RequestSummary {
+            requester: None,
+            ..carols
+        };
+        assert!(grants_to_groups(
+            &ozs,
+            &config("Requester"),
+            &groups(&["devs"])
+        ));
+        assert!(!grants_to_groups(
+            &ozs,
+            &config("Requester"),
+            &groups(&["qa"])
+        ));
     }
 
     fn record(
