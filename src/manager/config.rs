@@ -7,7 +7,8 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use clap::ValueEnum;
 use oz_api::AccessKind;
 use oz_webhooks::{
-    WebhookConfig, WebhookEndpoint, callers::ClientCa, registration::SessionsService,
+    FailurePolicy, Registration, WebhookConfig, WebhookEndpoint, callers::ClientCa,
+    registration::SessionsService,
 };
 
 use super::{leader::LeaderElection, sessions::SessionsSettings};
@@ -178,6 +179,13 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_AUDIT_ENFORCE_NAMESPACES", value_delimiter = ',')]
     pub audit_enforce_namespaces: Vec<String>,
 
+    /// The audit webhook's failurePolicy: `Ignore` (an oz outage never blocks an exec, which
+    /// then goes unaudited) or `Fail` (while oz is down, no exec, attach, port-forward or debug
+    /// anywhere in its scope, as Oz's pod exec watcher does). Enforced namespaces always fail
+    /// closed.
+    #[arg(long, env = "OZ_AUDIT_FAILURE_POLICY", default_value = "Ignore")]
+    pub audit_failure_policy: FailurePolicy,
+
     /// Groups whose members may delete anyone's requests, expired ones included; everyone else
     /// may only revoke their own active requests.
     #[arg(long, env = "OZ_REQUEST_ADMIN_GROUPS", value_delimiter = ',', default_values = ["system:masters"])]
@@ -339,7 +347,10 @@ impl RunArgs {
         let registration =
             install::webhook_registration(endpoint, &self.webhook_configuration_name, watched);
         let mut config = WebhookConfig::new(&self.namespace, registration.endpoint.clone());
-        config.registration = registration;
+        config.registration = Registration {
+            audit_failure_policy: self.audit_failure_policy,
+            ..registration
+        };
         config.listen = SocketAddr::from(([0, 0, 0, 0], self.webhook_port));
         config.secrets.ca = self.webhook_ca_secret.clone();
         config.secrets.serving = self.webhook_cert_secret.clone();

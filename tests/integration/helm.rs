@@ -254,8 +254,18 @@ fn the_charts_own_values_land_in_the_deployment() {
         "audit": {"log": {"enabled": true, "maxFiles": 3}, "enforceNamespaces": ["prod"]},
         "sessions": {"recordings": "s3://recordings/oz"},
         "controllers": ["exec", "pod", "webhooks", "sessions"],
+        "webhook": {"podExecWatcher": {"failurePolicy": "Fail"}},
     });
     let objects = helm_template("oz", "oz-system", &values);
+    // Oz's name for the audit webhook's failurePolicy: the configuration says it, and so does
+    // oz-manager's flag (it re-applies the configuration at start).
+    let audit = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "ValidatingWebhookConfiguration" && o["metadata"]["name"] == "oz-audit"
+        })
+        .unwrap();
+    assert_eq!(audit["webhooks"][0]["failurePolicy"], "Fail");
     let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
@@ -289,6 +299,7 @@ fn the_charts_own_values_land_in_the_deployment() {
         "--audit-log-max-files=3",
         "--audit-enforce-namespaces=prod",
         "--session-recordings=s3://recordings/oz",
+        "--audit-failure-policy=Fail",
     ] {
         assert!(args.contains(&flag), "{flag} in {args:?}");
     }
@@ -319,6 +330,10 @@ fn bad_values_are_refused_naming_the_value() {
         (
             json!({"controllerManager": {"replicas": 0}}),
             "controllerManager.replicas must be at least 1",
+        ),
+        (
+            json!({"webhook": {"podExecWatcher": {"failurePolicy": "fail"}}}),
+            "webhook.podExecWatcher.failurePolicy: \"fail\": want Ignore or Fail",
         ),
         (
             json!({"controllers": ["exec"], "webhook": {"ingressCIDRs": ["10.0.0.0/8"]}}),

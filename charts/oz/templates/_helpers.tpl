@@ -91,3 +91,13 @@ part oz does not have, on none, and on sessions without webhooks.
   name: {{ include "oz.name" . }}-manager
   namespace: {{ .Release.Namespace }}
 {{- end }}
+
+{{- /* The audit webhook's failurePolicy (webhook.podExecWatcher.failurePolicy, Oz's value name),
+       checked: oz-manager refuses anything but these two words. */ -}}
+{{- define "oz.auditFailurePolicy" -}}
+{{- $policy := .Values.webhook.podExecWatcher.failurePolicy -}}
+{{- if not (has $policy (list "Ignore" "Fail")) -}}
+{{- fail (printf "webhook.podExecWatcher.failurePolicy: %q: want Ignore or Fail" $policy) -}}
+{{- end -}}
+{{- $policy -}}
+{{- end -}}

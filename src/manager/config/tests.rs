@@ -274,3 +274,28 @@ fn the_webhook_client_ca_is_read_at_startup_and_its_names_need_it() {
     );
     let _ = std::fs::remove_file(&ca);
 }
+
+#[test]
+fn the_audit_webhook_ignores_an_oz_outage_unless_told_to_fail() {
+    let config = |extra: &[&str]| {
+        let mut args = vec![
+            "--controllers=webhooks".to_string(),
+            "--webhook-url-base=https://127.0.0.1:9443".to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        parse(&args).map(|run| run.manager_config().unwrap())
+    };
+    let policy = |c: ManagerConfig| c.webhooks.unwrap().registration.audit_failure_policy;
+    assert_eq!(policy(config(&[]).unwrap()), FailurePolicy::Ignore);
+    assert_eq!(
+        policy(config(&["--audit-failure-policy=Fail"]).unwrap()),
+        FailurePolicy::Fail
+    );
+    let error = config(&["--audit-failure-policy=fail"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("--audit-failure-policy") && error.contains("want Ignore or Fail"),
+        "{error}"
+    );
+}

@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | Mutating `oz-requests` | `requester.oz.wizardofoz.co` | CREATE of execaccessrequests, podaccessrequests | Fail |
 //! | Validating `oz-requests` | `requests.oz.wizardofoz.co` | CREATE, UPDATE of the same | Fail |
-//! | Validating `oz-audit` | `audit.oz.wizardofoz.co` | CONNECT of pods/exec, pods/attach, pods/portforward; UPDATE of pods/ephemeralcontainers | Ignore |
+//! | Validating `oz-audit` | `audit.oz.wizardofoz.co` | CONNECT of pods/exec, pods/attach, pods/portforward; UPDATE of pods/ephemeralcontainers | Ignore (`--audit-failure-policy`) |
 //! | Validating `oz-audit` | `audit-enforced.oz.wizardofoz.co` (only with enforced namespaces) | the same, in the enforced namespaces alone | Fail |
 //!
 //! The audit webhook never has an objectSelector: CONNECT options have no labels, so an
@@ -87,16 +87,29 @@ pub enum FailurePolicy {
     /// An unreachable webhook is skipped: an oz outage never blocks `kubectl exec`.
     #[default]
     Ignore,
-    /// An unreachable webhook blocks the operation; only worth it with enforcement on.
+    /// An unreachable webhook blocks the operation: no exec, attach, port-forward or debug
+    /// anywhere goes unaudited while oz is down (Oz's pod exec watcher's default).
     Fail,
 }
 
 impl FailurePolicy {
-    fn as_str(self) -> &'static str {
+    /// The word the webhook configuration (and `--audit-failure-policy`) uses.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Ignore => "Ignore",
             Self::Fail => "Fail",
         }
+    }
+}
+
+impl std::str::FromStr for FailurePolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        [Self::Ignore, Self::Fail]
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| format!("{text:?}: want Ignore or Fail"))
     }
 }
 
