@@ -322,7 +322,7 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
 /// What oz-manager creates at run time in its namespace `ns` with the webhooks and an audit
 /// file, for an install named `name`: each object, and its owners (`None` once it is gone,
 /// `Some(vec![])` if it has none).
-async fn created_at_run_time(
+pub(crate) async fn created_at_run_time(
     admin: &Client,
     ns: &str,
     name: &str,
