@@ -811,14 +811,24 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies_and_uninstall_l
     ]);
     assert!(validating.get_opt(&audit_name).await.unwrap().is_none());
     // Helm deletes the ServiceAccount; the garbage collector then deletes what it owned.
-    eventually(WAIT, "no Secret, ConfigMap or Lease of oz left", || {
-        let (admin, release) = (admin.clone(), release.clone());
-        async move {
-            let left = objects_in(&admin, &release).await;
-            left.is_empty().then_some(())
+    wait_until_empty(&admin, &release).await;
+}
+
+/// Waits up to [`WAIT`] for `namespace` to hold no Secret, ConfigMap or Lease (but the
+/// cluster's CA), then fails naming what is left.
+async fn wait_until_empty(admin: &Client, namespace: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = objects_in(admin, namespace).await;
+        if left.is_empty() {
+            return;
         }
-    })
-    .await;
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left behind in {namespace} after {WAIT:?}: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The Secrets, ConfigMaps and Leases in `namespace`, but the ConfigMap every namespace has
