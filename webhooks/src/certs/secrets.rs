@@ -193,10 +193,14 @@ impl CertStore {
                     &self.settings,
                     now,
                 ) {
-                    Ok(_) => match self.adopt(existing.as_ref().expect("read above")).await? {
-                        Written::Done => return Ok(pair),
-                        Written::LostRace => continue,
-                    },
+                    Ok(_) => {
+                        if let Some(secret) = &existing
+                            && let Written::LostRace = self.adopt(secret).await?
+                        {
+                            continue;
+                        }
+                        return Ok(pair);
+                    }
                     Err(reason) => reason.to_string(),
                 },
                 Some(Err(reason)) => reason.to_string(),
