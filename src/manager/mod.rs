@@ -19,6 +19,7 @@ pub mod access_probe;
 pub mod command;
 pub mod config;
 pub mod endpoints;
+pub mod identity;
 pub mod leader;
 pub mod sessions;
 
@@ -72,18 +73,28 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
         Some(mut webhooks) => {
             webhooks.leader = leadership.as_ref().map(|l| l.leading.clone());
             webhooks.metrics = webhook_metrics.clone();
-            if config.sessions.is_some() {
+            // One question at start answers two: whom the Secrets and ConfigMap oz-manager
+            // creates belong to, and which exec is oz's own for a brokered session.
+            match identity::Identity::ask(&client).await {
+                Ok(me) => {
+                    webhooks.owner = me.owner_in(&webhooks.namespace);
+                    tracing::info!(
+                        user = %me.username,
+                        owner = ?webhooks.owner.as_ref().map(|o| &o.name),
+                        "oz-manager's identity; the owner of the Secrets and ConfigMap it creates"
+                    );
+                    if config.sessions.is_some() {
+                        webhooks.enforce.brokers.insert(me.username);
+                    }
+                }
                 // Without it, oz's own exec for a brokered session is denied where access
                 // without a grant is: sessions there fail closed, which the warning explains.
-                match sessions::broker_user(&client).await {
-                    Ok(user) => {
-                        webhooks.enforce.brokers.insert(user);
-                    }
-                    Err(error) => tracing::warn!(
-                        %error,
-                        "brokered sessions will be refused in --audit-enforce-namespaces"
-                    ),
-                }
+                Err(error) => tracing::warn!(
+                    %error,
+                    sessions = config.sessions.is_some(),
+                    "oz's Secrets get no owner (uninstalling leaves them), and brokered \
+                     sessions will be refused in --audit-enforce-namespaces"
+                ),
             }
             let server = oz_webhooks::WebhookServer::start(client.clone(), webhooks)
                 .await

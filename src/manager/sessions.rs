@@ -7,8 +7,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use kube::{Api, Client, api::PostParams};
+use kube::Client;
 use oz_sessions::{
     Broker, BrokerConfig, SessionMetrics, SessionServer,
     front_proxy::FrontProxy,
@@ -108,22 +107,4 @@ impl Sessions {
         let _ = self.server.shutdown(grace).await;
         self.front_proxy_watch.abort();
     }
-}
-
-/// The user name the apiserver knows oz by (in a cluster, its ServiceAccount's
-/// `system:serviceaccount:NS:NAME`), from a SelfSubjectReview. The webhooks need it to tell oz's
-/// own exec into a pod, the upstream half of a brokered session, from anyone else's: in a
-/// namespace where access without a grant is denied, oz's exec carries no grant of its own.
-pub async fn broker_user(client: &Client) -> Result<String, String> {
-    let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = reviews
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| format!("cannot ask the apiserver who oz is (a SelfSubjectReview): {e}"))?;
-    review
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .filter(|name| !name.is_empty())
-        .ok_or_else(|| "the apiserver's SelfSubjectReview named no user".to_string())
 }

@@ -13,7 +13,7 @@ use std::{
 use k8s_openapi::api::{
     apps::v1::Deployment,
     coordination::v1::Lease,
-    core::v1::{Service, ServiceAccount},
+    core::v1::{ConfigMap, Secret, Service, ServiceAccount},
     rbac::v1::{ClusterRole, Role, RoleBinding},
 };
 use kube::{
@@ -26,7 +26,9 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
 use crate::{
-    install::{TEMPLATE, operator_args, service_account_kubeconfig, wait_for_ready},
+    install::{
+        TEMPLATE, created_at_run_time, operator_args, service_account_kubeconfig, wait_for_ready,
+    },
     support::{Operator, can_exec, create_manifest, env, eventually, install_crds, parse_manifest},
 };
 
@@ -697,10 +699,13 @@ async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_clea
 
 /// With the webhooks, oz-manager applies the chart's webhook configurations itself (forcing,
 /// as field manager `oz-webhooks`); `helm upgrade` changing `watchNamespaces` still moves their
-/// namespaceSelector. The release's names are its own and its webhooks select only its
-/// namespaces, so the shared control plane's other tests never meet them.
+/// namespaceSelector. What oz-manager makes at run time in the release namespace (certificate
+/// Secrets, audit signing key and public keys) belongs to the release's ServiceAccount, so
+/// `helm uninstall` leaves no Secret, ConfigMap or Lease of oz there. The release's names are
+/// its own and its webhooks select only its namespaces, so the shared control plane's other
+/// tests never meet them.
 #[tokio::test]
-async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies() {
+async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies_and_uninstall_leaves_nothing() {
     install_crds().await;
     let admin = env().admin().await.unwrap();
     let release = env().namespace("helm-hooks").await.unwrap();
@@ -725,27 +730,83 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies() {
             file.to_str().unwrap(),
         ])
     };
-    let values = json!({"watchNamespaces": [ns], "controllers": ["exec", "webhooks"]});
-    helm_release("install", &values);
-    // What oz-manager does at start: apply its registration, forcing, as its own field manager.
-    let registration = InstallOptions {
-        namespace: release.clone(),
-        name: release.clone(),
-        watch_namespaces: vec![ns.clone()],
-        controllers: vec![Component::Exec, Component::Webhooks],
-        ..InstallOptions::default()
-    }
-    .webhook_registration();
-    registration.apply(&admin, "bm90LWEtY2E=").await.unwrap();
+    let values = |watched: &str| {
+        json!({
+            "watchNamespaces": [watched],
+            "controllers": ["exec", "webhooks"],
+            "audit": {"log": {"enabled": true}},
+        })
+    };
+    helm_release("install", &values(&ns));
 
-    helm_release(
-        "upgrade",
-        &json!({"watchNamespaces": [moved], "controllers": ["exec", "webhooks"]}),
+    // oz-manager, with the chart's ServiceAccount token and flags, applies its registration
+    // (forcing, as its own field manager) and makes its Secrets and ConfigMap.
+    let manager = format!("{release}-manager");
+    let token = service_account_kubeconfig(env(), &admin, &release, &manager).await;
+    let deployment = Api::<Deployment>::namespaced(admin.clone(), &release)
+        .get(&manager)
+        .await
+        .unwrap();
+    let yaml = format!(
+        "# the chart's Deployment\n---\n{}",
+        serde_json::to_string(&deployment).unwrap()
     );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let audit_log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{release}-audit.jsonl"));
+    let args = operator_args(
+        &yaml,
+        &[
+            ("--webhook-port", Some(port.to_string())),
+            ("--audit-log-path", Some(audit_log.display().to_string())),
+        ],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let operator = Operator::start_with_kubeconfig(&ns, &token, &args);
     let validating: Api<
         k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
     > = Api::all(admin.clone());
-    let audit = validating.get(&format!("{release}-audit")).await.unwrap();
+    let audit_name = format!("{release}-audit");
+    eventually(WAIT, "oz-manager to apply its caBundle", || {
+        let (validating, audit_name) = (validating.clone(), audit_name.clone());
+        async move {
+            let audit = validating.get(&audit_name).await.ok()?;
+            let bundle = audit.webhooks?.first()?.client_config.ca_bundle.clone()?;
+            (!bundle.0.is_empty()).then_some(())
+        }
+    })
+    .await;
+    let created = eventually(WAIT, "oz-manager's Secrets and ConfigMap", || {
+        let (admin, release) = (admin.clone(), release.clone());
+        async move {
+            let created = created_at_run_time(&admin, &release, &release).await;
+            created
+                .iter()
+                .all(|(_, owners)| owners.is_some())
+                .then_some(created)
+        }
+    })
+    .await;
+    for (object, owners) in created {
+        let owners = owners.unwrap_or_default();
+        assert!(
+            owners
+                .iter()
+                .any(|o| o.kind == "ServiceAccount" && o.name == manager),
+            "{object} is not owned by {manager}: {owners:?} (log: {})",
+            operator.log.display()
+        );
+    }
+    // A running oz-manager would apply its own (old) namespaces again: stop it, as the upgrade
+    // restarts its pods.
+    drop(operator);
+    let _ = std::fs::remove_file(&audit_log);
+
+    helm_release("upgrade", &values(&moved));
+    let audit = validating.get(&audit_name).await.unwrap();
     let selector = audit.webhooks.unwrap()[0]
         .namespace_selector
         .clone()
@@ -763,13 +824,61 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies() {
         &release,
         "--wait",
     ]);
-    assert!(
-        validating
-            .get_opt(&format!("{release}-audit"))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(validating.get_opt(&audit_name).await.unwrap().is_none());
+    // Helm deletes the ServiceAccount; the garbage collector then deletes what it owned.
+    wait_until_empty(&admin, &release).await;
+}
+
+/// Waits up to [`WAIT`] for `namespace` to hold no Secret, ConfigMap or Lease (but the
+/// cluster's CA), then fails naming what is left.
+async fn wait_until_empty(admin: &Client, namespace: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = objects_in(admin, namespace).await;
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left behind in {namespace} after {WAIT:?}: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The Secrets, ConfigMaps and Leases in `namespace`, but the ConfigMap every namespace has
+/// (`kube-root-ca.crt`, the cluster's CA).
+async fn objects_in(admin: &Client, namespace: &str) -> Vec<String> {
+    let everything = ListParams::default();
+    let mut found = Vec::new();
+    for secret in Api::<Secret>::namespaced(admin.clone(), namespace)
+        .list(&everything)
+        .await
+        .unwrap()
+    {
+        found.push(format!(
+            "Secret {}",
+            secret.metadata.name.unwrap_or_default()
+        ));
+    }
+    for configmap in Api::<ConfigMap>::namespaced(admin.clone(), namespace)
+        .list(&everything)
+        .await
+        .unwrap()
+    {
+        let name = configmap.metadata.name.unwrap_or_default();
+        if name != "kube-root-ca.crt" {
+            found.push(format!("ConfigMap {name}"));
+        }
+    }
+    for lease in Api::<Lease>::namespaced(admin.clone(), namespace)
+        .list(&everything)
+        .await
+        .unwrap()
+    {
+        found.push(format!("Lease {}", lease.metadata.name.unwrap_or_default()));
+    }
+    found
 }
 
 /// The objects of `kind` among `objects`.

@@ -13,6 +13,7 @@ use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{ConfigMap, Secret, ServiceAccount},
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{
     Api, Client, Config,
     api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
@@ -232,9 +233,115 @@ async fn the_full_install_with_webhooks_runs_under_its_own_rbac() {
     let current = keys.get("current").expect("the current key id");
     assert!(keys.contains_key(&format!("{current}.pub")), "{keys:?}");
 
+    // All four name its ServiceAccount as owner, by the uid the apiserver told oz-manager
+    // when it asked who it is.
+    let manager = format!("{}-manager", options.name);
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &operator_ns);
+    let ours = OwnerReference {
+        api_version: "v1".into(),
+        kind: "ServiceAccount".into(),
+        name: manager.clone(),
+        uid: accounts.get(&manager).await.unwrap().metadata.uid.unwrap(),
+        controller: None,
+        block_owner_deletion: None,
+    };
+    for (object, owners) in created_at_run_time(&admin, &operator_ns, &options.name).await {
+        assert_eq!(owners, Some(vec![ours.clone()]), "{object}");
+    }
+    // A Secret that lacks it (made by an older oz-manager) gets it back, beside its other owner.
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), &operator_ns);
+    let other = configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "another-owner"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let theirs = OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "another-owner".into(),
+        uid: other.metadata.uid.unwrap(),
+        ..OwnerReference::default()
+    };
+    let ca = format!("{}-webhook-ca", options.name);
+    secrets
+        .patch(
+            &ca,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"ownerReferences": [theirs]}})),
+        )
+        .await
+        .unwrap();
+    eventually(WAIT, "oz-manager to add itself back as an owner", || {
+        let (secrets, ca, both) = (
+            secrets.clone(),
+            ca.clone(),
+            vec![theirs.clone(), ours.clone()],
+        );
+        async move {
+            let owners = secrets.get(&ca).await.ok()?.metadata.owner_references;
+            (owners == Some(both)).then_some(())
+        }
+    })
+    .await;
+
+    // Uninstalling (oz-manager stopped, its ServiceAccount deleted) leaves none of them: the
+    // garbage collector deletes what only the ServiceAccount owned, and the CA Secret once its
+    // other owner goes too.
     drop(operator);
+    accounts
+        .delete(&manager, &DeleteParams::default())
+        .await
+        .unwrap();
+    configmaps
+        .delete("another-owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        WAIT,
+        "the garbage collector to delete what oz-manager created",
+        || {
+            let (admin, ns, name) = (admin.clone(), operator_ns.clone(), options.name.clone());
+            async move {
+                let left: Vec<String> = created_at_run_time(&admin, &ns, &name)
+                    .await
+                    .into_iter()
+                    .filter(|(_, owners)| owners.is_some())
+                    .map(|(object, _)| object)
+                    .collect();
+                left.is_empty().then_some(())
+            }
+        },
+    )
+    .await;
     let _ = std::fs::remove_file(&audit_log);
     delete_cluster_scoped(&admin, &applied).await;
+}
+
+/// What oz-manager creates at run time in its namespace `ns` with the webhooks and an audit
+/// file, for an install named `name`: each object, and its owners (`None` once it is gone,
+/// `Some(vec![])` if it has none).
+pub(crate) async fn created_at_run_time(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+) -> Vec<(String, Option<Vec<OwnerReference>>)> {
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    let owners = |meta: ObjectMeta| meta.owner_references.unwrap_or_default();
+    let mut found = Vec::new();
+    for secret in [
+        format!("{name}-webhook-ca"),
+        format!("{name}-webhook-tls"),
+        "oz-audit-signing-key".to_string(),
+    ] {
+        let got = secrets.get_opt(&secret).await.unwrap();
+        found.push((format!("Secret {secret}"), got.map(|s| owners(s.metadata))));
+    }
+    let got = configmaps.get_opt("oz-audit").await.unwrap();
+    found.push(("ConfigMap oz-audit".into(), got.map(|c| owners(c.metadata))));
+    found
 }
 
 /// The install with both caller options passes the real apiserver's validation: every object,

@@ -8,12 +8,17 @@
 //! so all replicas sign with one key. The ConfigMap keeps every public key ever published
 //! there (`<keyId>.pub`), so files signed before a key was replaced still verify; `current`
 //! names the key in use.
+//!
+//! Both get the owner oz-manager was given (its ServiceAccount) when they are created, so they
+//! go with the install. One made before owners were set keeps none: adding one later would need
+//! delete on it, which oz is not granted (the key is never replaced).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
     ByteString,
     api::core::v1::{ConfigMap, ObjectReference, Secret},
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
 use kube::{
     Api, Client, Resource,
@@ -42,18 +47,23 @@ pub struct AuditKey {
 }
 
 /// Reads the signing key from its Secret in `namespace`, creating the Secret with a new key if
-/// there is none, and makes sure its public key is in the ConfigMap.
+/// there is none, and makes sure its public key is in the ConfigMap. Either one it creates is
+/// owned by `owner`, if any.
 ///
 /// The client needs, in `namespace`: get and create on Secrets, get, create and patch on
 /// ConfigMaps.
-pub async fn ensure_audit_key(client: &Client, namespace: &str) -> Result<AuditKey> {
+pub async fn ensure_audit_key(
+    client: &Client,
+    namespace: &str,
+    owner: Option<&OwnerReference>,
+) -> Result<AuditKey> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let signer = match secrets.get_opt(SIGNING_KEY_SECRET).await? {
         Some(secret) => signer_of(&secret)?,
         None => {
             let signer = Signer::generate().map_err(key_error)?;
             match secrets
-                .create(&PostParams::default(), &key_secret(&signer))
+                .create(&PostParams::default(), &key_secret(&signer, owner))
                 .await
             {
                 Ok(_) => {
@@ -67,7 +77,7 @@ pub async fn ensure_audit_key(client: &Client, namespace: &str) -> Result<AuditK
             }
         }
     };
-    let public_keys = publish(client, namespace, &signer).await?;
+    let public_keys = publish(client, namespace, &signer, owner).await?;
     Ok(AuditKey {
         signer,
         public_keys,
@@ -85,11 +95,16 @@ fn labels() -> BTreeMap<String, String> {
     )])
 }
 
-fn key_secret(signer: &Signer) -> Secret {
+fn owned_by(owner: Option<&OwnerReference>) -> Option<Vec<OwnerReference>> {
+    owner.map(|owner| vec![owner.clone()])
+}
+
+fn key_secret(signer: &Signer, owner: Option<&OwnerReference>) -> Secret {
     Secret {
         metadata: ObjectMeta {
             name: Some(SIGNING_KEY_SECRET.into()),
             labels: Some(labels()),
+            owner_references: owned_by(owner),
             ..ObjectMeta::default()
         },
         type_: Some("Opaque".into()),
@@ -121,7 +136,12 @@ fn signer_of(secret: &Secret) -> Result<Signer> {
 
 /// Adds the public key (and `current`) to the ConfigMap, creating it if missing; keys already
 /// there stay. Returns a reference to it.
-async fn publish(client: &Client, namespace: &str, signer: &Signer) -> Result<ObjectReference> {
+async fn publish(
+    client: &Client,
+    namespace: &str,
+    signer: &Signer,
+    owner: Option<&OwnerReference>,
+) -> Result<ObjectReference> {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let key_id = signer.key_id().to_string();
     let field = format!("{key_id}.pub");
@@ -149,6 +169,7 @@ async fn publish(client: &Client, namespace: &str, signer: &Signer) -> Result<Ob
                 metadata: ObjectMeta {
                     name: Some(PUBLIC_KEYS_CONFIGMAP.into()),
                     labels: Some(labels()),
+                    owner_references: owned_by(owner),
                     ..ObjectMeta::default()
                 },
                 data: Some(data),

@@ -2,6 +2,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
 use oz_audit::Rotation;
 use rustls::pki_types::CertificateDer;
@@ -73,6 +74,10 @@ pub struct WebhookConfig {
     /// certificate from this CA (the kube-apiserver), with one of its allowed names. Default:
     /// none, anyone who reaches the port is answered and recorded as `unverified`.
     pub client_ca: Option<ClientCa>,
+    /// The owner of what the server creates in `namespace` (the certificate Secrets, the audit
+    /// signing key and its public keys), so they go when it goes: oz-manager's own
+    /// ServiceAccount. Default: none, they stay until deleted by hand.
+    pub owner: Option<OwnerReference>,
 }
 
 impl WebhookConfig {
@@ -94,6 +99,7 @@ impl WebhookConfig {
             watch_namespaces: Vec::new(),
             metrics: WebhookMetrics::default(),
             client_ca: None,
+            owner: None,
         }
     }
 
@@ -177,12 +183,15 @@ impl WebhookServer {
             config.secrets.clone(),
             config.certs,
             config.registration.serving_names(),
-        );
+        )
+        .owned_by(config.owner.clone());
         // The audit key and the certificates at once: the webhooks are registered after both,
         // and every moment before that is one in which requests go unstamped.
         let audit_key = async {
             match &config.audit_log_path {
-                Some(_) => ensure_audit_key(&client, &config.namespace).await.map(Some),
+                Some(_) => ensure_audit_key(&client, &config.namespace, config.owner.as_ref())
+                    .await
+                    .map(Some),
                 None => Ok(None),
             }
         };

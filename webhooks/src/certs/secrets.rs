@@ -5,10 +5,17 @@
 //! read ([`CertStore::load`]). Writes are race-safe: a Secret is created only if absent, and
 //! replaced only at the resourceVersion it was read at. Whoever loses a race re-reads and uses
 //! the winner's certificate.
+//!
+//! With an owner ([`CertStore::owned_by`], oz-manager's ServiceAccount), both Secrets name it,
+//! so the garbage collector deletes them with the install: the leader sets it on every write,
+//! keeping any other owner, and adds it to a usable Secret that lacks it (one an older
+//! oz-manager made).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::{ByteString, api::core::v1::Secret};
+use k8s_openapi::{
+    ByteString, api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
 use kube::{
     Api, Client,
     api::{DeleteParams, ObjectMeta, PostParams, Preconditions},
@@ -78,6 +85,7 @@ pub struct CertStore {
     names: SecretNames,
     settings: CertSettings,
     serving_names: Vec<String>,
+    owner: Option<OwnerReference>,
 }
 
 enum Written {
@@ -101,7 +109,14 @@ impl CertStore {
             names,
             settings,
             serving_names,
+            owner: None,
         }
+    }
+
+    /// Makes `owner` an owner of both Secrets (none: they stay until deleted by hand).
+    pub fn owned_by(mut self, owner: Option<OwnerReference>) -> Self {
+        self.owner = owner;
+        self
     }
 
     /// The Secret names.
@@ -119,6 +134,11 @@ impl CertStore {
             let reason = match &stored {
                 Some(Ok(pair)) => match certs::check_ca(pair, &self.settings, now) {
                     Ok(_) => {
+                        if let Some(secret) = &existing
+                            && let Written::LostRace = self.adopt(secret).await?
+                        {
+                            continue;
+                        }
                         let bundle = existing
                             .as_ref()
                             .and_then(|s| text(s, CA_CRT))
@@ -173,7 +193,14 @@ impl CertStore {
                     &self.settings,
                     now,
                 ) {
-                    Ok(_) => return Ok(pair),
+                    Ok(_) => {
+                        if let Some(secret) = &existing
+                            && let Written::LostRace = self.adopt(secret).await?
+                        {
+                            continue;
+                        }
+                        return Ok(pair);
+                    }
                     Err(reason) => reason.to_string(),
                 },
                 Some(Err(reason)) => reason.to_string(),
@@ -239,6 +266,7 @@ impl CertStore {
                 name: Some(name.into()),
                 namespace: Some(self.namespace.clone()),
                 resource_version,
+                owner_references: self.owners_with_ours(existing),
                 labels: Some(BTreeMap::from([(
                     "app.kubernetes.io/managed-by".to_string(),
                     crate::FIELD_MANAGER.to_string(),
@@ -292,6 +320,43 @@ impl CertStore {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Adds the owner to `secret` if it lacks it, at the resourceVersion it was read at,
+    /// changing nothing else.
+    async fn adopt(&self, secret: &Secret) -> Result<Written> {
+        let owners = self.owners_with_ours(Some(secret));
+        if owners == secret.metadata.owner_references {
+            return Ok(Written::Done);
+        }
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        info!(secret = %self.qualified(&name), "adding oz-manager's ServiceAccount as its owner");
+        let mut adopted = secret.clone();
+        adopted.metadata.owner_references = owners;
+        match self
+            .secrets
+            .replace(&name, &PostParams::default(), &adopted)
+            .await
+        {
+            Ok(_) => Ok(Written::Done),
+            Err(kube::Error::Api(status)) if status.is_conflict() || status.is_not_found() => {
+                Ok(Written::LostRace)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The owners of `existing` (none if it is new), and ours if it is not among them.
+    fn owners_with_ours(&self, existing: Option<&Secret>) -> Option<Vec<OwnerReference>> {
+        let mut owners = existing
+            .and_then(|s| s.metadata.owner_references.clone())
+            .unwrap_or_default();
+        if let Some(owner) = &self.owner
+            && !owners.iter().any(|o| o.uid == owner.uid)
+        {
+            owners.push(owner.clone());
+        }
+        (!owners.is_empty()).then_some(owners)
     }
 
     fn qualified(&self, name: &str) -> String {
