@@ -520,6 +520,42 @@ async fn role_names(admin: &Client, ns: &str) -> Vec<String> {
         .collect()
 }
 
+/// `helm install` or `upgrade` (`verb`) of release `release` into the namespace of the same
+/// name on the shared control plane, with `values` (the CRDs are already there).
+/// `--force-conflicts`: oz-manager owns the webhook configurations' fields too (it applies them
+/// at start); Helm takes them back, and oz-manager, restarted with the new flags, agrees.
+fn helm_release(verb: &str, release: &str, values: &Value) -> String {
+    let file = values_file(values);
+    let kubeconfig = env().admin_kubeconfig();
+    helm(&[
+        verb,
+        release,
+        CHART,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--namespace",
+        release,
+        "--skip-crds",
+        "--force-conflicts",
+        "-f",
+        file.to_str().unwrap(),
+    ])
+}
+
+/// `helm uninstall` of `release`, waiting until its objects are deleted.
+fn helm_uninstall(release: &str) {
+    let kubeconfig = env().admin_kubeconfig();
+    helm(&[
+        "uninstall",
+        release,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--namespace",
+        release,
+        "--wait",
+    ]);
+}
+
 #[tokio::test]
 async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_cleans_up() {
     install_crds().await;
@@ -528,25 +564,9 @@ async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_clea
     let release = env().namespace("helm-oz").await.unwrap();
     let ns = env().namespace("helm").await.unwrap();
     let moved = env().namespace("helm-moved").await.unwrap();
-    let kubeconfig = env().admin_kubeconfig().to_str().unwrap().to_string();
-    let helm_release = |verb: &str, values: &Value| {
-        let file = values_file(values);
-        helm(&[
-            verb,
-            &release,
-            CHART,
-            "--kubeconfig",
-            &kubeconfig,
-            "--namespace",
-            &release,
-            "--skip-crds",
-            "-f",
-            file.to_str().unwrap(),
-        ])
-    };
     // No webhooks: they register cluster-wide objects the shared control plane's other tests use.
     let values = json!({"watchNamespaces": [ns], "controllers": ["exec", "pod"]});
-    helm_release("install", &values);
+    helm_release("install", &release, &values);
 
     // oz-manager runs with the chart's ServiceAccount token and its Deployment's flags.
     let token =
@@ -589,6 +609,7 @@ async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_clea
     let manager = format!("{release}-manager");
     helm_release(
         "upgrade",
+        &release,
         &json!({"watchNamespaces": [moved], "controllers": ["exec", "pod"]}),
     );
     eventually(
@@ -607,15 +628,7 @@ async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_clea
     .await;
 
     // Uninstalling leaves no object of the release; the request stays, for history.
-    helm(&[
-        "uninstall",
-        &release,
-        "--kubeconfig",
-        &kubeconfig,
-        "--namespace",
-        &release,
-        "--wait",
-    ]);
+    helm_uninstall(&release);
     let selector = release_selector(&release);
     for namespace in [&release, &ns, &moved] {
         assert!(
@@ -711,25 +724,6 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies_and_uninstall_l
     let release = env().namespace("helm-hooks").await.unwrap();
     let ns = env().namespace("helm-hooks-a").await.unwrap();
     let moved = env().namespace("helm-hooks-b").await.unwrap();
-    let kubeconfig = env().admin_kubeconfig().to_str().unwrap().to_string();
-    let helm_release = |verb: &str, values: &Value| {
-        let file = values_file(values);
-        helm(&[
-            verb,
-            &release,
-            CHART,
-            "--kubeconfig",
-            &kubeconfig,
-            "--namespace",
-            &release,
-            "--skip-crds",
-            // oz-manager owns the webhook configurations' fields too (it applies them at start):
-            // Helm takes them back, and oz-manager, restarted with the new flags, agrees.
-            "--force-conflicts",
-            "-f",
-            file.to_str().unwrap(),
-        ])
-    };
     let values = |watched: &str| {
         json!({
             "watchNamespaces": [watched],
@@ -737,7 +731,7 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies_and_uninstall_l
             "audit": {"log": {"enabled": true}},
         })
     };
-    helm_release("install", &values(&ns));
+    helm_release("install", &release, &values(&ns));
 
     // oz-manager, with the chart's ServiceAccount token and flags, applies its registration
     // (forcing, as its own field manager) and makes its Secrets and ConfigMap.
@@ -805,7 +799,7 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies_and_uninstall_l
     drop(operator);
     let _ = std::fs::remove_file(&audit_log);
 
-    helm_release("upgrade", &values(&moved));
+    helm_release("upgrade", &release, &values(&moved));
     let audit = validating.get(&audit_name).await.unwrap();
     let selector = audit.webhooks.unwrap()[0]
         .namespace_selector
@@ -815,15 +809,7 @@ async fn helm_upgrade_moves_the_webhooks_oz_manager_also_applies_and_uninstall_l
         selector.match_expressions.unwrap()[0].values,
         Some(vec![moved.clone()])
     );
-    helm(&[
-        "uninstall",
-        &release,
-        "--kubeconfig",
-        &kubeconfig,
-        "--namespace",
-        &release,
-        "--wait",
-    ]);
+    helm_uninstall(&release);
     assert!(validating.get_opt(&audit_name).await.unwrap().is_none());
     // Helm deletes the ServiceAccount; the garbage collector then deletes what it owned.
     wait_until_empty(&admin, &release).await;
