@@ -509,15 +509,26 @@ fn release_selector(release: &str) -> ListParams {
     ListParams::default().labels(&format!("app.kubernetes.io/instance={release}"))
 }
 
-async fn role_names(admin: &Client, ns: &str) -> Vec<String> {
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .list(&ListParams::default())
+/// The names of what `api` lists with `params`.
+async fn names<K>(api: Api<K>, params: &ListParams) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(params)
         .await
         .unwrap()
         .items
         .into_iter()
-        .filter_map(|r| r.metadata.name)
+        .filter_map(|o| o.meta().name.clone())
         .collect()
+}
+
+async fn role_names(admin: &Client, ns: &str) -> Vec<String> {
+    names(
+        Api::<Role>::namespaced(admin.clone(), ns),
+        &ListParams::default(),
+    )
+    .await
 }
 
 /// `helm install` or `upgrade` (`verb`) of release `release` into the namespace of the same
@@ -648,63 +659,44 @@ async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_clea
                 .is_empty()
         );
     }
-    let in_release = |kind: &str, names: Vec<Option<String>>| {
+    let in_release = |kind: &str, names: Vec<String>| {
         assert!(names.is_empty(), "{kind} left behind: {names:?}");
     };
     in_release(
         "Lease",
-        Api::<Lease>::namespaced(admin.clone(), &release)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| o.metadata.name)
-            .collect(),
+        names(
+            Api::<Lease>::namespaced(admin.clone(), &release),
+            &ListParams::default(),
+        )
+        .await,
     );
     in_release(
         "ServiceAccount",
-        Api::<ServiceAccount>::namespaced(admin.clone(), &release)
-            .list(&selector)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| o.metadata.name)
-            .collect(),
+        names(
+            Api::<ServiceAccount>::namespaced(admin.clone(), &release),
+            &selector,
+        )
+        .await,
     );
     in_release(
         "Service",
-        Api::<Service>::namespaced(admin.clone(), &release)
-            .list(&selector)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| o.metadata.name)
-            .collect(),
+        names(
+            Api::<Service>::namespaced(admin.clone(), &release),
+            &selector,
+        )
+        .await,
     );
     in_release(
         "Deployment",
-        Api::<Deployment>::namespaced(admin.clone(), &release)
-            .list(&selector)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| o.metadata.name)
-            .collect(),
+        names(
+            Api::<Deployment>::namespaced(admin.clone(), &release),
+            &selector,
+        )
+        .await,
     );
     in_release(
         "ClusterRole",
-        Api::<ClusterRole>::all(admin.clone())
-            .list(&selector)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| o.metadata.name)
-            .collect(),
+        names(Api::<ClusterRole>::all(admin.clone()), &selector).await,
     );
     let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), &ns);
     assert!(requests.get_opt("alice-web").await.unwrap().is_some());
