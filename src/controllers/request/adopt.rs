@@ -50,8 +50,10 @@ pub const ADOPTED_FROM_OZ: &str = "AdoptedFromOz";
 /// The reason of [`ADOPTED_FROM_OZ`].
 const OZ_GRANT: &str = "OzGrant";
 
-/// A grant Oz made, as found: the pod its Role names.
+/// A grant Oz made, as found: its Role and RoleBinding, and the pod the Role names.
 pub struct OzGrant {
+    pub role: Role,
+    pub binding: RoleBinding,
     pub pod: Pod,
 }
 
@@ -93,7 +95,7 @@ pub async fn oz_grant<B: AccessBuilder>(r: &Reconciling<'_, B>) -> Result<Option
     if B::OWNS_PODS && !controlled_by(pod.owner_references(), uid) {
         return Ok(None);
     }
-    Ok(Some(OzGrant { pod }))
+    Ok(Some(OzGrant { role, binding, pod }))
 }
 
 /// Keeps Oz's grant until Oz's end (creation plus the duration Oz decided, clamped to the
@@ -117,10 +119,11 @@ pub async fn keep_oz_grant<B: AccessBuilder>(
     }
     timers.arm(&r.grant, expires_at);
     expire::still_valid(&mut pass);
-    take_over::<Role>(r).await?;
-    take_over::<RoleBinding>(r).await?;
+    // The objects as oz_grant just read them: no second read to see their labels.
+    take_over(r, &grant.role).await?;
+    take_over(r, &grant.binding).await?;
     if B::OWNS_PODS {
-        take_over::<Pod>(r).await?;
+        take_over(r, &grant.pod).await?;
     }
     let adopted = adopted_message(&config.allowed_groups, &expires_at.to_string());
     if !adopted_earlier(pass.previous()) {
@@ -144,9 +147,9 @@ pub async fn keep_oz_grant<B: AccessBuilder>(
     build::is_access_ready(r, pass, config, &built, expires_at).await
 }
 
-/// Puts oz's labels on the grant's object `K` with oz's field manager, leaving everything else
-/// as Oz wrote it, unless it has them already.
-async fn take_over<K>(r: &Reconciling<'_, impl AccessBuilder>) -> Result<()>
+/// Puts oz's labels on `object`, one of the grant's, with oz's field manager, leaving everything
+/// else as Oz wrote it, unless it has them already.
+async fn take_over<K>(r: &Reconciling<'_, impl AccessBuilder>, object: &K) -> Result<()>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -154,18 +157,20 @@ where
         + Serialize
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &r.grant.namespace);
-    let Some(object) = api.get_opt(&r.grant.name).await? else {
-        return Ok(());
-    };
     if has_labels(object.labels(), &r.grant.labels) {
         return Ok(());
     }
     let patch = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
-        "metadata": {"name": r.grant.name, "labels": r.grant.labels},
+        // At the version read: an apply never recreates an object deleted since (it fails).
+        "metadata": {
+            "name": r.grant.name,
+            "labels": r.grant.labels,
+            "resourceVersion": object.resource_version(),
+        },
     });
+    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &r.grant.namespace);
     api.patch(
         &r.grant.name,
         &PatchParams::apply(FIELD_MANAGER).force(),
