@@ -187,6 +187,14 @@ fn watch_bindings(admin: &Client, ns: &str) -> Seen {
     seen
 }
 
+/// How many objects `api` lists.
+async fn count<K>(api: &Api<K>) -> usize
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default()).await.unwrap().items.len()
+}
+
 fn expiry_of<R: AccessRequest>(request: &R) -> Timestamp {
     request
         .request_status()
@@ -241,15 +249,7 @@ async fn an_oz_exec_grant_in_its_window_is_kept_without_a_gap_and_ends_at_ozs_en
     // No duplicate: one Role and one RoleBinding, Oz's, now labelled as oz's.
     let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
     let managed = ListParams::default().labels("app.kubernetes.io/managed-by=oz");
-    assert_eq!(
-        roles
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(count(&roles).await, 1);
     let listed = bindings.list(&managed).await.unwrap().items;
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].uid().as_deref(), Some(original.as_str()));
@@ -334,24 +334,8 @@ async fn an_oz_pod_grant_keeps_its_pod_and_ends_at_ozs_end() {
     assert_eq!(owned[0].uid(), original_pod);
     let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), &ns);
-    assert_eq!(
-        roles
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
-    assert_eq!(
-        bindings
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(count(&roles).await, 1);
+    assert_eq!(count(&bindings).await, 1);
 
     wait_for(&requests, name, RequestPhase::Expired, &operator.log).await;
     assert!(!can("alice", "create", "pods", Some("exec"), &ns, &oz.grant).await);
@@ -409,12 +393,5 @@ async fn only_live_grants_oz_provably_made_are_adopted() {
         assert!(!condition_holds(&denied, "AdoptedFromOz"), "{denied:?}");
     }
     assert!(!can("alice", "create", "pods", Some("exec"), &ns, &pod).await);
-    assert!(
-        bindings
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert_eq!(count(&bindings).await, 0);
 }
