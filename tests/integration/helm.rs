@@ -27,7 +27,8 @@ use serde_json::{Value, json};
 
 use crate::{
     install::{
-        TEMPLATE, created_at_run_time, operator_args, service_account_kubeconfig, wait_for_ready,
+        ALICES_REQUEST, TEMPLATE, created_at_run_time, operator_args, service_account_kubeconfig,
+        wait_for_ready,
     },
     support::{Operator, can_exec, create_manifest, env, eventually, install_crds, parse_manifest},
 };
@@ -597,14 +598,7 @@ async fn helm_install_runs_oz_under_its_rbac_upgrade_moves_it_and_uninstall_clea
         .unwrap();
     create_manifest(&admin, &ns, TEMPLATE).await.unwrap();
     let operator = Operator::start_with_kubeconfig(&ns, &token, &args);
-    create_manifest(
-        &admin,
-        &ns,
-        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {name: alice-web}\n\
-         spec:\n  templateName: web-exec\n  requester: {username: alice, groups: [devs, system:authenticated]}\n",
-    )
-    .await
-    .unwrap();
+    create_manifest(&admin, &ns, ALICES_REQUEST).await.unwrap();
     let pod = wait_for_ready(&admin, &ns, "alice-web", &operator).await;
     assert_eq!(pod, web.pod_names()[0]);
     assert!(can_exec("alice", &ns, &pod).await);

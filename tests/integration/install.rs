@@ -47,6 +47,12 @@ pub(crate) const TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind
     accessConfig: {allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}\n  \
     controllerTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n";
 
+/// alice's request through [`TEMPLATE`], its requester written by the admin who creates it (these
+/// tests run oz-manager without the webhook that would stamp it).
+pub(crate) const ALICES_REQUEST: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\n\
+    metadata: {name: alice-web}\nspec:\n  templateName: web-exec\n  \
+    requester: {username: alice, groups: [devs, system:authenticated]}\n";
+
 #[tokio::test]
 async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
     install_crds().await;
@@ -104,14 +110,7 @@ async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
     let args = operator_args(&yaml, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let operator = Operator::start_with_kubeconfig(&ns, &kubeconfig, &args);
-    create_manifest(
-        &admin,
-        &ns,
-        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {name: alice-web}\n\
-         spec:\n  templateName: web-exec\n  requester: {username: alice, groups: [devs, system:authenticated]}\n",
-    )
-    .await
-    .unwrap();
+    create_manifest(&admin, &ns, ALICES_REQUEST).await.unwrap();
     let pod = wait_for_ready(&admin, &ns, "alice-web", &operator).await;
     assert!(web.pod_names().contains(&pod), "{pod} is one of web's pods");
     assert!(can_exec("alice", &ns, &pod).await);
