@@ -511,6 +511,22 @@ async fn a_leader_stopped_gracefully_hands_over_at_once_not_after_its_lease() {
     granted(&admin, &ns, "after", "5m").await;
 }
 
+/// An admin hands oz's Lease in `ns` to `holder`, freshly renewed, as if it had taken it.
+async fn hand_lease_to(admin: &Client, ns: &str, holder: &str) {
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), ns);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
+    leases
+        .patch(
+            "oz-manager",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "spec": {"holderIdentity": holder, "acquireTime": now, "renewTime": now}
+            })),
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_leader_that_loses_its_lease_stops_reconciling() {
     let (ns, admin) = namespace_with_template("stolen").await;
@@ -524,18 +540,7 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
     granted_by(&admin, &ns, "before", &leader).await;
 
     // An admin hands the Lease to the other replica while the leader keeps running.
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
-    leases
-        .patch(
-            "oz-manager",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({
-                "spec": {"holderIdentity": follower_identity, "acquireTime": now, "renewTime": now}
-            })),
-        )
-        .await
-        .unwrap();
+    hand_lease_to(&admin, &ns, &follower_identity).await;
     // The positive markers: the old leader says its controllers stopped; the new one leads.
     eventually(
         Duration::from_secs(15),
@@ -587,18 +592,7 @@ async fn a_leader_that_loses_its_lease_and_takes_it_back_runs_its_controllers_ag
 
     // Another holder takes the Lease and never renews it: oz steps down, waits the 3 s lease
     // out, and takes it back, in the same process.
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns);
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
-    leases
-        .patch(
-            "oz-manager",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({
-                "spec": {"holderIdentity": "intruder", "acquireTime": now, "renewTime": now}
-            })),
-        )
-        .await
-        .unwrap();
+    hand_lease_to(&admin, &ns, "intruder").await;
     eventually(
         Duration::from_secs(15),
         "oz to stop its controllers",
