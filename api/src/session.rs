@@ -59,6 +59,17 @@ pub enum SessionEndReason {
 }
 
 impl SessionEndReason {
+    /// Every reason, in declaration order (each gets its metric series from the start).
+    pub const ALL: [SessionEndReason; 7] = [
+        Self::Exited,
+        Self::Expired,
+        Self::Revoked,
+        Self::TemplateDeleted,
+        Self::IdleTimeout,
+        Self::ServerShutdown,
+        Self::Failed,
+    ];
+
     /// The line a user's terminal gets before oz closes the stream, and what the records say.
     pub fn describe(self) -> &'static str {
         match self {

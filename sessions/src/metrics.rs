@@ -114,16 +114,7 @@ impl SessionMetrics {
         for stream in ["exec", "attach"] {
             let _ = self.total.get_or_create(&StreamLabels { stream });
         }
-        use oz_api::SessionEndReason::*;
-        for reason in [
-            Exited,
-            Expired,
-            Revoked,
-            TemplateDeleted,
-            IdleTimeout,
-            ServerShutdown,
-            Failed,
-        ] {
+        for reason in oz_api::SessionEndReason::ALL {
             let _ = self.ended.get_or_create(&ReasonLabels {
                 reason: reason.label(),
             });
