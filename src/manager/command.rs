@@ -144,14 +144,30 @@ fn fail(message: &str) -> ExitCode {
 async fn run(args: RunArgs) -> Result<(), String> {
     init_logging(args.log_format, &args.log_level)?;
     let config = args.manager_config()?;
-    let client = kube::Client::try_default().await.map_err(|e| {
-        format!("cannot reach a cluster (check KUBECONFIG or the in-cluster service account): {e}")
-    })?;
+    let client = client().await?;
     let shutdown = shutdown_signal().boxed().shared();
     super::run(client, config, shutdown).await?;
     tracing::info!(target: LOG_TARGET, "stopped");
     Ok(())
 }
+
+/// The client oz-manager calls the apiserver with. It names itself in its User-Agent, so an
+/// apiserver audit log tells oz's calls from those of anyone using the same credentials (kube
+/// sends none by default).
+async fn client() -> Result<kube::Client, String> {
+    let unreachable = |e: &dyn std::fmt::Display| {
+        format!("cannot reach a cluster (check KUBECONFIG or the in-cluster service account): {e}")
+    };
+    let mut config = kube::Config::infer().await.map_err(|e| unreachable(&e))?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    kube::Client::try_from(config).map_err(|e| unreachable(&e))
+}
+
+/// `oz-manager/VERSION`: what an apiserver audit log records as oz's `userAgent`.
+pub const USER_AGENT: &str = concat!("oz-manager/", env!("CARGO_PKG_VERSION"));
 
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
