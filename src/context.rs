@@ -7,7 +7,7 @@ use kube::{
     runtime::events::{Recorder, Reporter},
 };
 
-use crate::{metrics::Metrics, notify::Notifier};
+use crate::{metrics::Metrics, notify::Notifier, own_writes::OwnWrites};
 
 /// Operator-wide settings the reconcilers follow.
 #[derive(Clone, Debug)]
@@ -43,6 +43,8 @@ pub struct Context {
     pub settings: Settings,
     /// Sends news of requests to their sinks.
     pub notifier: Notifier,
+    /// oz's writes to grants' objects whose watch events have not come back yet.
+    pub own_writes: OwnWrites,
 }
 
 impl Context {
@@ -57,6 +59,7 @@ impl Context {
             metrics,
             settings,
             notifier: Notifier::disabled(),
+            own_writes: OwnWrites::default(),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod install;
 pub mod manager;
 pub mod metrics;
 pub mod notify;
+pub mod own_writes;
 pub mod time;
 
 pub use context::{Context, Settings};

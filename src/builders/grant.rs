@@ -92,9 +92,23 @@ fn label_safe(value: &str) -> String {
 pub async fn revoke_grant(ctx: &Context, grant: &GrantIdentity) -> Result<bool, Error> {
     let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
     let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-    let binding = delete_if_present(&bindings, &grant.name).await?;
-    let role = delete_if_present(&roles, &grant.name).await?;
+    let binding = delete_own(ctx, &bindings, grant).await?;
+    let role = delete_own(ctx, &roles, grant).await?;
     Ok(binding || role)
+}
+
+/// Deletes the grant's object of `api`'s kind, recorded as oz's own write so that its watch event
+/// does not wake the request (which already knows).
+async fn delete_own<K>(ctx: &Context, api: &Api<K>, grant: &GrantIdentity) -> Result<bool, Error>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    ctx.own_writes.deleting::<K>(&grant.namespace, &grant.name);
+    let existed = delete_if_present(api, &grant.name).await;
+    if !matches!(existed, Ok(true)) {
+        ctx.own_writes.gone::<K>(&grant.namespace, &grant.name);
+    }
+    existed
 }
 
 #[cfg(test)]

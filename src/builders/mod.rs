@@ -9,6 +9,7 @@ use oz_api::{AccessRequest, SessionMode};
 
 use crate::{Context, Error};
 
+pub mod cache;
 pub mod exec;
 pub mod grant;
 pub mod pod;
@@ -16,6 +17,7 @@ pub mod rbac;
 pub mod selector;
 pub mod workload;
 
+pub use cache::GrantCache;
 pub use exec::ExecAccessBuilder;
 pub use grant::{GrantIdentity, MANAGED_BY, blocking, grant_identity, resource_name, revoke_grant};
 pub use pod::PodAccessBuilder;
@@ -60,12 +62,17 @@ pub trait AccessBuilder: Copy + Send + Sync + 'static {
     type Request: AccessRequest;
     /// Whether the builder creates pods, so the controller must watch them.
     const OWNS_PODS: bool = false;
+    /// Whether the builder reads workloads from the cache ([`GrantCache::workloads`]): only
+    /// their selectors are cached, which is all exec access needs.
+    const CACHES_WORKLOADS: bool = false;
 
     /// Creates (or re-applies) the access resources for `request`, bound to `subjects`.
     /// `recorded_pod` is the pod chosen by an earlier reconcile, if any: it never changes.
+    #[allow(clippy::too_many_arguments)]
     fn build(
         &self,
         ctx: &Context,
+        cache: &GrantCache,
         request: &Self::Request,
         template: &<Self::Request as AccessRequest>::Template,
         grant: &GrantIdentity,

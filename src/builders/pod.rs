@@ -16,7 +16,7 @@ use oz_api::{
 };
 
 use super::{
-    AccessBuilder, BuildError, Built, GrantIdentity, is_ready, rbac, revoke_grant,
+    AccessBuilder, BuildError, Built, GrantCache, GrantIdentity, is_ready, rbac, revoke_grant,
     workload::{self, Lookup},
 };
 use crate::{Context, Error};
@@ -63,13 +63,14 @@ impl AccessBuilder for PodAccessBuilder {
     async fn build(
         &self,
         ctx: &Context,
+        cache: &GrantCache,
         _request: &PodAccessRequest,
         template: &PodAccessTemplate,
         grant: &GrantIdentity,
         subjects: Vec<Subject>,
         _recorded_pod: Option<&str>,
     ) -> Result<Built, BuildError> {
-        let existing = rbac::existing_role(ctx, grant).await?;
+        let existing = cache.role(ctx, grant).await?;
         let session_mode =
             rbac::granted_session_mode(template.access_config().session_mode(), existing.as_ref());
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &grant.namespace);
@@ -112,7 +113,7 @@ impl AccessBuilder for PodAccessBuilder {
             SessionMode::Direct => POD_PERMISSIONS,
             SessionMode::Brokered => BROKERED_POD_PERMISSIONS,
         };
-        rbac::apply_grant(ctx, grant, &grant.name, permissions, subjects).await?;
+        rbac::apply_grant(ctx, cache, grant, &grant.name, permissions, subjects).await?;
         Ok(Built {
             ready: is_ready(&pod),
             created_message: created_message(grant),

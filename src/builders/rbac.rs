@@ -5,7 +5,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::{Api, api::ObjectMeta};
 use oz_api::{AccessConfig, GrantTo, Requester, SESSIONS_GROUP, SessionMode};
 
-use super::GrantIdentity;
+use super::{GrantCache, GrantIdentity};
 use crate::{Context, Result, apply::apply};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -80,13 +80,6 @@ pub fn role_session_mode(role: &Role) -> SessionMode {
     }
 }
 
-/// The grant's Role as it exists, if it does: the record of the pod and the session mode it
-/// was granted.
-pub async fn existing_role(ctx: &Context, grant: &GrantIdentity) -> Result<Option<Role>> {
-    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-    Ok(roles.get_opt(&grant.name).await?)
-}
-
 /// The Role granting `permissions` on the one pod `pod`, and nothing else.
 pub fn build_role(grant: &GrantIdentity, pod: &str, permissions: &[PodPermission]) -> Role {
     Role {
@@ -150,21 +143,77 @@ pub fn never_wider(existing: Option<&RoleBinding>, wanted: Vec<Subject>) -> Vec<
     }
 }
 
-/// Applies the grant's Role and RoleBinding for `pod`.
+/// Applies the grant's Role and RoleBinding for `pod`, each only if the cached one differs
+/// from what it should be: re-applying an unchanged object is still a call (oz-bench counted
+/// two per reconcile), and a reconcile that changes nothing should make none.
 pub async fn apply_grant(
     ctx: &Context,
+    cache: &GrantCache,
     grant: &GrantIdentity,
     pod: &str,
     permissions: &[PodPermission],
     subjects: Vec<Subject>,
 ) -> Result<()> {
-    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-    let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-    apply(&roles, &build_role(grant, pod, permissions)).await?;
-    let existing = bindings.get_opt(&grant.name).await?;
+    let role = build_role(grant, pod, permissions);
+    let existing = cache.role(ctx, grant).await?;
+    if !same_role(existing.as_ref(), &role) {
+        let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        let before = resource_version(existing.as_ref());
+        ctx.own_writes
+            .track(&grant.namespace, &grant.name, before, apply(&roles, &role))
+            .await?;
+    }
+    let existing = cache.binding(ctx, grant).await?;
     let subjects = never_wider(existing.as_ref(), subjects);
-    apply(&bindings, &build_role_binding(grant, subjects)).await?;
+    let binding = build_role_binding(grant, subjects);
+    if !same_binding(existing.as_ref(), &binding) {
+        let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        let before = resource_version(existing.as_ref());
+        ctx.own_writes
+            .track(
+                &grant.namespace,
+                &grant.name,
+                before,
+                apply(&bindings, &binding),
+            )
+            .await?;
+    }
     Ok(())
+}
+
+/// Whether `existing` is `wanted` in everything oz sets: its rules, labels and owner.
+fn same_role(existing: Option<&Role>, wanted: &Role) -> bool {
+    existing.is_some_and(|e| e.rules == wanted.rules && same_meta(&e.metadata, &wanted.metadata))
+}
+
+/// Whether `existing` is `wanted` in everything oz sets: its Role, subjects, labels and owner.
+fn same_binding(existing: Option<&RoleBinding>, wanted: &RoleBinding) -> bool {
+    existing.is_some_and(|e| {
+        e.role_ref == wanted.role_ref
+            && e.subjects == wanted.subjects
+            && same_meta(&e.metadata, &wanted.metadata)
+    })
+}
+
+/// oz's labels and owner reference are there (others may add their own).
+fn same_meta(existing: &ObjectMeta, wanted: &ObjectMeta) -> bool {
+    let labels = existing.labels.clone().unwrap_or_default();
+    let has_labels = wanted
+        .labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let owners = existing.owner_references.as_deref().unwrap_or_default();
+    let has_owner = wanted
+        .owner_references
+        .iter()
+        .flatten()
+        .all(|o| owners.contains(o));
+    has_labels && has_owner
+}
+
+fn resource_version<K: kube::Resource>(object: Option<&K>) -> Option<&str> {
+    object.and_then(|o| o.meta().resource_version.as_deref())
 }
 
 fn grant_metadata(grant: &GrantIdentity) -> ObjectMeta {

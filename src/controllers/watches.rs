@@ -4,7 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment, StatefulSet},
     core::v1::Pod,
@@ -25,12 +25,17 @@ use oz_api::{
 };
 
 use super::{
-    request::{self, RequestReconciler},
+    request::{self, RequestReconciler, RequestStores},
     template,
 };
 use crate::{
     Context, Error,
-    builders::{AccessBuilder, MANAGED_BY, workload::rollout_resource},
+    builders::{
+        AccessBuilder, GrantCache, MANAGED_BY,
+        cache::{WorkloadStores, keep_selector_only},
+        grant_identity,
+        workload::rollout_resource,
+    },
 };
 
 /// Where the controllers look.
@@ -150,27 +155,84 @@ pub async fn request_controller<B: AccessBuilder>(
     .modify(|approval| oz_api::strip_unread_metadata(approval.meta_mut()))
     .reflect(approvals_writer)
     .touched_objects();
-    let reconciler = Arc::new(RequestReconciler::new(ctx, builder, approvals));
-    let (forgetting, cached) = (reconciler.clone(), store.clone());
+    // The templates, read by every reconcile; a change to one wakes the requests naming it.
+    let (templates, templates_writer) = reflector::store();
+    let template_changes = watcher::watcher(
+        scope.api::<<B::Request as AccessRequest>::Template>(&client),
+        watcher::Config::default(),
+    )
+    .modify(|template| oz_api::strip_unread_metadata(template.meta_mut()))
+    .reflect(templates_writer)
+    .touched_objects();
+    // The grants' Roles and RoleBindings, read by the builders instead of the apiserver; a
+    // change to one that oz did not make wakes its request, which puts it back.
+    let (roles, roles_writer) = reflector::store();
+    let role_changes = changes_by_others(
+        scope.api::<Role>(&client),
+        owned.clone(),
+        roles_writer,
+        &ctx,
+    );
+    let (bindings, bindings_writer) = reflector::store();
+    let binding_changes = changes_by_others(
+        scope.api::<RoleBinding>(&client),
+        owned.clone(),
+        bindings_writer,
+        &ctx,
+    );
+    let (workloads, workload_watches) = if B::CACHES_WORKLOADS {
+        let (stores, watches) = workload_stores(&client, &scope);
+        (Some(stores), watches)
+    } else {
+        (None, Vec::new())
+    };
+    let cache = GrantCache {
+        roles,
+        bindings,
+        workloads,
+    };
+    let stores = RequestStores {
+        requests: store.clone(),
+        templates,
+    };
+    let reconciler = Arc::new(RequestReconciler::new(
+        ctx.clone(),
+        builder,
+        stores,
+        approvals,
+        cache,
+    ));
+    let (forgetting, cached, own) = (reconciler.clone(), store.clone(), ctx.own_writes.clone());
+    let echoes = ctx.own_writes.clone();
     let requests = watcher::watcher(scope.api::<B::Request>(&client), watcher::Config::default())
         .modify(|request| oz_api::strip_unread_metadata(request.meta_mut()))
         .reflect(writer)
-        // A request that is gone needs no timer (its access goes with it, by owner reference).
+        // A request that is gone needs no timer (its access goes with it, by owner reference),
+        // and the writes oz made to it and its grant will not echo.
         .inspect(move |event| match event {
-            Ok(watcher::Event::Delete(request)) => forgetting.timers.forget(request),
+            Ok(watcher::Event::Delete(request)) => {
+                forgetting.timers.forget(request);
+                let namespace = request.namespace().unwrap_or_default();
+                own.forget(&namespace, &request.name_any());
+                if let Ok(grant) = grant_identity(request) {
+                    own.forget(&namespace, &grant.name);
+                }
+            }
             Ok(watcher::Event::InitDone) => forgetting.timers.forget_absent(&cached),
             _ => {}
         })
-        .applied_objects();
+        .applied_objects()
+        // oz's own status writes come back here too: the pass that wrote them has already
+        // decided everything they say.
+        .filter(move |request| {
+            let echo = matches!(request, Ok(r) if echoes.is_echo(r, false));
+            futures::future::ready(!echo)
+        });
     let controller = Controller::for_stream(requests, store.clone());
     let mut controller = controller
-        .owns(scope.api::<Role>(&client), owned.clone())
-        .owns(scope.api::<RoleBinding>(&client), owned.clone())
-        .watches(
-            scope.api::<<B::Request as AccessRequest>::Template>(&client),
-            watcher::Config::default(),
-            requests_naming(&store),
-        )
+        .owns_stream(role_changes)
+        .owns_stream(binding_changes)
+        .watches_stream(template_changes, requests_naming(&store))
         .watches_stream(decisions, request_decided::<B::Request>);
     if B::OWNS_PODS {
         controller = controller.owns(scope.api::<Pod>(&client), owned);
@@ -188,9 +250,89 @@ pub async fn request_controller<B: AccessBuilder>(
         &kind,
     );
     let running = futures::future::join(run, reconciler.timers.arm_from_cache(store));
+    // The workload caches are filled for as long as the controller runs.
+    let running = futures::future::select(
+        Box::pin(running),
+        Box::pin(futures::future::join_all(workload_watches)),
+    );
     // The grant count ends with the controller: a controller started again (leadership
     // regained) counts from its own cache, not alongside a stale one.
     futures::future::select(Box::pin(running), Box::pin(counting)).await;
+}
+
+/// The changes to oz's objects of kind `K` that someone other than oz made, reflected into
+/// `writer`'s store on the way: each of oz's own applies and deletes comes back as a watch
+/// event, which is dropped ([`crate::own_writes`]).
+fn changes_by_others<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    ctx: &Context,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Send + Sync + 'static,
+{
+    let own = ctx.own_writes.clone();
+    watcher::watcher(api, config)
+        .modify(|object| oz_api::strip_unread_metadata(object.meta_mut()))
+        .reflect(writer)
+        .filter_map(move |event| {
+            let change = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    (!own.is_echo(&o, false)).then_some(Ok(o))
+                }
+                Ok(watcher::Event::Delete(o)) => (!own.is_echo(&o, true)).then_some(Ok(o)),
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Err(e) => Some(Err(e)),
+            };
+            futures::future::ready(change)
+        })
+}
+
+/// The workload caches of exec access ([`WorkloadStores`]), and the watches that fill them.
+fn workload_stores(
+    client: &Client,
+    scope: &Scope,
+) -> (WorkloadStores, Vec<BoxFuture<'static, ()>>) {
+    fn cached<W>(api: Api<W>, clear_spec: fn(&mut W)) -> (Store<W>, BoxFuture<'static, ()>)
+    where
+        W: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        W: Send + Sync + 'static,
+    {
+        let (store, writer) = reflector::store();
+        let watch = watcher::watcher(api, watcher::Config::default())
+            .modify(move |w| keep_selector_only(w, clear_spec))
+            .reflect(writer)
+            .backoff(WatchBackoff::default())
+            .for_each(|_| futures::future::ready(()));
+        (store, Box::pin(watch))
+    }
+    let (deployments, d) = cached(scope.api::<Deployment>(client), |d| {
+        d.status = None;
+        if let Some(spec) = &mut d.spec {
+            spec.template = Default::default();
+        }
+    });
+    let (stateful_sets, s) = cached(scope.api::<StatefulSet>(client), |s| {
+        s.status = None;
+        if let Some(spec) = &mut s.spec {
+            spec.template = Default::default();
+            spec.volume_claim_templates = None;
+        }
+    });
+    let (daemon_sets, ds) = cached(scope.api::<DaemonSet>(client), |d| {
+        d.status = None;
+        if let Some(spec) = &mut d.spec {
+            spec.template = Default::default();
+        }
+    });
+    let stores = WorkloadStores {
+        deployments,
+        stateful_sets,
+        daemon_sets,
+    };
+    (stores, vec![d, s, ds])
 }
 
 /// Maps a changed template to the requests that name it.

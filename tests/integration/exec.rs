@@ -244,8 +244,9 @@ async fn alice_gets_exec_on_the_recorded_pod_only_and_no_one_else_does() {
     );
     // The request is owned by its template, as in Oz.
     assert_eq!(ready.owner_references()[0].kind, "ExecAccessTemplate");
+    // One Event says it all: made and ready in one pass, exec access is announced once.
     let reasons = f.events_once("alice-web", "Ready").await;
-    assert!(reasons.contains(&"Created".to_string()), "{reasons:?}");
+    assert_eq!(reasons, ["Ready"]);
 
     // What the apiserver says, asked by each user.
     let other = f.web.pod_names().into_iter().find(|p| *p != pod).unwrap();

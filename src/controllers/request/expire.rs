@@ -7,13 +7,17 @@
 use std::ops::ControlFlow;
 
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
-use kube::{Api, Resource, ResourceExt, runtime::controller::Action, runtime::events::EventType};
+use kube::{
+    Api, Resource, ResourceExt,
+    runtime::{controller::Action, events::EventType, reflector::ObjectRef},
+};
 use oz_api::{
-    AccessRequest, RequestPhase, condition_reason as reason, condition_type as kind,
-    conditions::Observation,
+    AccessRequest, AccessTemplate, RequestPhase, condition_reason as reason,
+    condition_type as kind, conditions::Observation,
 };
 
 use super::{
+    RequestStores,
     reconciling::{Reconciling, Step},
     status::{Pass, Wake},
 };
@@ -29,7 +33,7 @@ use crate::{
 pub async fn is_access_over<B: AccessBuilder>(r: &Reconciling<'_, B>, pass: &mut Pass) -> Step {
     match pass.status.phase {
         Some(RequestPhase::Expired) => {
-            r.revoke().await?;
+            r.revoke_leftovers().await?;
             let expires_at = pass.status.expires_at.as_ref().map_or(pass.now, |t| t.0);
             let action = after_expiry(r.ctx, r.request, expires_at).await?;
             return Ok(ControlFlow::Break(action));
@@ -88,20 +92,27 @@ pub async fn revoke_at_expiry<B: AccessBuilder>(
 /// Called by a grant's expiry timer once it has revoked the grant: marks the request Expired
 /// now, so that what users read agrees with their access, instead of when the reconcile queue
 /// reaches the request (after a start at scale, tens of seconds later).
+///
+/// The request and its template are read from the controller's caches: the timer fires long
+/// after the request was last written, so the cache has it as it is.
 pub async fn record_expiry_by_timer<R: AccessRequest>(
     ctx: &Context,
+    stores: &RequestStores<R>,
     grant: &GrantIdentity,
     expires_at: Timestamp,
 ) -> Result<()> {
-    let api: Api<R> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-    let Some(request) = api.get_opt(&grant.owner.name).await? else {
+    let key = ObjectRef::new(&grant.owner.name).within(&grant.namespace);
+    let Some(request) = stores.requests.get(&key) else {
         return Ok(());
     };
-    let mut pass = Pass::new(&request);
-    if !timer_may_mark_expired(&request, grant, pass.now, expires_at) {
+    let mut pass = Pass::new(&*request);
+    if !timer_may_mark_expired(&*request, grant, pass.now, expires_at) {
         return Ok(());
     }
-    record_expiry(ctx, &request, &mut pass, expires_at).await
+    if let Some(template) = stores.template_of(&request) {
+        pass.notify_through(template.access_config().notifications.as_ref());
+    }
+    record_expiry(ctx, &*request, &mut pass, expires_at).await
 }
 
 /// Whether a timer that revoked `grant` at `expires_at` marks `request` Expired: only the same

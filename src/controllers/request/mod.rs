@@ -19,11 +19,18 @@
 //! News of each change (pending approval, approved, denied, ready, expiring soon, expired,
 //! break-glass) goes to the notifier once the status says it ([`notices`]).
 //!
+//! Every read is from the controller's watch caches (the request, its template, approvals, the
+//! grant's Role and RoleBinding, the workload's selector), and a grant's objects are written
+//! only when they differ from what they should be, so a reconcile that finds everything in
+//! order makes no writes; the watch events of oz's own writes do not wake the request again
+//! ([`crate::own_writes`]).
+//!
 //! Every step records its conditions on one [`status::Pass`], written once. It differs from Oz
 //! where Oz is wrong:
 //!
-//! - access ends exactly at `expiresAt`: the reconcile is scheduled for that instant and re-armed
-//!   whenever the operator starts, so a grant never outlives its window by a polling interval;
+//! - access ends exactly at `expiresAt`: each grant's expiry timer fires at that instant and is
+//!   re-armed whenever the operator starts, so a grant never outlives its window by a polling
+//!   interval;
 //! - only the requester is granted (unless the template says AllowedGroups), and only if they
 //!   are in allowedGroups;
 //! - `expiresAt`, the chosen pod and the subjects are fixed at grant time, so editing a template
@@ -39,13 +46,16 @@ use std::{ops::ControlFlow, sync::Arc};
 
 use kube::{
     Resource,
-    runtime::{controller::Action, reflector::Store},
+    runtime::{
+        controller::Action,
+        reflector::{ObjectRef, Store},
+    },
 };
-use oz_api::{AccessApproval, AccessTemplate};
+use oz_api::{AccessApproval, AccessRequest, AccessTemplate};
 
 use crate::{
     Context, Result,
-    builders::{AccessBuilder, grant_identity},
+    builders::{AccessBuilder, GrantCache, grant_identity},
 };
 
 mod adopt;
@@ -66,25 +76,76 @@ use status::Pass;
 use timers::ExpiryTimers;
 
 /// The context of one request controller: the shared context, its kind's builder, the
-/// timers that revoke its grants at expiry, and the cache of the decisions on its requests.
+/// timers that revoke its grants at expiry, and its watches' caches.
 pub struct RequestReconciler<B: AccessBuilder> {
     pub ctx: Context,
     pub builder: B,
     pub timers: ExpiryTimers<B>,
+    /// The requests and their templates.
+    pub stores: RequestStores<B::Request>,
+    /// The decisions on the requests.
     pub approvals: Store<AccessApproval>,
+    /// The grants' objects, and what they stand on.
+    pub cache: GrantCache,
+    /// Set once every cache above has been filled by its first LIST.
+    caches_filled: tokio::sync::OnceCell<()>,
+}
+
+/// A request controller's caches of its requests and their templates, shared with its timers.
+pub struct RequestStores<R: AccessRequest> {
+    pub requests: Store<R>,
+    pub templates: Store<R::Template>,
+}
+
+impl<R: AccessRequest> Clone for RequestStores<R> {
+    fn clone(&self) -> Self {
+        Self {
+            requests: self.requests.clone(),
+            templates: self.templates.clone(),
+        }
+    }
+}
+
+impl<R: AccessRequest> RequestStores<R> {
+    /// The template `request` names, as the cache has it.
+    pub fn template_of(&self, request: &R) -> Option<Arc<R::Template>> {
+        let namespace = request.meta().namespace.as_deref().unwrap_or_default();
+        self.templates
+            .get(&ObjectRef::new(request.template_name()).within(namespace))
+    }
+
+    /// Waits until both stores have been filled by their first LIST.
+    pub async fn wait_until_ready(&self) {
+        // A store whose writer is gone belongs to a controller that is stopping.
+        let _ = self.requests.wait_until_ready().await;
+        let _ = self.templates.wait_until_ready().await;
+    }
 }
 
 impl<B: AccessBuilder> RequestReconciler<B> {
-    pub fn new(ctx: Context, builder: B, approvals: Store<AccessApproval>) -> Self {
-        let timers = ExpiryTimers::new(ctx.clone(), builder);
+    pub fn new(
+        ctx: Context,
+        builder: B,
+        stores: RequestStores<B::Request>,
+        approvals: Store<AccessApproval>,
+        cache: GrantCache,
+    ) -> Self {
+        let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone());
         Self {
             ctx,
             builder,
             timers,
+            stores,
             approvals,
+            cache,
+            caches_filled: tokio::sync::OnceCell::new(),
         }
     }
 }
+
+/// How soon a request woken while the cache lags oz's own write of it is looked at again: a
+/// watch event takes milliseconds.
+const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Runs one step: goes on with what it found, or returns the action it ended the reconcile
 /// with.
@@ -107,6 +168,7 @@ pub async fn reconcile<B: AccessBuilder>(
         .metrics
         .count_and_measure("request", &B::Request::kind(&()));
     let result = reconcile_steps(&request, &this).await;
+    let result = result.map(|action| look_again_if_missed(&this, &request, action));
     // Which version of which request was reconciled: what a reader of the log (or a test
     // waiting for a reconcile of an edit) looks for.
     tracing::debug!(
@@ -120,6 +182,27 @@ pub async fn reconcile<B: AccessBuilder>(
     result
 }
 
+/// `action`, unless a change by someone else to the request or its grant arrived while this
+/// reconcile was writing them and was held back as a possible echo ([`crate::own_writes`]):
+/// then the request is looked at again.
+fn look_again_if_missed<B: AccessBuilder>(
+    this: &RequestReconciler<B>,
+    request: &B::Request,
+    action: Action,
+) -> Action {
+    let Ok(grant) = grant_identity(request) else {
+        return action;
+    };
+    let own = &this.ctx.own_writes;
+    let request_missed = own.take_missed(&grant.namespace, &grant.owner.name);
+    let grant_missed = own.take_missed(&grant.namespace, &grant.name);
+    if request_missed || grant_missed {
+        Action::requeue(CACHE_CATCH_UP)
+    } else {
+        action
+    }
+}
+
 async fn reconcile_steps<B: AccessBuilder>(
     request: &Arc<B::Request>,
     this: &RequestReconciler<B>,
@@ -128,12 +211,38 @@ async fn reconcile_steps<B: AccessBuilder>(
         // Its Role, RoleBinding and Pod are owned by it: the garbage collector removes them.
         return Ok(Action::await_change());
     }
+    // Every read below is from these caches: at start-up, wait until they are filled, so that
+    // nothing is taken for missing that is only not listed yet. One reconcile waits for them and
+    // the others for it: kube's `Store::wait_until_ready` left all but one of several reconciles
+    // waiting at once asleep for good.
+    this.caches_filled
+        .get_or_init(|| async {
+            this.stores.wait_until_ready().await;
+            this.cache.wait_until_ready().await;
+        })
+        .await;
+    let (namespace, name) = (
+        request.meta().namespace.as_deref().unwrap_or_default(),
+        request.meta().name.as_deref().unwrap_or_default(),
+    );
+    if this
+        .ctx
+        .own_writes
+        .ahead_of_cache::<B::Request>(namespace, name)
+    {
+        // Woken by something else just after oz wrote this request: the cached copy is older
+        // than oz's write, and a pass judged on it could write (and announce) it again. The
+        // write's own watch event is dropped as an echo, so look again once it is in.
+        return Ok(Action::requeue(CACHE_CATCH_UP));
+    }
     let r = Reconciling {
         ctx: &this.ctx,
         builder: this.builder,
         request: &**request,
         grant: grant_identity(&**request)?,
         approvals: &this.approvals,
+        stores: &this.stores,
+        cache: &this.cache,
     };
     let mut pass = Pass::new(&**request);
 

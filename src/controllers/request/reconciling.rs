@@ -6,10 +6,13 @@ use std::ops::ControlFlow;
 use kube::runtime::{controller::Action, events::EventType, reflector::Store};
 use oz_api::{AccessApproval, RequestPhase, conditions::Observation};
 
-use super::status::{Pass, Wake};
+use super::{
+    RequestStores,
+    status::{Pass, Wake},
+};
 use crate::{
     Context, Result,
-    builders::{AccessBuilder, GrantIdentity},
+    builders::{AccessBuilder, GrantCache, GrantIdentity},
 };
 
 /// A step's outcome: go on with what it found, or end the reconcile with this action (the
@@ -28,12 +31,30 @@ pub struct Reconciling<'a, B: AccessBuilder> {
     pub grant: GrantIdentity,
     /// The AccessApprovals in the controller's scope, as the watch cache has them.
     pub approvals: &'a Store<AccessApproval>,
+    /// The requests and templates in the controller's scope, as the watch cache has them.
+    pub stores: &'a RequestStores<B::Request>,
+    /// The grants' objects and the workloads, as the watch caches have them.
+    pub cache: &'a GrantCache,
 }
 
 impl<B: AccessBuilder> Reconciling<'_, B> {
     /// Deletes the grant's access resources. Returns whether anything existed.
     pub async fn revoke(&self) -> Result<bool> {
         self.builder.revoke(self.ctx, &self.grant).await
+    }
+
+    /// Deletes what is left of a grant that has already been revoked (an Expired request): only
+    /// what the caches show, so that a request re-read after its revocation makes no calls. A
+    /// Role or RoleBinding someone puts back appears in the cache, and its watch wakes the
+    /// request to delete it again. An access pod is not cached: it is always deleted.
+    pub async fn revoke_leftovers(&self) -> Result<()> {
+        let left = B::OWNS_PODS
+            || self.cache.role(self.ctx, &self.grant).await?.is_some()
+            || self.cache.binding(self.ctx, &self.grant).await?.is_some();
+        if left {
+            self.revoke().await?;
+        }
+        Ok(())
     }
 
     /// Writes the pass's status and Events; see [`Pass::finish`].

@@ -6,6 +6,7 @@
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
 use kube::{
     Api, ResourceExt,
+    api::{Patch, PatchParams},
     runtime::{
         controller::Action,
         events::{Event, EventType},
@@ -119,20 +120,34 @@ impl Pass {
         let api: Api<R> =
             Api::namespaced(ctx.client.clone(), &request.namespace().unwrap_or_default());
         let ours = owned_by_oz(&self.status);
-        match apply_status(&api, &request.name_any(), &ours).await {
+        let (namespace, name) = (request.namespace().unwrap_or_default(), request.name_any());
+        let before = request.meta().resource_version.as_deref();
+        let applying = apply_status(&api, &name, &ours);
+        let stored = match ctx
+            .own_writes
+            .track(&namespace, &name, before, applying)
+            .await
+        {
             // Deleted meanwhile (by a user, or with its template): nothing left to report on.
             Err(crate::Error::Kube(kube::Error::Api(status))) if status.code == 404 => {
                 return Ok(Action::await_change());
             }
             other => other?,
         };
-        clear_dropped_fields(
-            &api,
-            &request.name_any(),
-            &owned_by_oz(&self.previous),
-            &ours,
-        )
-        .await?;
+        // What the apply left behind of the fields oz no longer sets: someone else's (oz's
+        // own are gone with the apply).
+        let left = stored.request_status().map(owned_by_oz).unwrap_or_default();
+        if let Some(clearing) = dropped_fields(&left, &ours) {
+            let patching = async {
+                let patch = Patch::Merge(&clearing);
+                api.patch_status(&name, &PatchParams::default(), &patch)
+                    .await
+            };
+            let stored_version = stored.meta().resource_version.as_deref();
+            ctx.own_writes
+                .track(&namespace, &name, stored_version, patching)
+                .await?;
+        }
 
         if became(&self.previous, &self.status, RequestPhase::Ready)
             && let Some(created) = &request.meta().creation_timestamp
@@ -197,37 +212,24 @@ pub fn owned_by_oz(status: &RequestStatus) -> RequestStatus {
     }
 }
 
-/// Removes the status fields `status` no longer has but `previous` had. Server-side apply only
+/// The merge patch that removes the status fields `status` does not have but `left` (the
+/// stored status, as oz's apply returned it) still has, if there are any. Server-side apply only
 /// removes the fields oz itself set before: a field someone else wrote (an `approvedAt` or
 /// `approvals` edited by hand) would otherwise stay, and the status would not say what oz
-/// decided.
-async fn clear_dropped_fields<R: AccessRequest>(
-    api: &Api<R>,
-    name: &str,
-    previous: &RequestStatus,
-    status: &RequestStatus,
-) -> Result<()> {
+/// decided. Asking the apply's answer rather than the previous status saves a call whenever oz
+/// dropped only its own fields (an `accessMessage` at expiry).
+fn dropped_fields(left: &RequestStatus, status: &RequestStatus) -> Option<serde_json::Value> {
     let (Ok(serde_json::Value::Object(before)), Ok(serde_json::Value::Object(after))) =
-        (serde_json::to_value(previous), serde_json::to_value(status))
+        (serde_json::to_value(left), serde_json::to_value(status))
     else {
-        return Ok(());
+        return None;
     };
     let dropped: serde_json::Map<String, serde_json::Value> = before
         .keys()
         .filter(|key| !after.contains_key(*key))
         .map(|key| (key.clone(), serde_json::Value::Null))
         .collect();
-    if dropped.is_empty() {
-        return Ok(());
-    }
-    let patch = serde_json::json!({ "status": dropped });
-    api.patch_status(
-        name,
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
+    (!dropped.is_empty()).then(|| serde_json::json!({ "status": dropped }))
 }
 
 /// The notification config of `request`'s template; none if it cannot be read (the
@@ -272,8 +274,8 @@ pub fn became(previous: &RequestStatus, status: &RequestStatus, phase: RequestPh
 }
 
 /// The Events a status change from `previous` to `status` publishes: the steps' own `notes`,
-/// then `Created` when the access resources first exist, `Ready` when the request becomes
-/// Ready, and otherwise, for a Failed request with nothing else to say, `Failed` once per
+/// then `Created` when the access resources first exist (unless the request is Ready at once),
+/// `Ready` when the request becomes Ready, and otherwise, for a Failed request with nothing else to say, `Failed` once per
 /// distinct problem rather than on every retry.
 pub fn events_for(previous: &RequestStatus, status: &RequestStatus, notes: Vec<Note>) -> Vec<Note> {
     let mut events = notes;
@@ -282,12 +284,15 @@ pub fn events_for(previous: &RequestStatus, status: &RequestStatus, notes: Vec<N
             .iter()
             .find(|c| c.type_ == kind::ACCESS_RESOURCES_CREATED && c.status == "True")
     }
+    let ready = became(previous, status, RequestPhase::Ready);
+    // Made and ready in one pass (exec access always is): `Ready` says both, in one Event.
     if let Some(condition) = created(status)
         && created(previous).is_none()
+        && !ready
     {
         events.push((EventType::Normal, "Created", condition.message.clone()));
     }
-    if became(previous, status, RequestPhase::Ready) {
+    if ready {
         events.push((EventType::Normal, "Ready", granted_message(status)));
     } else if events.is_empty() && status.phase == Some(RequestPhase::Failed) {
         let problems = |s: &RequestStatus| {
@@ -339,19 +344,30 @@ mod tests {
     }
 
     #[test]
-    fn becoming_ready_announces_the_resources_and_the_grant_once() {
+    fn a_grant_made_and_ready_in_one_pass_is_announced_once() {
         let before = status(RequestPhase::Pending, &[]);
         let mut ready = status(RequestPhase::Ready, &[created()]);
         ready.pod_name = Some("web-0".into());
         ready.expires_at = Some(Time(at("2026-01-01T01:00:00Z")));
         let events = events_for(&before, &ready, Vec::new());
-        assert_eq!(reasons(&events), ["Created", "Ready"]);
-        assert_eq!(events[0].2, "Success. Role r-1, RoleBinding r-1 created");
+        assert_eq!(reasons(&events), ["Ready"]);
         assert_eq!(
-            events[1].2,
+            events[0].2,
             "access to pod web-0 granted until 2026-01-01T01:00:00Z"
         );
         assert!(events_for(&ready, &ready, Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn resources_made_before_they_are_ready_are_announced_then_the_grant() {
+        let before = status(RequestPhase::Pending, &[]);
+        let made = status(RequestPhase::Pending, &[created()]);
+        let events = events_for(&before, &made, Vec::new());
+        assert_eq!(reasons(&events), ["Created"]);
+        assert_eq!(events[0].2, "Success. Role r-1, RoleBinding r-1 created");
+        let mut ready = status(RequestPhase::Ready, &[created()]);
+        ready.pod_name = Some("web-0".into());
+        assert_eq!(reasons(&events_for(&made, &ready, Vec::new())), ["Ready"]);
     }
 
     #[test]

@@ -30,9 +30,24 @@ pub async fn verify_template<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
     pass: &mut Pass,
 ) -> Step<Template<B>> {
-    let templates: Api<Template<B>> = Api::namespaced(r.ctx.client.clone(), &r.grant.namespace);
     let (kind, name) = (Template::<B>::kind(&()), r.request.template_name());
-    let template = match templates.get_opt(name).await? {
+    // From the watch cache: a template is read by every reconcile, and its watch wakes the
+    // requests naming it whenever it changes.
+    let cached = r
+        .stores
+        .template_of(r.request)
+        .map(|t| Template::<B>::clone(&t));
+    let found = match cached {
+        Some(template) => Some(template),
+        // Not cached: perhaps only not yet (created a moment before the request). A request
+        // must not fail for the cache's lag, so the apiserver has the last word.
+        None => {
+            let templates: Api<Template<B>> =
+                Api::namespaced(r.ctx.client.clone(), &r.grant.namespace);
+            templates.get_opt(name).await?
+        }
+    };
+    let template = match found {
         Some(t) if t.meta().deletion_timestamp.is_none() => t,
         // A template on its way out grants nothing more. Adopting the request again would also
         // undo an orphaning delete: the garbage collector has just removed the ownerReference,
@@ -100,12 +115,17 @@ async fn own_by_template<B: AccessBuilder>(
         "kind": B::Request::kind(&()),
         "metadata": {"ownerReferences": [owner]},
     });
-    api.patch(
-        &r.request.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    let name = r.request.name_any();
+    let (params, patch) = (
+        PatchParams::apply(FIELD_MANAGER).force(),
+        Patch::Apply(&patch),
+    );
+    let patching = api.patch(&name, &params, &patch);
+    let before = r.request.meta().resource_version.as_deref();
+    r.ctx
+        .own_writes
+        .track(&r.grant.namespace, &name, before, patching)
+        .await?;
     Ok(())
 }
 

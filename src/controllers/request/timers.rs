@@ -24,7 +24,10 @@ use kube::{Resource, runtime::reflector::Store};
 use oz_api::{AccessRequest, RequestPhase};
 use tokio::task::AbortHandle;
 
-use super::expire::{record_expiry_by_timer, revoke_at_expiry};
+use super::{
+    RequestStores,
+    expire::{record_expiry_by_timer, revoke_at_expiry},
+};
 use crate::{
     Context,
     builders::{AccessBuilder, GrantIdentity, grant_identity},
@@ -46,14 +49,17 @@ struct Armed {
 pub struct ExpiryTimers<B: AccessBuilder> {
     ctx: Context,
     builder: B,
+    /// Where a timer reads its request and template when it marks the request Expired.
+    stores: RequestStores<B::Request>,
     armed: Arc<Mutex<HashMap<Key, Armed>>>,
 }
 
 impl<B: AccessBuilder> ExpiryTimers<B> {
-    pub fn new(ctx: Context, builder: B) -> Self {
+    pub fn new(ctx: Context, builder: B, stores: RequestStores<B::Request>) -> Self {
         Self {
             ctx,
             builder,
+            stores,
             armed: Arc::default(),
         }
     }
@@ -68,6 +74,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         let task = tokio::spawn(fire(
             self.ctx.clone(),
             self.builder,
+            self.stores.clone(),
             grant.clone(),
             at,
             Arc::downgrade(&self.armed),
@@ -180,6 +187,7 @@ fn timers_gauge<B: AccessBuilder>(ctx: &Context) -> prometheus_client::metrics::
 async fn fire<B: AccessBuilder>(
     ctx: Context,
     builder: B,
+    stores: RequestStores<B::Request>,
     grant: GrantIdentity,
     at: Timestamp,
     armed: Weak<Mutex<HashMap<Key, Armed>>>,
@@ -195,7 +203,7 @@ async fn fire<B: AccessBuilder>(
     }
     tracing::debug!(namespace = %grant.namespace, grant = %grant.name, "grant revoked at expiry");
     // Access is gone; the status follows. If this fails the reconcile at expiry writes it.
-    if let Err(error) = Box::pin(record_expiry_by_timer::<B::Request>(&ctx, &grant, at)).await {
+    if let Err(error) = Box::pin(record_expiry_by_timer(&ctx, &stores, &grant, at)).await {
         tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "could not mark an expired request Expired; its reconcile will");
     }
     // Done: forget this timer, unless it has been replaced by another one meanwhile.
