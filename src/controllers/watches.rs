@@ -250,11 +250,13 @@ pub async fn request_controller<B: AccessBuilder>(
         &kind,
     );
     let running = futures::future::join(run, reconciler.timers.arm_from_cache(store));
-    // The workload caches are filled for as long as the controller runs.
-    let running = futures::future::select(
-        Box::pin(running),
-        Box::pin(futures::future::join_all(workload_watches)),
-    );
+    // The workload caches are filled for as long as the controller runs (and there may be
+    // none: a watch list that ends must not end the controller).
+    let filling = async {
+        futures::future::join_all(workload_watches).await;
+        futures::future::pending::<()>().await
+    };
+    let running = futures::future::select(Box::pin(running), Box::pin(filling));
     // The grant count ends with the controller: a controller started again (leadership
     // regained) counts from its own cache, not alongside a stale one.
     futures::future::select(Box::pin(running), Box::pin(counting)).await;
