@@ -75,6 +75,19 @@ pub trait AccessLookup: Send + Sync + 'static {
         name: &str,
     ) -> Answer<'_, Option<AccessConfig>>;
 
+    /// The uid of `kind`'s template `name` in `namespace`, for the owner reference the mutating
+    /// webhook gives a new request. The default, `None`: not known here, and the controller
+    /// sets the owner reference itself.
+    fn template_uid(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<String>> {
+        let _ = (kind, namespace, name);
+        Box::pin(async { Ok(None) })
+    }
+
     /// Every ExecAccessRequest and PodAccessRequest in `namespace`.
     fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>>;
 
