@@ -61,6 +61,7 @@ pub struct ControlPlaneOptions {
     nodes: usize,
     restartable: bool,
     webhook_client_cert: bool,
+    apiserver_args: Vec<String>,
 }
 
 /// How many simulated nodes the shared control plane has: two, so a DaemonSet has two pods and
@@ -88,6 +89,7 @@ impl Default for ControlPlaneOptions {
             nodes: DEFAULT_NODES,
             restartable: false,
             webhook_client_cert: true,
+            apiserver_args: vec![],
         }
     }
 }
@@ -101,6 +103,7 @@ impl ControlPlaneOptions {
             nodes: 0,
             restartable: false,
             webhook_client_cert: false,
+            apiserver_args: vec![],
         }
     }
 
@@ -132,6 +135,14 @@ impl ControlPlaneOptions {
     /// shared control plane.
     pub fn restartable(mut self) -> Self {
         self.restartable = true;
+        self
+    }
+
+    /// Passes these flags to kube-apiserver as well (after kube-testenv's own, so they win),
+    /// e.g. `--audit-policy-file=...`. kube-testenv runs the apiserver in its own process and
+    /// parses what follows `--` as the apiserver's flags; a wrong flag fails the start.
+    pub fn apiserver_args(mut self, args: &[&str]) -> Self {
+        self.apiserver_args.extend(args.iter().map(|a| a.to_string()));
         self
     }
 
@@ -199,6 +210,10 @@ impl ControlPlane {
         for (name, groups) in &options.users {
             args.push(format!("--user={name}:{}", groups.join(",")));
         }
+        if !options.apiserver_args.is_empty() {
+            args.push("--".into());
+            args.extend(options.apiserver_args);
+        }
         let (child, stdin, ready) = spawn(&binary, &work_dir, &args)?;
         Ok(Self {
             ready,
@@ -245,7 +260,9 @@ impl ControlPlane {
             .and_then(|p| p.parse::<u16>().ok())
             .ok_or_else(|| Error::Start(format!("no port in {}", self.ready.server)))?;
         let mut args = self.args.clone();
-        args.push(format!("--port={port}"));
+        // kube-testenv's own flag, so before the `--` that starts the apiserver's.
+        let own_flags_end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        args.insert(own_flags_end, format!("--port={port}"));
         let (child, stdin, _) = spawn(&self.binary, &self.work_dir, &args)?;
         *self.child.lock().unwrap() = child;
         *self.stdin.lock().unwrap() = stdin;
