@@ -44,7 +44,7 @@ pub struct Call {
     pub verb: String,
     #[serde(default)]
     pub user_agent: String,
-    #[serde(default)]
+    #[serde(default, rename = "requestURI")]
     pub request_uri: String,
     #[serde(default)]
     pub object_ref: Option<ObjectRef>,
@@ -99,11 +99,19 @@ impl Call {
         }
     }
 
-    /// The request path without its query: the same collection for a list and its watch.
-    fn path(&self) -> &str {
-        self.request_uri
+    /// The collection a list or watch reads: the request path and its label and field
+    /// selectors, the same for a list and the watch it starts.
+    fn collection(&self) -> String {
+        let (path, query) = self
+            .request_uri
             .split_once('?')
-            .map_or(self.request_uri.as_str(), |(path, _)| path)
+            .unwrap_or((self.request_uri.as_str(), ""));
+        let mut selectors: Vec<&str> = query
+            .split('&')
+            .filter(|p| p.starts_with("labelSelector=") || p.starts_with("fieldSelector="))
+            .collect();
+        selectors.sort_unstable();
+        format!("{path}?{}", selectors.join("&"))
     }
 }
 
@@ -135,19 +143,24 @@ pub struct OzCalls {
 
 impl OzCalls {
     /// oz's calls among `calls`. A `list` counts as an informer's when oz later watches the
-    /// same collection (same path): a one-off list (the exec builder's pods, say) is not
-    /// followed by a watch of its namespace.
+    /// same collection (same path and selectors): a one-off list (the exec builder's pods in
+    /// one namespace, say) is not followed by a watch of that collection.
     pub fn of(calls: &[Call]) -> Self {
         let oz: Vec<&Call> = calls.iter().filter(|c| c.is_oz()).collect();
+        let watches: Vec<(String, Timestamp)> = oz
+            .iter()
+            .filter(|c| c.verb == "watch")
+            .map(|c| (c.collection(), c.request_received_timestamp))
+            .collect();
         let mut split = Self::default();
         for call in &oz {
             let informer = call.verb == "watch"
-                || (call.verb == "list"
-                    && oz.iter().any(|w| {
-                        w.verb == "watch"
-                            && w.path() == call.path()
-                            && w.request_received_timestamp >= call.request_received_timestamp
-                    }));
+                || (call.verb == "list" && {
+                    let collection = call.collection();
+                    watches
+                        .iter()
+                        .any(|(c, at)| *c == collection && *at >= call.request_received_timestamp)
+                });
             if informer {
                 split.informers.push((*call).clone());
             } else {
@@ -238,6 +251,7 @@ mod tests {
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"w2","stage":"ResponseStarted","requestURI":"/apis/rbac.authorization.k8s.io/v1/roles?labelSelector=x\u0026watch=true\u0026resourceVersion=7","verb":"watch","user":{"username":"admin"},"userAgent":"oz-manager/0.1.0","objectRef":{"resource":"roles","apiGroup":"rbac.authorization.k8s.io","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"2026-11-23T18:00:01.700000Z","stageTimestamp":"2026-11-23T18:00:01.701000Z"}
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"w2","stage":"ResponseComplete","requestURI":"/apis/rbac.authorization.k8s.io/v1/roles?labelSelector=x\u0026watch=true\u0026resourceVersion=7","verb":"watch","user":{"username":"admin"},"userAgent":"oz-manager/0.1.0","objectRef":{"resource":"roles","apiGroup":"rbac.authorization.k8s.io","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"2026-11-23T18:00:01.700000Z","stageTimestamp":"2026-11-23T18:05:01.701000Z"}
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"l1","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/bench-calls-0/pods?labelSelector=app%3Dweb\u0026resourceVersion=0","verb":"list","user":{"username":"admin"},"userAgent":"oz-manager/0.1.0","objectRef":{"resource":"pods","namespace":"bench-calls-0","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"2026-11-23T18:00:01.800000Z","stageTimestamp":"2026-11-23T18:00:01.801000Z"}
+{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"w3","stage":"ResponseStarted","requestURI":"/api/v1/pods?\u0026watch=true\u0026labelSelector=app.kubernetes.io%2Fmanaged-by%3Doz\u0026resourceVersion=9","verb":"watch","user":{"username":"admin"},"userAgent":"oz-manager/0.1.0","objectRef":{"resource":"pods","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"2026-11-23T18:00:05.000000Z","stageTimestamp":"2026-11-23T18:00:05.001000Z"}
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"cut"#;
 
     fn at(s: &str) -> Timestamp {
@@ -247,12 +261,17 @@ mod tests {
     #[test]
     fn a_grants_calls_are_ozs_in_its_namespace_and_window_without_its_informers() {
         let calls = parse(LOG);
-        assert_eq!(calls.len(), 9, "one call per auditID; the cut line skipped");
+        assert_eq!(
+            calls.len(),
+            10,
+            "one call per auditID; the cut line skipped"
+        );
         let oz = OzCalls::of(&calls);
         assert_eq!(
             oz.informers.iter().map(Call::kind).collect::<Vec<_>>(),
-            ["list roles", "watch roles"],
-            "the list that starts a watch and the watch are the informer's"
+            ["list roles", "watch roles", "watch pods"],
+            "the list that starts a watch and the watches are the informers'; the list of one \
+             namespace's pods before the watch of all oz's pods is not"
         );
         let grant = Tally::of(
             &oz.others,
