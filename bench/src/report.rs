@@ -174,7 +174,7 @@ impl Results {
     /// Whether the run passes: no part failed and, with `check`, no measured target was
     /// missed (without it, a run is for reading).
     pub fn passes(&self, check: bool) -> bool {
-        self.errors.is_empty() && !(check && !self.missed().is_empty())
+        self.errors.is_empty() && (!check || self.missed().is_empty())
     }
 
     /// Fills `targets` from what was measured.
@@ -269,7 +269,9 @@ impl Results {
                 point(50_000).map(ScaleResults::rss_peak_mib),
             ),
         ];
-        for p in &self.scale {
+        // A few hundred grants move RSS by less than the allocator's own noise: the target
+        // is judged at the sizes only.
+        for p in self.scale.iter().filter(|p| p.grants >= 10_000) {
             targets.push(target(
                 &format!("Memory per grant at {} grants", p.grants),
                 Bound::AtMost(6.0),

@@ -142,7 +142,8 @@ impl ControlPlaneOptions {
     /// e.g. `--audit-policy-file=...`. kube-testenv runs the apiserver in its own process and
     /// parses what follows `--` as the apiserver's flags; a wrong flag fails the start.
     pub fn apiserver_args(mut self, args: &[&str]) -> Self {
-        self.apiserver_args.extend(args.iter().map(|a| a.to_string()));
+        self.apiserver_args
+            .extend(args.iter().map(|a| a.to_string()));
         self
     }
 
