@@ -339,9 +339,10 @@ async fn point(
     Ok(results)
 }
 
-/// Revocation lag while the grants are in force: [`crate::sizes::Sizes::in_force_canaries`] short grants,
-/// created together after the fill with durations spread over 20 s, so that they expire one
-/// after another over that time; expiresAt → their RoleBinding seen deleted.
+/// Revocation lag while the grants are in force:
+/// [`in_force_canaries`](crate::sizes::Sizes::in_force_canaries) short grants, created together
+/// after the fill with durations spread over 20 s, so that they expire one after another over
+/// that time; expiresAt → their RoleBinding seen deleted.
 async fn revocation_in_force(
     bench: &Bench,
     requests: &RequestWatch,
