@@ -32,6 +32,9 @@ pub struct Results {
     pub targets: Vec<Target>,
     /// Parts that failed, with why.
     pub errors: Vec<String>,
+    /// The run compared with ([`Results::compare_with`]); not written out again.
+    #[serde(skip)]
+    pub previous: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -322,6 +325,7 @@ impl Results {
     /// Sets each target's `previous` from an earlier run's results JSON: the same figure's
     /// measurement there, if it had one.
     pub fn compare_with(&mut self, previous: &serde_json::Value) {
+        self.previous = Some(previous.clone());
         let earlier = previous["targets"].as_array().cloned().unwrap_or_default();
         for t in &mut self.targets {
             t.previous = earlier
@@ -330,6 +334,23 @@ impl Results {
                 .and_then(|p| p["measured"].as_f64())
                 .or_else(|| derived(previous, &t.figure));
         }
+    }
+
+    /// The previous run's figure at `pointer` (a JSON pointer), `None` when it had none.
+    fn was(&self, pointer: &str) -> Option<&serde_json::Value> {
+        self.previous.as_ref()?.pointer(pointer)
+    }
+
+    /// The previous run's scale point with `grants` grants (older runs had a single point).
+    fn scale_was(&self, grants: usize) -> Option<&serde_json::Value> {
+        let scale = self.previous.as_ref()?.get("scale")?;
+        let points = match scale {
+            serde_json::Value::Array(points) => points.iter().collect(),
+            point => vec![point],
+        };
+        points
+            .into_iter()
+            .find(|p| p["grants"].as_u64() == Some(grants as u64))
     }
 
     /// The table printed at the end of a run.
@@ -353,13 +374,13 @@ impl Results {
             rows.push(("oz-manager idle, no grants".into(), window(idle)));
         }
         if let Some(c) = &self.calls {
-            calls_rows(&mut rows, c);
+            calls_rows(&mut rows, c, self.previous.as_ref());
         }
         if let Some(a) = &self.access {
             rows.push(("== time to access (create → Ready)".into(), String::new()));
             rows.push((
                 format!("sequential, {} requests", a.sequential.count),
-                summary(&a.sequential),
+                summary(&a.sequential) + &previously(self.was("/access/sequential")),
             ));
             rows.push((
                 "  of which the create call".into(),
@@ -368,8 +389,11 @@ impl Results {
             rows.push((
                 format!("burst of {}: total", a.burst.requests),
                 format!(
-                    "{:.2} s ({:.0} grants/s), {} failed",
-                    a.burst.total_seconds, a.burst.rate_per_second, a.burst.failures
+                    "{:.2} s ({:.0} grants/s), {} failed{}",
+                    a.burst.total_seconds,
+                    a.burst.rate_per_second,
+                    a.burst.failures,
+                    previously(self.was("/access/burst/total_seconds"))
                 ),
             ));
             rows.push(("burst: per request".into(), summary(&a.burst.per_request)));
@@ -396,10 +420,11 @@ impl Results {
             rows.push((
                 "expiresAt → RoleBinding deleted (watch)".into(),
                 format!(
-                    "{}; missing {}, early {}",
+                    "{}; missing {}, early {}{}",
                     summary(&r.binding_deleted),
                     r.binding_missing,
-                    r.binding_early
+                    r.binding_early,
+                    previously(self.was("/revocation/binding_deleted"))
                 ),
             ));
             rows.push((
@@ -445,7 +470,12 @@ impl Results {
                         run.apiserver.cpu_percent,
                         run.load_generator.cpu_percent,
                         run.process.rss_max_mib
-                    ),
+                    ) + &previously(self.previous.as_ref().and_then(|p| {
+                        p["webhooks"]["runs"].as_array()?.iter().find(|r| {
+                            r["target_rate"].as_u64() == Some(run.target_rate)
+                                && r["endpoint"] == serde_json::json!(run.endpoint)
+                        })
+                    }).map(|r| &r["latency"])),
                 ));
             }
             rows.push((
@@ -485,8 +515,12 @@ impl Results {
             rows.push((
                 "fill (create → all Ready)".into(),
                 format!(
-                    "{:.1} s, {:.0} grants/s, {} create failures, {} not Ready",
-                    s.fill_seconds, s.fill_rate_per_second, s.create_failures, s.not_ready
+                    "{:.1} s, {:.0} grants/s, {} create failures, {} not Ready{}",
+                    s.fill_seconds,
+                    s.fill_rate_per_second,
+                    s.create_failures,
+                    s.not_ready,
+                    previously(self.scale_was(s.grants).map(|p| &p["fill_rate_per_second"]))
                 ),
             ));
             rows.push(("oz-manager while filling".into(), window(&s.during_fill)));
@@ -494,7 +528,11 @@ impl Results {
                 "control plane while filling".into(),
                 window(&s.apiserver_during_fill),
             ));
-            rows.push(("oz-manager idle at scale".into(), window(&s.idle_at_scale)));
+            rows.push((
+                "oz-manager idle at scale".into(),
+                window(&s.idle_at_scale)
+                    + &previously(self.scale_was(s.grants).map(|p| &p["idle_at_scale"])),
+            ));
             rows.push((
                 format!(
                     "memory per request ({} in the cluster)",
@@ -716,7 +754,11 @@ fn derived(previous: &serde_json::Value, figure: &str) -> Option<f64> {
 }
 
 /// The API-calls part: per phase, per grant, and the breakdown by call.
-fn calls_rows(rows: &mut Vec<(String, String)>, c: &CallsResults) {
+fn calls_rows(
+    rows: &mut Vec<(String, String)>,
+    c: &CallsResults,
+    previous: Option<&serde_json::Value>,
+) {
     rows.push((
         format!(
             "== oz's API calls per grant (audit log; {} grants of {} s)",
@@ -732,11 +774,12 @@ fn calls_rows(rows: &mut Vec<(String, String)>, c: &CallsResults) {
         rows.push((
             format!("{phase}: requests, writes"),
             format!(
-                "{:.1} (max {}), {:.1} (max {})",
+                "{:.1} (max {}), {:.1} (max {}){}",
                 figures.requests_mean,
                 figures.requests_max,
                 figures.writes_mean,
-                figures.writes_max
+                figures.writes_max,
+                previously(previous.and_then(|p| p.pointer(&format!("/calls/{phase}"))))
             ),
         ));
         for (kind, mean) in &figures.by_kind_mean {
@@ -775,6 +818,36 @@ fn calls_rows(rows: &mut Vec<(String, String)>, c: &CallsResults) {
             .collect::<Vec<_>>()
             .join(", "),
     ));
+}
+
+/// `; previous ...`: the earlier run's figure, as compact as its shape allows (a latency
+/// summary, a process window, per-grant calls, a number); empty when it had none.
+fn previously(was: Option<&serde_json::Value>) -> String {
+    let Some(was) = was.filter(|w| !w.is_null()) else {
+        return String::new();
+    };
+    let number = |key: &str| was[key].as_f64();
+    let figure = if let Some(p99) = number("p99_ms") {
+        format!(
+            "p50 {:.1} ms, p99 {p99:.1} ms",
+            number("p50_ms").unwrap_or_default()
+        )
+    } else if let Some(rss) = number("rss_max_mib") {
+        format!(
+            "RSS max {rss:.1} MiB, CPU {:.1}%",
+            number("cpu_percent").unwrap_or_default()
+        )
+    } else if let Some(requests) = number("requests_mean") {
+        format!(
+            "{requests:.1} requests, {:.1} writes",
+            number("writes_mean").unwrap_or_default()
+        )
+    } else if let Some(value) = was.as_f64() {
+        format!("{value:.1}")
+    } else {
+        return String::new();
+    };
+    format!("; previous {figure}")
 }
 
 fn summary(s: &Summary) -> String {
@@ -911,6 +984,25 @@ mod tests {
         assert_eq!(previous("API calls to grant"), Some(19.0));
         assert_eq!(previous("Burst of 1,000"), Some(50.0));
         assert_eq!(previous("RSS, idle"), None);
+    }
+
+    #[test]
+    fn a_previous_figure_is_shown_in_its_own_shape() {
+        let was = serde_json::json!({
+            "sequential": {"p50_ms": 29.8, "p99_ms": 71.0},
+            "grant": {"requests_mean": 19.0, "writes_mean": 8.0},
+            "rate": 56.0,
+        });
+        assert_eq!(
+            previously(was.get("sequential")),
+            "; previous p50 29.8 ms, p99 71.0 ms"
+        );
+        assert_eq!(
+            previously(was.get("grant")),
+            "; previous 19.0 requests, 8.0 writes"
+        );
+        assert_eq!(previously(was.get("rate")), "; previous 56.0");
+        assert_eq!(previously(was.get("missing")), "");
     }
 
     #[test]
