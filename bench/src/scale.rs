@@ -341,8 +341,8 @@ async fn point(
 
 /// Revocation lag while the grants are in force:
 /// [`in_force_canaries`](crate::sizes::Sizes::in_force_canaries) short grants, created together
-/// after the fill with durations spread over 20 s, so that they expire one after another over
-/// that time; expiresAt → their RoleBinding seen deleted.
+/// after the fill with durations spread over 10–30 s (3–8 s with `--quick`), so that they expire
+/// one after another; expiresAt → their RoleBinding seen deleted.
 async fn revocation_in_force(
     bench: &Bench,
     requests: &RequestWatch,
@@ -351,7 +351,8 @@ async fn revocation_in_force(
     namespaces: usize,
 ) -> Result<(Summary, usize)> {
     let n = bench.sizes.in_force_canaries;
-    let durations = crate::revocation::durations(n, 10, 30);
+    let (min, max) = bench.sizes.in_force_durations;
+    let durations = crate::revocation::durations(n, min, max);
     let keys: Vec<String> = (0..n)
         .map(|i| watch::key(&namespace(i % namespaces), &format!("live-{point}-{i}")))
         .collect();

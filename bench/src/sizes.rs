@@ -152,8 +152,10 @@ pub struct Sizes {
     pub revocation_spread: Duration,
     /// (grants, namespaces) of each scale point.
     pub scale_points: Vec<(usize, usize)>,
-    /// Short grants whose revocation lag is measured with a point's grants in force.
+    /// Short grants whose revocation lag is measured with a point's grants in force, and their
+    /// durations, spread uniformly in [min, max] seconds.
     pub in_force_canaries: usize,
+    pub in_force_durations: (u64, u64),
     /// Creates in flight at once while filling the cluster.
     pub create_concurrency: usize,
     /// Canary grants across the restart, and how long they last.
@@ -216,6 +218,7 @@ impl Sizes {
             revocation_spread: Duration::from_secs(40),
             scale_points: vec![(10_000, 100), (50_000, 500)],
             in_force_canaries: 100,
+            in_force_durations: (10, 30),
             create_concurrency: 64,
             canaries: 10,
             canary_seconds: 10,
@@ -248,6 +251,7 @@ impl Sizes {
             revocation_spread: Duration::from_secs(2),
             scale_points: vec![(50, 5), (100, 10)],
             in_force_canaries: 10,
+            in_force_durations: (3, 8),
             create_concurrency: 16,
             canaries: 2,
             canary_seconds: 8,
