@@ -260,10 +260,7 @@ impl ControlPlane {
             .next()
             .and_then(|p| p.parse::<u16>().ok())
             .ok_or_else(|| Error::Start(format!("no port in {}", self.ready.server)))?;
-        let mut args = self.args.clone();
-        // kube-testenv's own flag, so before the `--` that starts the apiserver's.
-        let own_flags_end = args.iter().position(|a| a == "--").unwrap_or(args.len());
-        args.insert(own_flags_end, format!("--port={port}"));
+        let args = with_port(&self.args, port);
         let (child, stdin, _) = spawn(&self.binary, &self.work_dir, &args)?;
         *self.child.lock().unwrap() = child;
         *self.stdin.lock().unwrap() = stdin;
@@ -401,6 +398,15 @@ impl Drop for ControlPlane {
     }
 }
 
+/// `run`'s arguments with `--port`, a flag of kube-testenv's own, so before the `--` after which
+/// come the apiserver's.
+fn with_port(args: &[String], port: u16) -> Vec<String> {
+    let mut args = args.to_vec();
+    let own_flags_end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    args.insert(own_flags_end, format!("--port={port}"));
+    args
+}
+
 fn webhook_client_file(path: &Option<PathBuf>) -> Result<&Path> {
     path.as_deref().ok_or(Error::NoWebhookClientCert)
 }
@@ -497,4 +503,19 @@ fn tail(path: &Path, lines: usize) -> String {
         std::fs::read_to_string(path).unwrap_or_else(|e| format!("({}: {e})", path.display()));
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restart_port_goes_before_the_apiservers_flags() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            with_port(&args(&["run", "--nodes=2", "--", "--audit-log-path=x"]), 7),
+            args(&["run", "--nodes=2", "--port=7", "--", "--audit-log-path=x"])
+        );
+        assert_eq!(with_port(&args(&["run"]), 7), args(&["run", "--port=7"]));
+    }
 }
