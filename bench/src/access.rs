@@ -45,6 +45,8 @@ pub struct BurstResults {
     pub requests: usize,
     /// From the first create sent until the last request was seen Ready.
     pub total_seconds: f64,
+    /// Requests Ready per second of that.
+    pub rate_per_second: f64,
     /// Per request: its create sent → it was seen Ready.
     pub per_request: Summary,
     pub failures: usize,
@@ -184,17 +186,19 @@ async fn burst(bench: &Bench, watch: &Arc<RequestWatch>) -> Result<BurstResults>
             }
         }
     }
+    let total_seconds = last.duration_since(start).as_secs_f64();
     let results = BurstResults {
         requests: n,
-        total_seconds: last.duration_since(start).as_secs_f64(),
+        total_seconds,
+        rate_per_second: (n - failures) as f64 / total_seconds.max(f64::EPSILON),
         per_request: latencies.summary(),
         failures,
         process,
         apiserver,
     };
     bench.progress(&format!(
-        "time to access, burst of {n}: {:.1} s in total, p99 {:.0} ms, {} failed",
-        results.total_seconds, results.per_request.p99_ms, failures
+        "time to access, burst of {n}: {:.1} s in total ({:.0}/s), p99 {:.0} ms, {} failed",
+        results.total_seconds, results.rate_per_second, results.per_request.p99_ms, failures
     ));
     Ok(results)
 }

@@ -5,6 +5,7 @@
 
 use std::{
     future::Future,
+    path::{Path, PathBuf},
     process::ExitCode,
     time::{Duration, Instant},
 };
@@ -15,6 +16,8 @@ use kube::Client;
 use oz_testenv::{ControlPlane, ControlPlaneOptions};
 
 mod access;
+mod audit;
+mod calls;
 mod cluster;
 mod http_client;
 mod operator;
@@ -55,6 +58,8 @@ pub struct Bench {
     /// This process's, the load generator.
     pub own: Sampler,
     pub sizes: Sizes,
+    /// The apiserver's audit log, when the calls part runs (only then is auditing on).
+    pub audit_log: Option<PathBuf>,
     started: Instant,
     _plane: ControlPlane,
 }
@@ -233,6 +238,11 @@ async fn main() -> ExitCode {
     results.meta.load_average_end = report::load_average();
     results.meta.seconds = started.elapsed().as_secs_f64();
     results.judge();
+    match previous_results(&cli) {
+        Ok(Some(previous)) => results.compare_with(&previous),
+        Ok(None) => {}
+        Err(e) => eprintln!("oz-bench: {e}; the table has no previous figures"),
+    }
     println!("{}", results.table());
     match write_json(&cli, &results) {
         Ok(()) => eprintln!("results written to {}", cli.output.display()),
@@ -241,20 +251,47 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    // Only with --check does a missed target fail the run: without it, a run is for reading.
-    let missed = if cli.check {
-        results.missed()
-    } else {
-        Vec::new()
-    };
-    for line in &missed {
+    for line in results.missed() {
         eprintln!("oz-bench: target missed: {line}");
     }
-    if results.errors.is_empty() && missed.is_empty() {
+    if results.passes(cli.check) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The earlier run's results to compare with: `--previous`, or docs/benchmarks-results.json
+/// when it exists.
+fn previous_results(cli: &Cli) -> Result<Option<serde_json::Value>> {
+    const PUBLISHED: &str = "docs/benchmarks-results.json";
+    let path = match &cli.previous {
+        Some(path) => path.clone(),
+        None if Path::new(PUBLISHED).is_file() => PathBuf::from(PUBLISHED),
+        None => return Ok(None),
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("reading --previous {}: {e}", path.display()))?;
+    let value = serde_json::from_str(&text)
+        .map_err(|e| format!("--previous {} is not a results JSON: {e}", path.display()))?;
+    Ok(Some(value))
+}
+
+/// Writes the audit policy for the calls part's namespaces and oz's own into `log_dir`, and
+/// removes an earlier run's log; returns the policy's path and the log's (absolute: the control
+/// plane resolves them itself).
+fn audit_files(log_dir: &Path, sizes: &Sizes) -> Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(log_dir)?;
+    let dir = std::path::absolute(log_dir)?;
+    let (policy, log) = (dir.join("audit-policy.json"), dir.join("audit.log"));
+    let mut namespaces = calls::namespaces(sizes.calls_grants);
+    namespaces.push(OZ_NAMESPACE.into());
+    std::fs::write(&policy, audit::policy(&namespaces).to_string())?;
+    match std::fs::remove_file(&log) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
+    Ok((policy, log))
 }
 
 /// Resolves on SIGINT or SIGTERM, naming it.
@@ -280,15 +317,9 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
         "[{:7.1}s] starting a control plane",
         started.elapsed().as_secs_f64()
     );
-    let plane = tokio::task::spawn_blocking(|| ControlPlane::start(ControlPlaneOptions::default()))
-        .await??;
-    let admin = plane.admin().await?;
-    let alice = plane.client_as(cluster::REQUESTER).await?;
-    cluster::install_crds(&admin).await?;
-    cluster::let_devs_request(&admin).await?;
-    cluster::create_namespace(&admin, OZ_NAMESPACE).await?;
     let parts: Vec<Part> = if cli.only.is_empty() {
         vec![
+            Part::Calls,
             Part::Access,
             Part::Revocation,
             Part::Scale,
@@ -302,6 +333,23 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
         only.dedup();
         only
     };
+    let mut options = ControlPlaneOptions::default();
+    let audit_log = if parts.contains(&Part::Calls) {
+        let (policy, log) = audit_files(&cli.log_dir, &sizes)?;
+        options = options.apiserver_args(&[
+            &format!("--audit-policy-file={}", policy.display()),
+            &format!("--audit-log-path={}", log.display()),
+        ]);
+        Some(log)
+    } else {
+        None
+    };
+    let plane = tokio::task::spawn_blocking(|| ControlPlane::start(options)).await??;
+    let admin = plane.admin().await?;
+    let alice = plane.client_as(cluster::REQUESTER).await?;
+    cluster::install_crds(&admin).await?;
+    cluster::let_devs_request(&admin).await?;
+    cluster::create_namespace(&admin, OZ_NAMESPACE).await?;
     // The sessions server runs from the start when its part runs, so that every part measures
     // the same oz-manager.
     let oz = OzManager::start(
@@ -320,6 +368,7 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
         alice,
         http: http_client::client(None)?,
         sizes,
+        audit_log,
         started,
         _plane: plane,
     };
@@ -341,6 +390,9 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
     for part in parts {
         bench.progress(&format!("{part:?}"));
         let outcome: Result<()> = match part {
+            Part::Calls => calls::run(&mut bench)
+                .await
+                .map(|r| results.calls = Some(r)),
             Part::Access => access::run(&mut bench)
                 .await
                 .map(|r| results.access = Some(r)),
@@ -350,9 +402,12 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
             Part::Webhooks => webhooks::direct(&mut bench)
                 .await
                 .map(|r| results.webhooks = Some(r)),
-            Part::Scale => scale::run(&mut bench)
-                .await
-                .map(|r| results.scale = Some(r)),
+            Part::Scale => {
+                let idle_before = results.idle.map_or(0.0, |w| w.rss_end_mib);
+                scale::run(&mut bench, idle_before)
+                    .await
+                    .map(|r| results.scale = r)
+            }
             Part::Sessions => sessions::run(&mut bench)
                 .await
                 .map(|r| results.sessions = Some(r)),

@@ -65,7 +65,33 @@ pub struct ScaleResults {
     pub idle_at_scale: Window,
     /// JSON sizes of one grant's objects, as oz's caches hold them.
     pub object_bytes: ObjectBytes,
+    /// ExecAccessRequests in the cluster once idle: this point's grants and every earlier
+    /// part's requests, all of which oz holds.
+    pub requests_in_cluster: usize,
+    /// oz-manager's RSS idle before any grant, and
+    /// `(idle_at_scale.rss_end_mib − rss_idle_before_mib) / requests_in_cluster`, in KB.
+    pub rss_idle_before_mib: f64,
+    pub kb_per_grant: f64,
+    /// Short grants created after the fill, expiring over ~20 s while the rest are in force:
+    /// expiresAt → RoleBinding seen deleted, and those never seen deleted.
+    pub in_force_canaries: usize,
+    pub in_force_lag: Summary,
+    pub in_force_missing: usize,
     pub restart: RestartResults,
+}
+
+impl ScaleResults {
+    /// The most oz-manager held in any state with the grants: filling, idle, and restarted.
+    pub fn rss_peak_mib(&self) -> f64 {
+        [
+            self.during_fill.rss_max_mib,
+            self.idle_at_scale.rss_max_mib,
+            self.restart.during.rss_max_mib,
+            self.restart.idle_after.rss_max_mib,
+        ]
+        .into_iter()
+        .fold(0.0, f64::max)
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -159,11 +185,58 @@ fn namespace(i: usize) -> String {
     format!("bench-scale-{i:03}")
 }
 
-pub async fn run(bench: &mut Bench) -> Result<ScaleResults> {
-    let sizes = bench.sizes.clone();
-    let (namespaces, per_namespace) = (sizes.scale_namespaces, sizes.grants_per_namespace);
+/// Runs every scale point of the sizes in turn, each adding grants (and namespaces) to what
+/// the previous left, so that the second point's fill starts where the first one's ended.
+/// `idle_before_mib`: oz-manager's RSS before any grant, for the memory per grant.
+pub async fn run(bench: &mut Bench, idle_before_mib: f64) -> Result<Vec<ScaleResults>> {
     let admin = bench.admin.clone();
-    let prepared: Vec<Result<()>> = stream::iter(0..namespaces)
+    let requests = Arc::new(
+        RequestWatch::start(
+            Api::<ExecAccessRequest>::all(admin.clone()),
+            "oz-bench/phase in (scale,canary)",
+        )
+        .await?,
+    );
+    let bindings = BindingWatch::start(Api::<RoleBinding>::all(admin.clone())).await?;
+    let mut points = Vec::new();
+    let (mut grants_before, mut namespaces_before) = (0, 0);
+    for (grants, namespaces) in bench.sizes.scale_points.clone() {
+        if grants <= grants_before {
+            return Err(format!(
+                "scale point {grants}x{namespaces}: each point must have more grants than the one before ({grants_before})"
+            )
+            .into());
+        }
+        let namespaces = namespaces.max(namespaces_before);
+        let results = point(
+            bench,
+            &requests,
+            &bindings,
+            (grants_before, grants),
+            (namespaces_before, namespaces),
+            idle_before_mib,
+        )
+        .await?;
+        points.push(results);
+        (grants_before, namespaces_before) = (grants, namespaces);
+    }
+    Ok(points)
+}
+
+/// Fills the cluster from `grants.0` to `grants.1` grants spread over `namespaces.1`
+/// namespaces (creating those past `namespaces.0`), then measures it idle, its revocation lag
+/// with everything in force, and a restart.
+async fn point(
+    bench: &mut Bench,
+    requests: &Arc<RequestWatch>,
+    bindings: &BindingWatch,
+    (grants_before, total): (usize, usize),
+    (namespaces_before, namespaces): (usize, usize),
+    idle_before_mib: f64,
+) -> Result<ScaleResults> {
+    let sizes = bench.sizes.clone();
+    let admin = bench.admin.clone();
+    let prepared: Vec<Result<()>> = stream::iter(namespaces_before..namespaces)
         .map(|i| {
             let admin = admin.clone();
             async move {
@@ -176,30 +249,22 @@ pub async fn run(bench: &mut Bench) -> Result<ScaleResults> {
         .collect()
         .await;
     prepared.into_iter().collect::<Result<Vec<()>>>()?;
-    let requests = Arc::new(
-        RequestWatch::start(
-            Api::<ExecAccessRequest>::all(admin.clone()),
-            "oz-bench/phase in (scale,canary)",
-        )
-        .await?,
-    );
-    let bindings = BindingWatch::start(Api::<RoleBinding>::all(admin.clone())).await?;
 
-    let total = namespaces * per_namespace;
     let mut results = ScaleResults {
         namespaces,
         grants: total,
         ..Default::default()
     };
+    let ready_before = requests.count(RequestPhase::Ready);
     let mark = bench.mark();
     let start = Instant::now();
     let alice = bench.alice.clone();
-    let created: Vec<Result<()>> = stream::iter(0..total)
+    let created: Vec<Result<()>> = stream::iter(grants_before..total)
         .map(|i| {
             let alice = alice.clone();
             async move {
                 let spec = RequestSpec {
-                    name: format!("grant-{}", i / namespaces),
+                    name: format!("grant-{i}"),
                     template: TEMPLATE,
                     duration: None,
                     target_pod: None,
@@ -218,37 +283,115 @@ pub async fn run(bench: &mut Bench) -> Result<ScaleResults> {
             results.create_failures
         );
     }
-    let expected = total - results.create_failures;
-    let deadline =
-        Instant::now() + Duration::from_secs(120) + Duration::from_millis(50 * total as u64);
-    while requests.count(RequestPhase::Ready) < expected && Instant::now() < deadline {
+    let expected = total - grants_before - results.create_failures;
+    let ready = || requests.count(RequestPhase::Ready) - ready_before;
+    let deadline = Instant::now()
+        + Duration::from_secs(120)
+        + Duration::from_millis(50 * (total - grants_before) as u64);
+    while ready() < expected && Instant::now() < deadline {
         bench.oz.check_running()?;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     results.fill_seconds = start.elapsed().as_secs_f64();
-    results.not_ready = expected - requests.count(RequestPhase::Ready).min(expected);
+    results.not_ready = expected - ready().min(expected);
     results.fill_rate_per_second = (expected - results.not_ready) as f64 / results.fill_seconds;
     results.during_fill = bench.sampler.window(mark);
     results.apiserver_during_fill = bench.apiserver.window(mark);
     bench.progress(&format!(
-        "scale: {} grants in {namespaces} namespaces Ready in {:.1} s ({:.0}/s); RSS max {:.1} MiB, CPU {:.0}%",
+        "scale: {} more grants ({total} in all) in {namespaces} namespaces Ready in {:.1} s ({:.0}/s); RSS max {:.1} MiB, CPU {:.0}%; control plane RSS max {:.0} MiB, CPU {:.0}%",
         expected - results.not_ready,
         results.fill_seconds,
         results.fill_rate_per_second,
         results.during_fill.rss_max_mib,
-        results.during_fill.cpu_percent
+        results.during_fill.cpu_percent,
+        results.apiserver_during_fill.rss_max_mib,
+        results.apiserver_during_fill.cpu_percent
     ));
 
     results.object_bytes = object_bytes(&admin, &namespace(0), "grant-0").await?;
     bench.settle_down(Duration::from_secs(120)).await;
     results.idle_at_scale = bench.idle_window().await;
+    results.requests_in_cluster = Api::<ExecAccessRequest>::all(admin.clone())
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .len();
+    results.rss_idle_before_mib = idle_before_mib;
+    results.kb_per_grant = (results.idle_at_scale.rss_end_mib - idle_before_mib) * 1024.0
+        / results.requests_in_cluster.max(1) as f64;
     bench.progress(&format!(
-        "scale: idle at {total} grants: RSS {:.1} MiB, CPU {:.1}%",
-        results.idle_at_scale.rss_end_mib, results.idle_at_scale.cpu_percent
+        "scale: idle at {} requests: RSS {:.1} MiB ({:.1} KB per request), CPU {:.1}%",
+        results.requests_in_cluster,
+        results.idle_at_scale.rss_end_mib,
+        results.kb_per_grant,
+        results.idle_at_scale.cpu_percent
     ));
 
-    results.restart = restart(bench, &requests, &bindings).await?;
+    (results.in_force_lag, results.in_force_missing) =
+        revocation_in_force(bench, requests, bindings, total, namespaces).await?;
+    results.in_force_canaries = sizes.in_force_canaries;
+    bench.progress(&format!(
+        "scale: revocation with {total} in force: p99 {:.0} ms over {}, {} missing",
+        results.in_force_lag.p99_ms, results.in_force_lag.count, results.in_force_missing
+    ));
+
+    results.restart = restart(bench, requests, bindings, total, namespaces).await?;
     Ok(results)
+}
+
+/// Revocation lag while the grants are in force:
+/// [`in_force_canaries`](crate::sizes::Sizes::in_force_canaries) short grants, created together
+/// after the fill with durations spread over 10–30 s (3–8 s with `--quick`), so that they expire
+/// one after another; expiresAt → their RoleBinding seen deleted.
+async fn revocation_in_force(
+    bench: &Bench,
+    requests: &RequestWatch,
+    bindings: &BindingWatch,
+    point: usize,
+    namespaces: usize,
+) -> Result<(Summary, usize)> {
+    let n = bench.sizes.in_force_canaries;
+    let (min, max) = bench.sizes.in_force_durations;
+    let durations = crate::revocation::durations(n, min, max);
+    let keys: Vec<String> = (0..n)
+        .map(|i| watch::key(&namespace(i % namespaces), &format!("live-{point}-{i}")))
+        .collect();
+    let created: Vec<Result<()>> = stream::iter(keys.iter().zip(&durations))
+        .map(|(key, seconds)| {
+            let alice = bench.alice.clone();
+            async move {
+                let (namespace, name) = key.split_once('/').expect("namespace/name");
+                let spec = RequestSpec {
+                    name: name.into(),
+                    template: TEMPLATE,
+                    duration: Some(format!("{seconds}s")),
+                    target_pod: None,
+                    phase: "canary",
+                };
+                create_with_retries(&alice, namespace, &spec).await
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    created.into_iter().collect::<Result<Vec<()>>>()?;
+    let longest = durations.iter().max().copied().unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(longest) + CANARY_WAIT;
+    while Instant::now() < deadline && !keys.iter().all(|k| bindings.deleted(k).is_some()) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut lags = Latencies::default();
+    let mut missing = 0;
+    for key in &keys {
+        let expires_at = requests.seen(key).and_then(|s| s.expires_at);
+        match (expires_at, bindings.deleted(key)) {
+            (Some(expires_at), Some(deleted)) => {
+                lags.record_seconds(deleted.duration_since(expires_at).as_secs_f64())
+            }
+            _ => missing += 1,
+        }
+    }
+    Ok((lags.summary(), missing))
 }
 
 /// Creates a request, retrying a few times on errors (throttling, a webhook timeout).
@@ -279,14 +422,16 @@ async fn restart(
     bench: &mut Bench,
     requests: &RequestWatch,
     bindings: &BindingWatch,
+    point: usize,
+    namespaces: usize,
 ) -> Result<RestartResults> {
     let sizes = bench.sizes.clone();
-    let canaries = sizes.canaries.min(sizes.scale_namespaces);
+    let canaries = sizes.canaries.min(namespaces);
     let canary_keys: Vec<String> = (0..canaries)
         .map(|i| {
             watch::key(
-                &namespace(i * sizes.scale_namespaces / canaries),
-                &format!("canary-{i}"),
+                &namespace(i * namespaces / canaries),
+                &format!("canary-{point}-{i}"),
             )
         })
         .collect();
@@ -418,7 +563,7 @@ async fn restart(
 
 /// When oz-manager's expiry timers first covered `in_force` grants (polled every 20 ms), or
 /// `None` if they did not within a minute.
-async fn timers_armed(bench: &Bench, in_force: usize) -> crate::Result<Option<Instant>> {
+pub async fn timers_armed(bench: &Bench, in_force: usize) -> crate::Result<Option<Instant>> {
     let give_up = Instant::now() + Duration::from_secs(60);
     while Instant::now() < give_up {
         let scrape = bench.oz.scrape(&bench.http).await?;

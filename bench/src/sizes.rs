@@ -10,6 +10,8 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Part {
+    /// oz's API calls per grant, from the apiserver's audit log (first, on a clean cluster).
+    Calls,
     /// Time to access: sequential requests, then a burst.
     Access,
     /// Revocation lag of short grants.
@@ -60,9 +62,18 @@ pub struct Cli {
     )]
     pub output: PathBuf,
 
+    /// An earlier run's JSON whose figures the table shows next to this run's (default
+    /// docs/benchmarks-results.json, when it exists).
+    #[arg(long, env = "OZ_BENCH_PREVIOUS")]
+    pub previous: Option<PathBuf>,
+
     /// Where oz-manager's logs go.
     #[arg(long, env = "OZ_BENCH_LOG_DIR", default_value = "target/bench/logs")]
     pub log_dir: PathBuf,
+
+    /// Grants whose API calls are counted, one namespace each (default 5; quick 3).
+    #[arg(long, env = "OZ_BENCH_CALLS_GRANTS")]
+    pub calls_grants: Option<usize>,
 
     /// Sequential requests for time to access (default 500; quick 20).
     #[arg(long, env = "OZ_BENCH_SEQUENTIAL")]
@@ -84,19 +95,20 @@ pub struct Cli {
     #[arg(long, env = "OZ_BENCH_SAR_SAMPLES")]
     pub sar_samples: Option<usize>,
 
-    /// Namespaces at scale (default 100; quick 5).
-    #[arg(long, env = "OZ_BENCH_SCALE_NAMESPACES")]
-    pub scale_namespaces: Option<usize>,
+    /// Scale points, each GRANTSxNAMESPACES, comma-separated, in increasing order of grants;
+    /// each point adds to the one before (default 10000x100,50000x500; quick 50x5,100x10).
+    #[arg(long, env = "OZ_BENCH_SCALE_POINTS", value_delimiter = ',', value_parser = scale_point)]
+    pub scale_points: Vec<(usize, usize)>,
 
-    /// Active grants per namespace at scale (default 100; quick 10).
-    #[arg(long, env = "OZ_BENCH_GRANTS_PER_NAMESPACE")]
-    pub grants_per_namespace: Option<usize>,
+    /// Short grants expiring while a scale point's grants are in force (default 100; quick 10).
+    #[arg(long, env = "OZ_BENCH_IN_FORCE_CANARIES")]
+    pub in_force_canaries: Option<usize>,
 
     /// Canary grants across the restart at scale (default 10; quick 2).
     #[arg(long, env = "OZ_BENCH_CANARIES")]
     pub canaries: Option<usize>,
 
-    /// Direct webhook call rates per second, comma-separated (default 500,2000,5000; quick
+    /// Direct webhook call rates per second, comma-separated (default 500,2000,5000,10000; quick
     /// 500,2000).
     #[arg(long, env = "OZ_BENCH_WEBHOOK_RATES", value_delimiter = ',')]
     pub webhook_rates: Vec<u64>,
@@ -126,6 +138,9 @@ pub struct Cli {
 #[derive(Clone, Debug, Serialize)]
 pub struct Sizes {
     pub quick: bool,
+    /// Grants whose API calls are counted, and how long each lasts.
+    pub calls_grants: usize,
+    pub calls_grant_seconds: u64,
     pub sequential: usize,
     pub burst: usize,
     pub revocations: usize,
@@ -135,8 +150,12 @@ pub struct Sizes {
     /// The short grants are created evenly over this long.
     #[serde(serialize_with = "seconds")]
     pub revocation_spread: Duration,
-    pub scale_namespaces: usize,
-    pub grants_per_namespace: usize,
+    /// (grants, namespaces) of each scale point.
+    pub scale_points: Vec<(usize, usize)>,
+    /// Short grants whose revocation lag is measured with a point's grants in force, and their
+    /// durations, spread uniformly in [min, max] seconds.
+    pub in_force_canaries: usize,
+    pub in_force_durations: (u64, u64),
     /// Creates in flight at once while filling the cluster.
     pub create_concurrency: usize,
     /// Canary grants across the restart, and how long they last.
@@ -167,6 +186,19 @@ pub struct Sizes {
     pub settle: Duration,
 }
 
+/// `GRANTSxNAMESPACES`, e.g. `50000x500`.
+fn scale_point(point: &str) -> Result<(usize, usize), String> {
+    let parsed = point
+        .split_once('x')
+        .and_then(|(g, n)| Some((g.parse().ok()?, n.parse().ok()?)));
+    match parsed {
+        Some((grants, namespaces)) if grants > 0 && namespaces > 0 => Ok((grants, namespaces)),
+        _ => Err(format!(
+            "--scale-points: {point:?} is not GRANTSxNAMESPACES with both above 0, e.g. 50000x500"
+        )),
+    }
+}
+
 fn seconds<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(duration.as_secs_f64())
 }
@@ -176,20 +208,23 @@ impl Sizes {
     pub fn full() -> Self {
         Self {
             quick: false,
+            calls_grants: 5,
+            calls_grant_seconds: 20,
             sequential: 500,
             burst: 1000,
             revocations: 500,
             sar_samples: 50,
             revocation_durations: (3, 30),
             revocation_spread: Duration::from_secs(40),
-            scale_namespaces: 100,
-            grants_per_namespace: 100,
+            scale_points: vec![(10_000, 100), (50_000, 500)],
+            in_force_canaries: 100,
+            in_force_durations: (10, 30),
             create_concurrency: 64,
             canaries: 10,
             canary_seconds: 10,
-            webhook_rates: vec![500, 2000, 5000],
+            webhook_rates: vec![500, 2000, 5000, 10_000],
             webhook_seconds: 5.0,
-            webhook_max_requests: 10_000,
+            webhook_max_requests: 50_000,
             breakdown_calls: 200,
             apiserver_calls: 200,
             sessions: 50,
@@ -206,14 +241,17 @@ impl Sizes {
     pub fn quick() -> Self {
         Self {
             quick: true,
+            calls_grants: 3,
+            calls_grant_seconds: 8,
             sequential: 20,
             burst: 50,
             revocations: 30,
             sar_samples: 5,
             revocation_durations: (3, 8),
             revocation_spread: Duration::from_secs(2),
-            scale_namespaces: 5,
-            grants_per_namespace: 10,
+            scale_points: vec![(50, 5), (100, 10)],
+            in_force_canaries: 10,
+            in_force_durations: (3, 8),
             create_concurrency: 16,
             canaries: 2,
             canary_seconds: 8,
@@ -243,12 +281,15 @@ impl Sizes {
                 *target = value;
             }
         };
+        set(&mut sizes.calls_grants, cli.calls_grants);
         set(&mut sizes.sequential, cli.sequential);
         set(&mut sizes.burst, cli.burst);
         set(&mut sizes.revocations, cli.revocations);
         set(&mut sizes.sar_samples, cli.sar_samples);
-        set(&mut sizes.scale_namespaces, cli.scale_namespaces);
-        set(&mut sizes.grants_per_namespace, cli.grants_per_namespace);
+        set(&mut sizes.in_force_canaries, cli.in_force_canaries);
+        if !cli.scale_points.is_empty() {
+            sizes.scale_points = cli.scale_points.clone();
+        }
         set(&mut sizes.apiserver_calls, cli.apiserver_calls);
         set(&mut sizes.canaries, cli.canaries);
         set(&mut sizes.sessions, cli.sessions);
@@ -266,7 +307,7 @@ impl Sizes {
             sizes.webhook_seconds = seconds;
         }
         sizes.sar_samples = sizes.sar_samples.min(sizes.revocations);
-        sizes.scale_namespaces = sizes.scale_namespaces.max(1);
+        sizes.calls_grants = sizes.calls_grants.max(1);
         sizes.session_runs = sizes.session_runs.max(1);
         sizes
     }
@@ -294,14 +335,25 @@ mod tests {
     }
 
     #[test]
+    fn scale_points_are_grants_x_namespaces() {
+        let cli = Cli::parse_from(["oz-bench", "--scale-points", "10000x100,50000x500"]);
+        assert_eq!(
+            Sizes::from_cli(&cli).scale_points,
+            [(10_000, 100), (50_000, 500)]
+        );
+        let bad = Cli::try_parse_from(["oz-bench", "--scale-points", "10000"]).unwrap_err();
+        assert!(bad.to_string().contains("GRANTSxNAMESPACES"), "{bad}");
+    }
+
+    #[test]
     fn the_full_sizes_are_the_issues() {
         let sizes = Sizes::from_cli(&Cli::parse_from(["oz-bench"]));
         assert_eq!(
             (sizes.sequential, sizes.burst, sizes.revocations),
             (500, 1000, 500)
         );
-        assert_eq!(sizes.scale_namespaces * sizes.grants_per_namespace, 10_000);
-        assert_eq!(sizes.webhook_rates, [500, 2000, 5000]);
+        assert_eq!(sizes.scale_points, [(10_000, 100), (50_000, 500)]);
+        assert_eq!(sizes.webhook_rates, [500, 2000, 5000, 10_000]);
         assert_eq!(
             (sizes.sessions, sizes.session_mib, sizes.session_runs),
             (50, 64, 3)

@@ -61,6 +61,7 @@ pub struct ControlPlaneOptions {
     nodes: usize,
     restartable: bool,
     webhook_client_cert: bool,
+    apiserver_args: Vec<String>,
 }
 
 /// How many simulated nodes the shared control plane has: two, so a DaemonSet has two pods and
@@ -88,6 +89,7 @@ impl Default for ControlPlaneOptions {
             nodes: DEFAULT_NODES,
             restartable: false,
             webhook_client_cert: true,
+            apiserver_args: vec![],
         }
     }
 }
@@ -101,6 +103,7 @@ impl ControlPlaneOptions {
             nodes: 0,
             restartable: false,
             webhook_client_cert: false,
+            apiserver_args: vec![],
         }
     }
 
@@ -132,6 +135,15 @@ impl ControlPlaneOptions {
     /// shared control plane.
     pub fn restartable(mut self) -> Self {
         self.restartable = true;
+        self
+    }
+
+    /// Passes these flags to kube-apiserver as well (after kube-testenv's own, so they win),
+    /// e.g. `--audit-policy-file=...`. kube-testenv runs the apiserver in its own process and
+    /// parses what follows `--` as the apiserver's flags; a wrong flag fails the start.
+    pub fn apiserver_args(mut self, args: &[&str]) -> Self {
+        self.apiserver_args
+            .extend(args.iter().map(|a| a.to_string()));
         self
     }
 
@@ -199,6 +211,10 @@ impl ControlPlane {
         for (name, groups) in &options.users {
             args.push(format!("--user={name}:{}", groups.join(",")));
         }
+        if !options.apiserver_args.is_empty() {
+            args.push("--".into());
+            args.extend(options.apiserver_args);
+        }
         let (child, stdin, ready) = spawn(&binary, &work_dir, &args)?;
         Ok(Self {
             ready,
@@ -244,8 +260,7 @@ impl ControlPlane {
             .next()
             .and_then(|p| p.parse::<u16>().ok())
             .ok_or_else(|| Error::Start(format!("no port in {}", self.ready.server)))?;
-        let mut args = self.args.clone();
-        args.push(format!("--port={port}"));
+        let args = with_port(&self.args, port);
         let (child, stdin, _) = spawn(&self.binary, &self.work_dir, &args)?;
         *self.child.lock().unwrap() = child;
         *self.stdin.lock().unwrap() = stdin;
@@ -383,6 +398,15 @@ impl Drop for ControlPlane {
     }
 }
 
+/// `run`'s arguments with `--port`, a flag of kube-testenv's own, so before the `--` after which
+/// come the apiserver's.
+fn with_port(args: &[String], port: u16) -> Vec<String> {
+    let mut args = args.to_vec();
+    let own_flags_end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    args.insert(own_flags_end, format!("--port={port}"));
+    args
+}
+
 fn webhook_client_file(path: &Option<PathBuf>) -> Result<&Path> {
     path.as_deref().ok_or(Error::NoWebhookClientCert)
 }
@@ -479,4 +503,19 @@ fn tail(path: &Path, lines: usize) -> String {
         std::fs::read_to_string(path).unwrap_or_else(|e| format!("({}: {e})", path.display()));
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restart_port_goes_before_the_apiservers_flags() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            with_port(&args(&["run", "--nodes=2", "--", "--audit-log-path=x"]), 7),
+            args(&["run", "--nodes=2", "--port=7", "--", "--audit-log-path=x"])
+        );
+        assert_eq!(with_port(&args(&["run"]), 7), args(&["run", "--port=7"]));
+    }
 }
