@@ -2,6 +2,7 @@
 //! module shares one control plane per run of this binary, and each test works in a namespace of
 //! its own.
 
+mod api_calls;
 mod approval_webhooks;
 mod approvals;
 mod audit_trail;
