@@ -41,22 +41,35 @@ pub fn grant_identity<R: AccessRequest>(request: &R) -> Result<GrantIdentity, Er
     let uid = request
         .uid()
         .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?;
-    let owner = blocking(
-        request
-            .controller_owner_ref(&())
-            .ok_or_else(|| Error::MissingMetadata(name.clone(), "uid"))?,
-    );
+    Ok(grant_identity_of::<R>(&name, namespace, &uid))
+}
+
+/// [`grant_identity`] of the request of kind `R` named `request` in `namespace`, with `uid`:
+/// for a holder that keeps only those three (an expiry timer, one per grant in force).
+pub fn grant_identity_of<R: AccessRequest>(
+    request: &str,
+    namespace: String,
+    uid: &str,
+) -> GrantIdentity {
+    let owner = blocking(OwnerReference {
+        api_version: R::api_version(&()).to_string(),
+        kind: R::kind(&()).to_string(),
+        name: request.to_string(),
+        uid: uid.to_string(),
+        controller: Some(true),
+        ..Default::default()
+    });
     let labels = BTreeMap::from([
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-        (REQUEST_LABEL.to_string(), label_safe(&name)),
+        (REQUEST_LABEL.to_string(), label_safe(request)),
         (REQUEST_KIND_LABEL.to_string(), R::kind(&()).to_string()),
     ]);
-    Ok(GrantIdentity {
-        name: resource_name(&name, &uid),
+    GrantIdentity {
+        name: resource_name(request, uid),
         namespace,
         labels,
         owner,
-    })
+    }
 }
 
 /// An owner reference that blocks its owner's foreground deletion until the garbage collector

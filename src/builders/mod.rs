@@ -19,7 +19,10 @@ pub mod workload;
 
 pub use cache::GrantCache;
 pub use exec::ExecAccessBuilder;
-pub use grant::{GrantIdentity, MANAGED_BY, blocking, grant_identity, resource_name, revoke_grant};
+pub use grant::{
+    GrantIdentity, MANAGED_BY, blocking, grant_identity, grant_identity_of, resource_name,
+    revoke_grant,
+};
 pub use pod::PodAccessBuilder;
 
 /// What a build produced.

@@ -747,6 +747,12 @@ async fn requests_are_stamped_checked_and_immutable() {
     let bob =
         Api::<ExecAccessRequest>::namespaced(env().client_as("bob").await.unwrap(), &fixture.ns);
 
+    // Once the cache knows the template, the mutating webhook can name it as the owner.
+    eventually(WAIT, "the lookup cache to list", || {
+        let ready = fixture.server().lookup_cache_ready();
+        async move { ready.then_some(()) }
+    })
+    .await;
     // alice forges an admin requester; the stored request names alice.
     alice
         .create(&PostParams::default(), &request("alices", "web", "admin"))
@@ -763,6 +769,33 @@ async fn requests_are_stamped_checked_and_immutable() {
         "{requester:?}"
     );
     assert!(!requester.groups.contains(&"system:masters".to_string()));
+    // Its template owns it from its creation (no controller runs here): the controller need
+    // not write the reference. Not blocking: alice may not update the template's finalizers.
+    let template =
+        Api::<oz_api::ExecAccessTemplate>::namespaced(fixture.admin.clone(), &fixture.ns)
+            .get("web")
+            .await
+            .unwrap();
+    let owner = stored.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(
+        owner
+            .iter()
+            .map(|o| (
+                o.kind.as_str(),
+                o.name.as_str(),
+                o.uid.as_str(),
+                o.controller,
+                o.block_owner_deletion
+            ))
+            .collect::<Vec<_>>(),
+        [(
+            "ExecAccessTemplate",
+            "web",
+            template.metadata.uid.as_deref().unwrap(),
+            Some(true),
+            None
+        )]
+    );
 
     // bob is not in devs: refused at create, with the reason.
     let refusal = bob

@@ -1,14 +1,15 @@
 //! [`CachedLookup`]: the handlers' reads served from memory, kept current by watches.
 //!
-//! Four reflectors (ExecAccessRequest, PodAccessRequest, ExecAccessTemplate, PodAccessTemplate)
-//! keep copies of every object in the namespaces served, without what the handlers never read:
-//! `metadata.managedFields`, the last-applied annotation, and a request's conditions and access
-//! message. The requests are also indexed by namespace, so an audited exec reads its own
-//! namespace's requests and costs no apiserver call at all.
+//! Four watches (ExecAccessRequest, PodAccessRequest, ExecAccessTemplate, PodAccessTemplate)
+//! keep what the handlers read of every object in the namespaces served. A request is kept
+//! only as its [`RequestSummary`] (what grant matching reads), by namespace, so an audited exec
+//! reads its own namespace's requests and costs no apiserver call at all, and a grant in force
+//! costs a few hundred bytes here, not a copy of the whole object; templates are kept whole,
+//! without `metadata.managedFields` and the last-applied annotation.
 //!
 //! The copies lag the apiserver by the watch's delivery delay, normally milliseconds. Where
 //! that could change an answer, the apiserver is read instead:
-//! - until every store has listed once, every read goes to the apiserver;
+//! - until every watch has listed once, every read goes to the apiserver;
 //! - a template that is not in the cache is read (it may have been created a moment ago);
 //! - [`find_grant`](super::audit::find_grant) asks the apiserver before concluding that there
 //!   is no grant ([`AccessLookup::uncached`]), so an exec right after its request became Ready
@@ -22,7 +23,7 @@
 //! still be named as the grant, and a template's just-changed accessConfig is not yet seen.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, HashMap},
     fmt::Debug,
     sync::{
         Arc, PoisonError, RwLock,
@@ -35,7 +36,7 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
         WatchStreamExt,
-        reflector::{self, ObjectRef, Store, store::Writer},
+        reflector::{ObjectRef, Store, store::Writer},
         watcher,
     },
 };
@@ -44,6 +45,7 @@ use oz_api::{
     PodAccessRequest, PodAccessTemplate,
 };
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tracing::warn;
 
 use oz_api::AccessApproval;
@@ -58,18 +60,21 @@ pub struct CachedLookup {
     live: Arc<dyn AccessLookup>,
 }
 
+/// The watches stopped (their future was dropped) before they had all listed once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the audit and admission cache's watches stopped before they had listed")]
+pub struct WatchesStopped;
+
 /// The stores, for all namespaces at once or one set per namespace.
 enum Scope {
     Cluster(Stores),
     Namespaces(BTreeMap<String, Stores>),
 }
 
-/// One store per kind; the requests' indexed by namespace.
+/// One store per kind.
 struct Stores {
-    exec_requests: Store<ExecAccessRequest>,
-    exec_requests_by_namespace: Arc<NamespaceIndex>,
-    pod_requests: Store<PodAccessRequest>,
-    pod_requests_by_namespace: Arc<NamespaceIndex>,
+    exec_requests: Arc<RequestSummaries>,
+    pod_requests: Arc<RequestSummaries>,
     exec_templates: Store<ExecAccessTemplate>,
     pod_templates: Store<PodAccessTemplate>,
     /// Set once all four have listed; they stay usable while their watches recover.
@@ -78,10 +83,8 @@ struct Stores {
 
 /// The writers of a [`Stores`].
 struct Writers {
-    exec_requests: Writer<ExecAccessRequest>,
-    exec_requests_by_namespace: NamespaceIndexer,
-    pod_requests: Writer<PodAccessRequest>,
-    pod_requests_by_namespace: NamespaceIndexer,
+    exec_requests: SummaryWriter,
+    pod_requests: SummaryWriter,
     exec_templates: Writer<ExecAccessTemplate>,
     pod_templates: Writer<PodAccessTemplate>,
 }
@@ -89,10 +92,8 @@ struct Writers {
 impl Writers {
     fn new() -> Self {
         Self {
-            exec_requests: Writer::default(),
-            exec_requests_by_namespace: NamespaceIndexer::default(),
-            pod_requests: Writer::default(),
-            pod_requests_by_namespace: NamespaceIndexer::default(),
+            exec_requests: SummaryWriter::new(),
+            pod_requests: SummaryWriter::new(),
             exec_templates: Writer::default(),
             pod_templates: Writer::default(),
         }
@@ -100,18 +101,16 @@ impl Writers {
 
     fn stores(&self) -> Stores {
         Stores {
-            exec_requests: self.exec_requests.as_reader(),
-            exec_requests_by_namespace: self.exec_requests_by_namespace.index.clone(),
-            pod_requests: self.pod_requests.as_reader(),
-            pod_requests_by_namespace: self.pod_requests_by_namespace.index.clone(),
+            exec_requests: self.exec_requests.summaries.clone(),
+            pod_requests: self.pod_requests.summaries.clone(),
             exec_templates: self.exec_templates.as_reader(),
             pod_templates: self.pod_templates.as_reader(),
             ready: AtomicBool::new(false),
         }
     }
 
-    /// The four reflectors over `client`, in `namespace` or (`None`) all namespaces.
-    fn reflect(self, client: &Client, namespace: Option<&str>) -> Vec<BoxFuture<'static, ()>> {
+    /// The four watches over `client`, in `namespace` or (`None`) all namespaces.
+    fn watch(self, client: &Client, namespace: Option<&str>) -> Vec<BoxFuture<'static, ()>> {
         fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
         where
             K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
@@ -122,30 +121,22 @@ impl Writers {
             }
         }
         vec![
-            run(
-                api(client, namespace),
+            run(summarize(
+                watch_events::<ExecAccessRequest>(api(client, namespace)),
                 self.exec_requests,
-                strip_request,
-                Some(self.exec_requests_by_namespace),
-            ),
-            run(
-                api(client, namespace),
+            )),
+            run(summarize(
+                watch_events::<PodAccessRequest>(api(client, namespace)),
                 self.pod_requests,
-                strip_request,
-                Some(self.pod_requests_by_namespace),
-            ),
-            run(
-                api(client, namespace),
+            )),
+            run(reflect_templates(
+                watch_events(api(client, namespace)),
                 self.exec_templates,
-                strip_metadata,
-                None,
-            ),
-            run(
-                api(client, namespace),
+            )),
+            run(reflect_templates(
+                watch_events(api(client, namespace)),
                 self.pod_templates,
-                strip_metadata,
-                None,
-            ),
+            )),
         ]
     }
 }
@@ -157,8 +148,8 @@ impl Stores {
             return true;
         }
         let listed = |ready: Option<Result<(), _>>| matches!(ready, Some(Ok(())));
-        let ready = listed(self.exec_requests.wait_until_ready().now_or_never())
-            && listed(self.pod_requests.wait_until_ready().now_or_never())
+        let ready = self.exec_requests.listed()
+            && self.pod_requests.listed()
             && listed(self.exec_templates.wait_until_ready().now_or_never())
             && listed(self.pod_templates.wait_until_ready().now_or_never());
         if ready {
@@ -167,11 +158,15 @@ impl Stores {
         ready
     }
 
-    async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.exec_requests.wait_until_ready().await?;
-        self.pod_requests.wait_until_ready().await?;
-        self.exec_templates.wait_until_ready().await?;
-        self.pod_templates.wait_until_ready().await
+    async fn wait_until_ready(&self) -> Result<(), WatchesStopped> {
+        self.exec_requests.wait_until_listed().await?;
+        self.pod_requests.wait_until_listed().await?;
+        let stopped = |_| WatchesStopped;
+        self.exec_templates
+            .wait_until_ready()
+            .await
+            .map_err(stopped)?;
+        self.pod_templates.wait_until_ready().await.map_err(stopped)
     }
 
     fn template(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<AccessConfig> {
@@ -181,16 +176,22 @@ impl Stores {
         }
     }
 
+    fn template_uid(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<String> {
+        match kind {
+            AccessKind::Exec => self
+                .exec_templates
+                .get(&ObjectRef::new(name).within(namespace))?
+                .uid(),
+            AccessKind::Pod => self
+                .pod_templates
+                .get(&ObjectRef::new(name).within(namespace))?
+                .uid(),
+        }
+    }
+
     fn requests(&self, namespace: &str) -> Vec<RequestSummary> {
-        let mut requests = Vec::new();
-        self.exec_requests_by_namespace
-            .each(&self.exec_requests, namespace, |r| {
-                requests.push(RequestSummary::of(r))
-            });
-        self.pod_requests_by_namespace
-            .each(&self.pod_requests, namespace, |r| {
-                requests.push(RequestSummary::of(r))
-            });
+        let mut requests = self.exec_requests.in_namespace(namespace);
+        requests.extend(self.pod_requests.in_namespace(namespace));
         requests
     }
 }
@@ -215,18 +216,18 @@ impl CachedLookup {
         client: Client,
         namespaces: &[String],
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        let mut reflectors = Vec::new();
+        let mut watches = Vec::new();
         let scope = if namespaces.is_empty() {
             let writers = Writers::new();
             let stores = writers.stores();
-            reflectors.extend(writers.reflect(&client, None));
+            watches.extend(writers.watch(&client, None));
             Scope::Cluster(stores)
         } else {
             let mut scoped = BTreeMap::new();
             for namespace in namespaces {
                 let writers = Writers::new();
                 scoped.insert(namespace.clone(), writers.stores());
-                reflectors.extend(writers.reflect(&client, Some(namespace)));
+                watches.extend(writers.watch(&client, Some(namespace)));
             }
             Scope::Namespaces(scoped)
         };
@@ -234,7 +235,7 @@ impl CachedLookup {
             scope,
             live: Arc::new(KubeLookup::new(client)),
         };
-        let run = futures::future::join_all(reflectors).map(|_| ());
+        let run = futures::future::join_all(watches).map(|_| ());
         (lookup, run)
     }
 
@@ -248,7 +249,7 @@ impl CachedLookup {
 
     /// Returns once [`CachedLookup::is_ready`], which needs the future from
     /// [`CachedLookup::new`] to be running; fails if that future was dropped first.
-    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+    pub async fn wait_until_ready(&self) -> Result<(), WatchesStopped> {
         match &self.scope {
             Scope::Cluster(stores) => stores.wait_until_ready().await,
             Scope::Namespaces(scoped) => {
@@ -287,6 +288,20 @@ impl AccessLookup for CachedLookup {
         self.live.template(kind, namespace, name)
     }
 
+    fn template_uid(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Answer<'_, Option<String>> {
+        // From the cache only: not known here, the controller sets the owner reference itself,
+        // which is better than a read on every create.
+        let uid = self
+            .stores(namespace)
+            .and_then(|stores| stores.template_uid(kind, namespace, name));
+        Box::pin(async move { Ok(uid) })
+    }
+
     fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
         match self.stores(namespace) {
             Some(stores) => {
@@ -318,23 +333,24 @@ impl AccessLookup for CachedLookup {
     }
 }
 
-/// One reflector: `writer`'s store (and `index`) follows `api`, each object passed through
-/// `strip` first.
-fn run<K>(
-    api: Api<K>,
-    writer: Writer<K>,
-    strip: fn(&mut K),
-    index: Option<NamespaceIndexer>,
-) -> BoxFuture<'static, ()>
+/// `api`'s watch events, a failed watch retried with kube's default backoff.
+fn watch_events<K>(api: Api<K>) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let events = watcher(api, watcher::Config::default()).default_backoff();
-    reflect(events, writer, strip, index)
+    watcher(api, watcher::Config::default()).default_backoff()
+}
+
+/// Runs `events` until dropped, logging the failures of the watch behind them.
+fn run<K>(events: impl Stream<Item = watcher::Result<K>> + Send + 'static) -> BoxFuture<'static, ()>
+where
+    K: Send + 'static,
+{
+    events
         .for_each(|event| {
             if let Err(e) = event {
                 warn!(
-                    kind = K::kind(&()).as_ref(), error = %e,
+                    error = %e,
                     "the audit and admission cache's watch failed; retrying with backoff"
                 );
             }
@@ -343,104 +359,125 @@ where
         .boxed()
 }
 
-/// `events` applied to `writer`'s store, then to `index`, each object passed through `strip`
-/// first.
-fn reflect<K, S>(
+/// `events` applied to the template store `writer` keeps, each template without the metadata
+/// no part of oz reads (`oz_api::strip_unread_metadata`).
+fn reflect_templates<K, S>(
     events: S,
     writer: Writer<K>,
-    strip: fn(&mut K),
-    mut index: Option<NamespaceIndexer>,
 ) -> impl Stream<Item = watcher::Result<watcher::Event<K>>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
     S: Stream<Item = watcher::Result<watcher::Event<K>>>,
 {
-    events.modify(strip).reflect(writer).map_ok(move |event| {
-        if let Some(index) = index.as_mut() {
-            index.apply(&event);
-        }
-        event
-    })
+    events
+        .modify(|template| oz_api::strip_unread_metadata(template.meta_mut()))
+        .reflect(writer)
 }
 
-/// The names of a store's objects, by namespace: one namespace's requests are found without
-/// going through every namespace's (the store is keyed by namespace and name, unordered).
-#[derive(Default)]
-struct NamespaceIndex(RwLock<HashMap<String, BTreeSet<String>>>);
+/// `events` applied to the summaries `writer` keeps; the requests themselves are dropped.
+fn summarize<R, S>(events: S, mut writer: SummaryWriter) -> impl Stream<Item = watcher::Result<()>>
+where
+    R: AccessRequest,
+    S: Stream<Item = watcher::Result<watcher::Event<R>>>,
+{
+    events.map_ok(move |event| writer.apply(&event))
+}
 
-impl NamespaceIndex {
-    /// Calls `f` with each object of `store` in `namespace`.
-    fn each<K>(&self, store: &Store<K>, namespace: &str, mut f: impl FnMut(&K))
-    where
-        K: Resource<DynamicType = ()> + Clone + 'static,
-    {
-        let index = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        for name in index.get(namespace).into_iter().flatten() {
-            // Gone from the store, not yet from the index: deleted a moment ago.
-            if let Some(object) = store.get(&ObjectRef::new(name).within(namespace)) {
-                f(&object);
-            }
+/// The requests of one kind, each as its [`RequestSummary`], by namespace and name.
+struct RequestSummaries {
+    by_namespace: RwLock<HashMap<String, HashMap<String, RequestSummary>>>,
+    /// Becomes true once the watch has listed.
+    listed: watch::Receiver<bool>,
+}
+
+impl RequestSummaries {
+    /// The requests in `namespace`.
+    fn in_namespace(&self, namespace: &str) -> Vec<RequestSummary> {
+        let by_namespace = self
+            .by_namespace
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        by_namespace
+            .get(namespace)
+            .map(|requests| requests.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn listed(&self) -> bool {
+        *self.listed.borrow()
+    }
+
+    async fn wait_until_listed(&self) -> Result<(), WatchesStopped> {
+        let mut listed = self.listed.clone();
+        match listed.wait_for(|listed| *listed).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(WatchesStopped),
         }
     }
 }
 
-/// Keeps a [`NamespaceIndex`] from the watch events its store is kept from, the way the
-/// store's writer does: a (re)list replaces the index once complete.
-#[derive(Default)]
-struct NamespaceIndexer {
-    index: Arc<NamespaceIndex>,
-    listing: HashMap<String, BTreeSet<String>>,
+/// Keeps a [`RequestSummaries`] from its kind's watch events, the way a reflector's writer
+/// keeps its store: a (re)list replaces everything once complete.
+struct SummaryWriter {
+    summaries: Arc<RequestSummaries>,
+    listing: HashMap<String, HashMap<String, RequestSummary>>,
+    listed: watch::Sender<bool>,
 }
 
-impl NamespaceIndexer {
-    fn apply<K: Resource>(&mut self, event: &watcher::Event<K>) {
-        fn key<K: Resource>(object: &K) -> (String, String) {
-            let meta = object.meta();
-            (
-                meta.namespace.clone().unwrap_or_default(),
-                meta.name.clone().unwrap_or_default(),
-            )
+impl SummaryWriter {
+    fn new() -> Self {
+        let (listed, reader) = watch::channel(false);
+        Self {
+            summaries: Arc::new(RequestSummaries {
+                by_namespace: RwLock::default(),
+                listed: reader,
+            }),
+            listing: HashMap::new(),
+            listed,
         }
+    }
+
+    fn apply<R: AccessRequest>(&mut self, event: &watcher::Event<R>) {
+        fn namespace<R: AccessRequest>(request: &R) -> String {
+            request.namespace().unwrap_or_default()
+        }
+        let write = || {
+            self.summaries
+                .by_namespace
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
         match event {
             watcher::Event::Init => self.listing = HashMap::new(),
-            watcher::Event::InitApply(object) => {
-                let (namespace, name) = key(object);
-                self.listing.entry(namespace).or_default().insert(name);
+            watcher::Event::InitApply(request) => {
+                let summary = RequestSummary::of(request);
+                self.listing
+                    .entry(namespace(request))
+                    .or_default()
+                    .insert(summary.name.clone(), summary);
             }
             watcher::Event::InitDone => {
-                let listed = std::mem::take(&mut self.listing);
-                *self.index.0.write().unwrap_or_else(PoisonError::into_inner) = listed;
+                *write() = std::mem::take(&mut self.listing);
+                self.listed.send_replace(true);
             }
-            watcher::Event::Apply(object) => {
-                let (namespace, name) = key(object);
-                let mut index = self.index.0.write().unwrap_or_else(PoisonError::into_inner);
-                index.entry(namespace).or_default().insert(name);
+            watcher::Event::Apply(request) => {
+                let summary = RequestSummary::of(request);
+                write()
+                    .entry(namespace(request))
+                    .or_default()
+                    .insert(summary.name.clone(), summary);
             }
-            watcher::Event::Delete(object) => {
-                let (namespace, name) = key(object);
-                let mut index = self.index.0.write().unwrap_or_else(PoisonError::into_inner);
-                if let Some(names) = index.get_mut(&namespace) {
-                    names.remove(&name);
-                    if names.is_empty() {
-                        index.remove(&namespace);
+            watcher::Event::Delete(request) => {
+                let mut by_namespace = write();
+                let namespace = namespace(request);
+                if let Some(requests) = by_namespace.get_mut(&namespace) {
+                    requests.remove(&request.name_any());
+                    if requests.is_empty() {
+                        by_namespace.remove(&namespace);
                     }
                 }
             }
         }
-    }
-}
-
-/// Drops the metadata no part of oz reads (`oz_api::strip_unread_metadata`).
-fn strip_metadata<K: ResourceExt>(object: &mut K) {
-    oz_api::strip_unread_metadata(object.meta_mut());
-}
-
-/// As [`strip_metadata`], and the status fields grant matching does not read.
-fn strip_request<K: AccessRequest>(request: &mut K) {
-    strip_metadata(request);
-    if let Some(status) = request.request_status_mut() {
-        status.conditions = Vec::new();
-        status.access_message = None;
     }
 }
 
@@ -544,25 +581,42 @@ mod tests {
         .unwrap()
     }
 
-    /// Watch events fed by hand through the same stream as a watch's ([`reflect`]).
+    /// Watch events fed by hand through the same stream as a watch's ([`summarize`],
+    /// [`reflect_templates`]).
     struct Feed<K> {
-        events: mpsc::UnboundedSender<watcher::Event<K>>,
+        events: mpsc::UnboundedSender<watcher::Result<watcher::Event<K>>>,
         applied: mpsc::UnboundedReceiver<()>,
     }
+
+    type Events<K> = mpsc::UnboundedReceiver<watcher::Result<watcher::Event<K>>>;
 
     impl<K> Feed<K>
     where
         K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
-        fn start(writer: Writer<K>, strip: fn(&mut K), index: Option<NamespaceIndexer>) -> Self {
+        /// Feeds requests to `writer`.
+        fn requests(writer: SummaryWriter) -> Self
+        where
+            K: AccessRequest,
+        {
+            Self::start(|events: Events<K>| summarize(events, writer))
+        }
+
+        /// Feeds templates to `writer`'s store.
+        fn templates(writer: Writer<K>) -> Self {
+            Self::start(|events: Events<K>| reflect_templates(events, writer))
+        }
+
+        fn start<S, T>(apply: impl FnOnce(Events<K>) -> S) -> Self
+        where
+            S: Stream<Item = watcher::Result<T>> + Send + 'static,
+        {
             let (events, received) = mpsc::unbounded();
             let (applied, acknowledged) = mpsc::unbounded();
-            tokio::spawn(
-                reflect(received.map(Ok), writer, strip, index).for_each(move |_| {
-                    let _ = applied.unbounded_send(());
-                    futures::future::ready(())
-                }),
-            );
+            tokio::spawn(apply(received).for_each(move |_| {
+                let _ = applied.unbounded_send(());
+                futures::future::ready(())
+            }));
             Self {
                 events,
                 applied: acknowledged,
@@ -573,7 +627,7 @@ mod tests {
         async fn send(&mut self, events: Vec<watcher::Event<K>>) {
             let count = events.len();
             for event in events {
-                self.events.unbounded_send(event).unwrap();
+                self.events.unbounded_send(Ok(event)).unwrap();
             }
             for _ in 0..count {
                 self.applied.next().await.unwrap();
@@ -610,18 +664,10 @@ mod tests {
             Self {
                 lookup,
                 apiserver,
-                exec_requests: Feed::start(
-                    writers.exec_requests,
-                    strip_request,
-                    Some(writers.exec_requests_by_namespace),
-                ),
-                pod_requests: Feed::start(
-                    writers.pod_requests,
-                    strip_request,
-                    Some(writers.pod_requests_by_namespace),
-                ),
-                exec_templates: Feed::start(writers.exec_templates, strip_metadata, None),
-                pod_templates: Feed::start(writers.pod_templates, strip_metadata, None),
+                exec_requests: Feed::requests(writers.exec_requests),
+                pod_requests: Feed::requests(writers.pod_requests),
+                exec_templates: Feed::templates(writers.exec_templates),
+                pod_templates: Feed::templates(writers.pod_templates),
             }
         }
 
@@ -759,38 +805,60 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn stored_objects_lose_what_no_handler_reads() {
+    async fn a_request_is_kept_as_what_grant_matching_and_the_audit_record_read() {
+        let mut fixture = Fixture::new(Apiserver::default()).listed().await;
+        let mut approved = exec_request(NS, "approved", "erin", "Ready");
+        let requester = approved.spec.requester.as_mut().unwrap();
+        requester.uid = Some("uid-erin".into());
+        requester.groups = vec!["devs".into(), "oncall".into()];
+        let status = approved.status.as_mut().unwrap();
+        status.approvals = serde_json::from_value(json!([
+            {"approver": "frank", "at": "2026-11-21T00:00:00Z", "name": "frank-approves"},
+        ]))
+        .unwrap();
+        fixture
+            .exec_requests
+            .send(vec![watcher::Event::Apply(approved)])
+            .await;
+
+        let requests = fixture.lookup.requests(NS).await.unwrap();
+        let kept = requests.iter().find(|r| r.name == "approved").unwrap();
+        assert_eq!(
+            *kept,
+            RequestSummary {
+                kind: AccessKind::Exec,
+                name: "approved".into(),
+                template: "web".into(),
+                requester: Some(oz_api::Requester {
+                    username: "erin".into(),
+                    uid: Some("uid-erin".into()),
+                    groups: vec!["devs".into(), "oncall".into()],
+                }),
+                phase: Some(RequestPhase::Ready),
+                pod_name: Some("web-0".into()),
+                approvers: vec!["frank".into()],
+            }
+        );
+        assert_eq!(fixture.apiserver.reads(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn stored_templates_lose_what_no_handler_reads() {
         let fixture = Fixture::new(Apiserver::default()).listed().await;
         let Scope::Cluster(stores) = &fixture.lookup.scope else {
             unreachable!()
         };
-        let request = stores
-            .exec_requests
-            .get(&ObjectRef::new("alices").within(NS))
-            .unwrap();
-        assert_eq!(request.metadata.managed_fields, None);
-        let annotations = request.metadata.annotations.clone().unwrap();
-        assert_eq!(
-            annotations,
-            BTreeMap::from([("team".to_string(), "payments".to_string())])
-        );
-        let status = request.status.clone().unwrap();
-        assert!(status.conditions.is_empty());
-        assert_eq!(status.access_message, None);
-        assert_eq!(status.phase, Some(RequestPhase::Ready));
-        assert_eq!(status.pod_name.as_deref(), Some("web-0"));
-        assert!(status.ready);
-        assert_eq!(request.spec.template_name, "web");
-
         let template = stores
             .exec_templates
             .get(&ObjectRef::new("web").within(NS))
             .unwrap();
         assert_eq!(template.metadata.managed_fields, None);
-        assert!(
-            !template
-                .annotations()
-                .contains_key(oz_api::LAST_APPLIED_ANNOTATION)
+        assert_eq!(
+            template.metadata.annotations,
+            Some(BTreeMap::from([(
+                "team".to_string(),
+                "payments".to_string()
+            )]))
         );
         assert_eq!(template.spec.access_config, group_access_config(&["devs"]));
     }
@@ -882,22 +950,14 @@ mod tests {
             scope: Scope::Namespaces(BTreeMap::from([("team-b".to_string(), writers.stores())])),
             live: apiserver.clone(),
         };
-        let mut exec_requests = Feed::start(
-            writers.exec_requests,
-            strip_request,
-            Some(writers.exec_requests_by_namespace),
-        );
-        Feed::start(
-            writers.pod_requests,
-            strip_request,
-            Some(writers.pod_requests_by_namespace),
-        )
-        .list(Vec::new())
-        .await;
-        Feed::start(writers.exec_templates, strip_metadata, None)
+        let mut exec_requests = Feed::requests(writers.exec_requests);
+        Feed::<PodAccessRequest>::requests(writers.pod_requests)
             .list(Vec::new())
             .await;
-        Feed::start(writers.pod_templates, strip_metadata, None)
+        Feed::templates(writers.exec_templates)
+            .list(Vec::new())
+            .await;
+        Feed::templates(writers.pod_templates)
             .list(Vec::new())
             .await;
         exec_requests
