@@ -33,6 +33,7 @@ use crate::{
     builders::{
         AccessBuilder, GrantCache, MANAGED_BY,
         cache::{WorkloadStores, keep_selector_only},
+        grant::REQUEST_KIND_LABEL,
         grant_identity,
         workload::rollout_resource,
     },
@@ -137,7 +138,14 @@ pub async fn request_controller<B: AccessBuilder>(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
-    let owned = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
+    // Only the grants of this controller's kind: the other kind's controller watches its own.
+    // Both cached every oz Role and RoleBinding before, and each consumed the other's echoes
+    // ([`crate::own_writes`]), so one in two of oz's own writes woke a request again.
+    let kind_label = <B::Request as Resource>::kind(&());
+    let owned = watcher::Config::default().labels(&format!(
+        "{}={},{REQUEST_KIND_LABEL}={kind_label}",
+        MANAGED_BY.0, MANAGED_BY.1
+    ));
     // The requests are cached without their managedFields: parsed, those are most of a
     // request's memory (a tree of every field each manager set), and oz never reads them.
     // oz-bench measured ~30 KB per grant with them.
