@@ -82,6 +82,11 @@ impl OwnWrites {
             None => Vec::new(),
         };
         let echoed = written.as_ref().is_some_and(|v| held.contains(v));
+        // The held events reached the cache: earlier writes they have passed are settled too.
+        writes.retain(|w| match w {
+            Write::Applied(v) => !held.iter().any(|h| not_after(v, Some(h))),
+            _ => true,
+        });
         // Events that were neither this write's echo nor older than it: someone else's change,
         // after oz's, that nobody has looked at.
         let foreign = held.iter().any(|v| {
@@ -127,6 +132,28 @@ impl OwnWrites {
                 pending.remove(&key);
             }
         }
+    }
+
+    /// Whether oz has written `cached` (the cache's copy) since the cache last heard of it:
+    /// a write in flight, or one that stored a later version than the copy's. Writes the copy
+    /// has passed are settled here, so that an echo that slipped by cannot leave the object
+    /// looking stale for good.
+    pub fn ahead_of<K: Resource<DynamicType = ()>>(&self, cached: &K) -> bool {
+        let key = key(cached);
+        let seen = cached.resource_version();
+        let mut pending = self.lock();
+        let Some(writes) = pending.get_mut(&key) else {
+            return false;
+        };
+        writes.retain(|w| match w {
+            Write::Applied(v) => !not_after(v, seen.as_deref()),
+            _ => true,
+        });
+        let ahead = !writes.is_empty();
+        if !ahead {
+            pending.remove(&key);
+        }
+        ahead
     }
 
     /// Whether oz has written the object since its cache last heard of it: the cache's copy (or
@@ -310,6 +337,25 @@ mod tests {
         own.track("shop", "r-1", Some("5"), write).await.unwrap();
         assert!(own.is_empty(), "nothing left to wait for");
         assert!(!own.take_missed("shop", "r-1"));
+    }
+
+    #[tokio::test]
+    async fn echoes_held_back_during_a_later_write_settle_the_earlier_one() {
+        let own = OwnWrites::default();
+        apply(&own, "7", Some("5")).await;
+        let write = async {
+            // Both echoes arrive while the second write is in flight.
+            assert!(own.is_echo(&role("7"), false));
+            assert!(own.is_echo(&role("9"), false));
+            Ok::<_, ()>(role("9"))
+        };
+        own.track("shop", "r-1", Some("7"), write).await.unwrap();
+        assert!(own.is_empty(), "nothing left to wait for");
+        // And a copy the cache holds settles whatever it has passed.
+        apply(&own, "11", Some("9")).await;
+        assert!(own.ahead_of(&role("9")));
+        assert!(!own.ahead_of(&role("11")));
+        assert!(own.is_empty());
     }
 
     #[tokio::test]

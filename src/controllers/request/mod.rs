@@ -221,15 +221,7 @@ async fn reconcile_steps<B: AccessBuilder>(
             this.cache.wait_until_ready().await;
         })
         .await;
-    let (namespace, name) = (
-        request.meta().namespace.as_deref().unwrap_or_default(),
-        request.meta().name.as_deref().unwrap_or_default(),
-    );
-    if this
-        .ctx
-        .own_writes
-        .ahead_of_cache::<B::Request>(namespace, name)
-    {
+    if this.ctx.own_writes.ahead_of(&**request) {
         // Woken by something else just after oz wrote this request: the cached copy is older
         // than oz's write, and a pass judged on it could write (and announce) it again. The
         // write's own watch event is dropped as an echo, so look again once it is in.
