@@ -66,7 +66,7 @@ impl AccessBuilder for ExecAccessBuilder {
         let existing = cache.role(ctx, grant).await?;
         let session_mode =
             rbac::granted_session_mode(template.access_config().session_mode(), existing.as_ref());
-        let earlier = match existing.and_then(role_pod) {
+        let earlier = match existing.as_ref().and_then(role_pod) {
             Some(pod) => Some(pod),
             None => recorded_pod.map(str::to_string),
         };
@@ -105,7 +105,8 @@ impl AccessBuilder for ExecAccessBuilder {
             SessionMode::Direct => rbac::EXEC_PERMISSIONS,
             SessionMode::Brokered => rbac::BROKERED_EXEC_PERMISSIONS,
         };
-        rbac::apply_grant(ctx, cache, grant, &pod_name, permissions, subjects).await?;
+        let role = existing.as_ref();
+        rbac::apply_grant(ctx, cache, grant, role, &pod_name, permissions, subjects).await?;
         Ok(Built {
             pod,
             created_message: format!("Success. Role {0}, RoleBinding {0} created", grant.name),
@@ -120,10 +121,11 @@ impl AccessBuilder for ExecAccessBuilder {
 }
 
 /// The pod named in the grant's existing Role.
-fn role_pod(role: Role) -> Option<String> {
-    role.rules?
-        .into_iter()
-        .find_map(|rule| rule.resource_names?.into_iter().next())
+fn role_pod(role: &Role) -> Option<String> {
+    role.rules
+        .iter()
+        .flatten()
+        .find_map(|rule| rule.resource_names.as_ref()?.first().cloned())
 }
 
 /// A pod a request may be granted: one of the workload's, and running.

@@ -113,7 +113,8 @@ impl AccessBuilder for PodAccessBuilder {
             SessionMode::Direct => POD_PERMISSIONS,
             SessionMode::Brokered => BROKERED_POD_PERMISSIONS,
         };
-        rbac::apply_grant(ctx, cache, grant, &grant.name, permissions, subjects).await?;
+        let role = existing.as_ref();
+        rbac::apply_grant(ctx, cache, grant, role, &grant.name, permissions, subjects).await?;
         Ok(Built {
             ready: is_ready(&pod),
             created_message: created_message(grant),

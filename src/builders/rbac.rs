@@ -143,22 +143,23 @@ pub fn never_wider(existing: Option<&RoleBinding>, wanted: Vec<Subject>) -> Vec<
     }
 }
 
-/// Applies the grant's Role and RoleBinding for `pod`, each only if the cached one differs
-/// from what it should be: re-applying an unchanged object is still a call (oz-bench counted
-/// two per reconcile), and a reconcile that changes nothing should make none.
+/// Applies the grant's Role and RoleBinding for `pod`, each only if the existing one (the
+/// builder's read of the Role, the cache's of the RoleBinding) differs from what it should be:
+/// re-applying an unchanged object is still a call (oz-bench counted two per reconcile), and a
+/// reconcile that changes nothing should make none.
 pub async fn apply_grant(
     ctx: &Context,
     cache: &GrantCache,
     grant: &GrantIdentity,
+    existing_role: Option<&Role>,
     pod: &str,
     permissions: &[PodPermission],
     subjects: Vec<Subject>,
 ) -> Result<()> {
     let role = build_role(grant, pod, permissions);
-    let existing = cache.role(ctx, grant).await?;
-    if !same_role(existing.as_ref(), &role) {
+    if !same_role(existing_role, &role) {
         let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        let before = resource_version(existing.as_ref());
+        let before = resource_version(existing_role);
         ctx.own_writes
             .track(&grant.namespace, &grant.name, before, apply(&roles, &role))
             .await?;
