@@ -275,8 +275,8 @@ pub fn became(previous: &RequestStatus, status: &RequestStatus, phase: RequestPh
 
 /// The Events a status change from `previous` to `status` publishes: the steps' own `notes`,
 /// then `Created` when the access resources first exist (unless the request is Ready at once),
-/// `Ready` when the request becomes Ready, and otherwise, for a Failed request with nothing else to say, `Failed` once per
-/// distinct problem rather than on every retry.
+/// `Ready` when the request becomes Ready, and otherwise, for a Failed request with nothing
+/// else to say, `Failed` once per distinct problem rather than on every retry.
 pub fn events_for(previous: &RequestStatus, status: &RequestStatus, notes: Vec<Note>) -> Vec<Note> {
     let mut events = notes;
     fn created(s: &RequestStatus) -> Option<&Condition> {
