@@ -83,10 +83,9 @@ impl OwnWrites {
         };
         let echoed = written.as_ref().is_some_and(|v| held.contains(v));
         // The held events reached the cache: earlier writes they have passed are settled too.
-        writes.retain(|w| match w {
-            Write::Applied(v) => !held.iter().any(|h| not_after(v, Some(h))),
-            _ => true,
-        });
+        for seen in &held {
+            settle(writes, Some(seen));
+        }
         // Events that were neither this write's echo nor older than it: someone else's change,
         // after oz's, that nobody has looked at.
         let foreign = held.iter().any(|v| {
@@ -134,36 +133,31 @@ impl OwnWrites {
         }
     }
 
-    /// Whether oz has written `cached` (the cache's copy) since the cache last heard of it:
-    /// a write in flight, or one that stored a later version than the copy's. Writes the copy
-    /// has passed are settled here, so that an echo that slipped by cannot leave the object
-    /// looking stale for good.
-    pub fn ahead_of<K: Resource<DynamicType = ()>>(&self, cached: &K) -> bool {
-        let key = key(cached);
-        let seen = cached.resource_version();
+    /// Whether oz has written the object `name` in `namespace` since its cache last heard of
+    /// it, the cache holding `cached` (`None`: absent): a write in flight, a delete, or an apply
+    /// that stored a later version than the cached copy's. The writes the copy has passed are
+    /// settled here, so that an echo that slipped by cannot leave the object looking stale for
+    /// good.
+    pub fn ahead_of<K: Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+        name: &str,
+        cached: Option<&K>,
+    ) -> bool {
+        let key = key_of::<K>(namespace, name);
         let mut pending = self.lock();
         let Some(writes) = pending.get_mut(&key) else {
             return false;
         };
-        writes.retain(|w| match w {
-            Write::Applied(v) => !not_after(v, seen.as_deref()),
-            _ => true,
-        });
+        settle(
+            writes,
+            cached.and_then(|c| c.meta().resource_version.as_deref()),
+        );
         let ahead = !writes.is_empty();
         if !ahead {
             pending.remove(&key);
         }
         ahead
-    }
-
-    /// Whether oz has written the object since its cache last heard of it: the cache's copy (or
-    /// its absence) is then older than what the apiserver holds.
-    pub fn ahead_of_cache<K: Resource<DynamicType = ()>>(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> bool {
-        self.lock().contains_key(&key_of::<K>(namespace, name))
     }
 
     /// Whether a watch event about `object` (`deleted`, or applied) is the echo of one of oz's
@@ -196,12 +190,9 @@ impl OwnWrites {
         if deleted {
             writes.clear();
         } else {
-            writes.retain(|w| match w {
-                // Any change seen after a delete: the object is back (someone re-created it).
-                Write::Deleted => false,
-                Write::InFlight(_) => true,
-                Write::Applied(version) => !not_after(version, seen.as_deref()),
-            });
+            settle(writes, seen.as_deref());
+            // Any change seen after a delete: the object is back (someone re-created it).
+            writes.retain(|w| *w != Write::Deleted);
         }
         if writes.is_empty() {
             pending.remove(&key);
@@ -240,6 +231,11 @@ impl OwnWrites {
     ) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String)>> {
         self.missed.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Drops the applies a cache at version `seen` has caught up with.
+fn settle(writes: &mut Vec<Write>, seen: Option<&str>) {
+    writes.retain(|w| !matches!(w, Write::Applied(version) if not_after(version, seen)));
 }
 
 /// Whether the write that stored `version` is one a watch event at `seen` has passed. Kubernetes
@@ -291,14 +287,14 @@ mod tests {
     async fn the_event_of_an_own_apply_is_an_echo_once_and_any_other_is_news() {
         let own = OwnWrites::default();
         apply(&own, "7", Some("5")).await;
-        assert!(own.ahead_of_cache::<Role>("shop", "r-1"));
+        assert!(own.ahead_of::<Role>("shop", "r-1", None));
         assert!(!own.is_echo(&role("6"), false), "an older version is news");
         assert!(
-            own.ahead_of_cache::<Role>("shop", "r-1"),
+            own.ahead_of::<Role>("shop", "r-1", None),
             "and leaves the write pending"
         );
         assert!(own.is_echo(&role("7"), false));
-        assert!(!own.ahead_of_cache::<Role>("shop", "r-1"));
+        assert!(!own.ahead_of::<Role>("shop", "r-1", None));
         apply(&own, "8", Some("7")).await;
         assert!(own.is_echo(&role("8"), false));
         assert!(!own.is_echo(&role("8"), false), "an echo is consumed");
@@ -323,7 +319,7 @@ mod tests {
         let own = OwnWrites::default();
         apply(&own, "7", Some("7")).await;
         assert!(own.is_empty());
-        assert!(!own.ahead_of_cache::<Role>("shop", "r-1"));
+        assert!(!own.ahead_of::<Role>("shop", "r-1", None));
     }
 
     #[tokio::test]
@@ -353,8 +349,8 @@ mod tests {
         assert!(own.is_empty(), "nothing left to wait for");
         // And a copy the cache holds settles whatever it has passed.
         apply(&own, "11", Some("9")).await;
-        assert!(own.ahead_of(&role("9")));
-        assert!(!own.ahead_of(&role("11")));
+        assert!(own.ahead_of("shop", "r-1", Some(&role("9"))));
+        assert!(!own.ahead_of("shop", "r-1", Some(&role("11"))));
         assert!(own.is_empty());
     }
 
@@ -392,7 +388,7 @@ mod tests {
         let own = OwnWrites::default();
         own.deleting::<Role>("shop", "r-1");
         assert!(
-            !own.ahead_of_cache::<RoleBinding>("shop", "r-1"),
+            !own.ahead_of::<RoleBinding>("shop", "r-1", None),
             "kinds are apart"
         );
         assert!(own.is_echo(&role("9"), true));

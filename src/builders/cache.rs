@@ -4,9 +4,12 @@
 //! per reconcile). A cached copy that oz itself has just overwritten is not trusted: the
 //! apiserver is asked then ([`crate::own_writes`]).
 
-use k8s_openapi::api::{
-    apps::v1::{DaemonSet, Deployment, StatefulSet},
-    rbac::v1::{Role, RoleBinding},
+use k8s_openapi::{
+    api::{
+        apps::v1::{DaemonSet, Deployment, StatefulSet},
+        rbac::v1::{Role, RoleBinding},
+    },
+    apimachinery::pkg::apis::meta::v1::LabelSelector,
 };
 use kube::{
     Api, Resource,
@@ -74,35 +77,11 @@ impl WorkloadStores {
     /// which is not cached, or a workload the cache has not seen, perhaps only yet): the caller
     /// asks the apiserver.
     pub fn lookup(&self, namespace: &str, target: &CrossVersionObjectReference) -> Option<Lookup> {
-        fn cached<K: Resource<DynamicType = ()> + Clone>(
-            store: &Store<K>,
-            namespace: &str,
-            name: &str,
-        ) -> Option<std::sync::Arc<K>> {
-            store.get(&ObjectRef::new(name).within(namespace))
-        }
         let name = target.name.as_str();
         let (uid, selector) = match target.kind {
-            ControllerKind::Deployment => cached(&self.deployments, namespace, name).map(|d| {
-                (
-                    d.metadata.uid.clone(),
-                    d.spec.as_ref().map(|s| s.selector.clone()),
-                )
-            })?,
-            ControllerKind::StatefulSet => {
-                cached(&self.stateful_sets, namespace, name).map(|d| {
-                    (
-                        d.metadata.uid.clone(),
-                        d.spec.as_ref().map(|s| s.selector.clone()),
-                    )
-                })?
-            }
-            ControllerKind::DaemonSet => cached(&self.daemon_sets, namespace, name).map(|d| {
-                (
-                    d.metadata.uid.clone(),
-                    d.spec.as_ref().map(|s| s.selector.clone()),
-                )
-            })?,
+            ControllerKind::Deployment => selector_of(&self.deployments, namespace, name)?,
+            ControllerKind::StatefulSet => selector_of(&self.stateful_sets, namespace, name)?,
+            ControllerKind::DaemonSet => selector_of(&self.daemon_sets, namespace, name)?,
             ControllerKind::Rollout => return None,
         };
         // A cached workload without a spec is left to the apiserver's answer and its message.
@@ -115,32 +94,186 @@ impl WorkloadStores {
     }
 }
 
+/// The uid and selector of workload `name`, if the cache has it.
+fn selector_of<W: CachedWorkload>(
+    store: &Store<W>,
+    namespace: &str,
+    name: &str,
+) -> Option<(Option<String>, Option<LabelSelector>)> {
+    let workload = store.get(&ObjectRef::new(name).within(namespace))?;
+    Some((workload.meta().uid.clone(), workload.selector().cloned()))
+}
+
+/// A workload kind [`WorkloadStores`] caches: a selector to read, and a pod template and status
+/// (most of its size) to drop as it is cached.
+pub trait CachedWorkload:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// `spec.selector`, if it has a spec.
+    fn selector(&self) -> Option<&LabelSelector>;
+
+    /// Keeps what [`WorkloadStores::lookup`] reads: its name, namespace, uid and selector.
+    fn keep_selector_only(&mut self);
+}
+
+/// Implements [`CachedWorkload`] for apps/v1 kinds, whose specs share `selector` and
+/// `template`; `$clear`, if given, drops whatever else of the kind's spec is large.
+macro_rules! cached_workload {
+    ($kind:ty $(, |$spec:ident| $clear:expr)?) => {
+        impl CachedWorkload for $kind {
+            fn selector(&self) -> Option<&LabelSelector> {
+                self.spec.as_ref().map(|s| &s.selector)
+            }
+
+            fn keep_selector_only(&mut self) {
+                let meta = &mut self.metadata;
+                *meta = kube::api::ObjectMeta {
+                    name: meta.name.take(),
+                    namespace: meta.namespace.take(),
+                    uid: meta.uid.take(),
+                    resource_version: meta.resource_version.take(),
+                    ..Default::default()
+                };
+                self.status = None;
+                if let Some(spec) = &mut self.spec {
+                    spec.template = Default::default();
+                    $(
+                        let $spec = spec;
+                        $clear;
+                    )?
+                }
+            }
+        }
+    };
+}
+
+cached_workload!(Deployment);
+cached_workload!(StatefulSet, |spec| spec.volume_claim_templates = None);
+cached_workload!(DaemonSet);
+
 async fn current<K>(ctx: &Context, store: &Store<K>, grant: &GrantIdentity) -> Result<Option<K>>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
+    let cached = store.get(&ObjectRef::new(&grant.name).within(&grant.namespace));
     if ctx
         .own_writes
-        .ahead_of_cache::<K>(&grant.namespace, &grant.name)
+        .ahead_of(&grant.namespace, &grant.name, cached.as_deref())
     {
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &grant.namespace);
         return Ok(api.get_opt(&grant.name).await?);
     }
-    let key = ObjectRef::new(&grant.name).within(&grant.namespace);
-    Ok(store.get(&key).map(|object| (*object).clone()))
+    Ok(cached.map(|object| (*object).clone()))
 }
 
-/// Keeps of a workload what [`WorkloadStores::lookup`] reads: its name, namespace, uid and
-/// selector. Its pod template and status (most of its size) are dropped as it is cached.
-pub fn keep_selector_only<W: Resource>(workload: &mut W, clear_spec: impl FnOnce(&mut W)) {
-    let meta = workload.meta_mut();
-    *meta = kube::api::ObjectMeta {
-        name: meta.name.take(),
-        namespace: meta.namespace.take(),
-        uid: meta.uid.take(),
-        resource_version: meta.resource_version.take(),
-        ..Default::default()
-    };
-    clear_spec(workload);
+#[cfg(test)]
+mod tests {
+    use kube::runtime::{reflector, watcher};
+    use oz_api::ControllerApiVersion;
+
+    use super::*;
+
+    fn cached<W: CachedWorkload>(json: serde_json::Value) -> Store<W> {
+        let mut workload: W = serde_json::from_value(json).unwrap();
+        workload.keep_selector_only();
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Apply(workload));
+        store
+    }
+
+    fn spec(extra: serde_json::Value) -> serde_json::Value {
+        let mut spec = serde_json::json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        });
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        spec
+    }
+
+    fn object(kind: &str, extra: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": "web", "namespace": "shop", "uid": "w-1",
+                         "labels": {"team": "a"}, "annotations": {"a": "b"}},
+            "spec": spec(extra),
+            "status": {"replicas": 1},
+        })
+    }
+
+    fn target(kind: ControllerKind) -> CrossVersionObjectReference {
+        CrossVersionObjectReference {
+            api_version: ControllerApiVersion::AppsV1,
+            kind,
+            name: "web".into(),
+        }
+    }
+
+    #[test]
+    fn a_cached_workload_keeps_its_uid_and_selector_and_nothing_large() {
+        let stores = WorkloadStores {
+            deployments: cached(object("Deployment", serde_json::json!({}))),
+            stateful_sets: cached(object(
+                "StatefulSet",
+                serde_json::json!({"serviceName": "web",
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}}]}),
+            )),
+            daemon_sets: cached(object("DaemonSet", serde_json::json!({}))),
+        };
+        for kind in [
+            ControllerKind::Deployment,
+            ControllerKind::StatefulSet,
+            ControllerKind::DaemonSet,
+        ] {
+            let Some(Lookup::Found(workload)) = stores.lookup("shop", &target(kind)) else {
+                panic!("{kind:?} not found in the cache");
+            };
+            assert_eq!(workload.uid.as_deref(), Some("w-1"), "{kind:?}");
+            assert_eq!(
+                workload.selector.match_labels.unwrap()["app"],
+                "web",
+                "{kind:?}"
+            );
+        }
+        let deployment = stores
+            .deployments
+            .get(&ObjectRef::new("web").within("shop"))
+            .unwrap();
+        assert_eq!(
+            deployment.spec.as_ref().unwrap().template,
+            Default::default()
+        );
+        assert!(deployment.status.is_none() && deployment.metadata.labels.is_none());
+        let stateful_set = stores
+            .stateful_sets
+            .get(&ObjectRef::new("web").within("shop"))
+            .unwrap();
+        assert!(
+            stateful_set
+                .spec
+                .as_ref()
+                .unwrap()
+                .volume_claim_templates
+                .is_none()
+        );
+        assert!(
+            stores
+                .lookup("shop", &target(ControllerKind::Rollout))
+                .is_none()
+        );
+        assert!(
+            stores
+                .lookup("other", &target(ControllerKind::Deployment))
+                .is_none()
+        );
+    }
 }

@@ -32,7 +32,7 @@ use crate::{
     Context, Error,
     builders::{
         AccessBuilder, GrantCache, MANAGED_BY,
-        cache::{WorkloadStores, keep_selector_only},
+        cache::{CachedWorkload, WorkloadStores},
         grant::REQUEST_KIND_LABEL,
         grant_identity,
         workload::rollout_resource,
@@ -305,38 +305,18 @@ fn workload_stores(
     client: &Client,
     scope: &Scope,
 ) -> (WorkloadStores, Vec<BoxFuture<'static, ()>>) {
-    fn cached<W>(api: Api<W>, clear_spec: fn(&mut W)) -> (Store<W>, BoxFuture<'static, ()>)
-    where
-        W: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-        W: Send + Sync + 'static,
-    {
+    fn cached<W: CachedWorkload>(api: Api<W>) -> (Store<W>, BoxFuture<'static, ()>) {
         let (store, writer) = reflector::store();
         let watch = watcher::watcher(api, watcher::Config::default())
-            .modify(move |w| keep_selector_only(w, clear_spec))
+            .modify(W::keep_selector_only)
             .reflect(writer)
             .backoff(WatchBackoff::default())
             .for_each(|_| futures::future::ready(()));
         (store, Box::pin(watch))
     }
-    let (deployments, d) = cached(scope.api::<Deployment>(client), |d| {
-        d.status = None;
-        if let Some(spec) = &mut d.spec {
-            spec.template = Default::default();
-        }
-    });
-    let (stateful_sets, s) = cached(scope.api::<StatefulSet>(client), |s| {
-        s.status = None;
-        if let Some(spec) = &mut s.spec {
-            spec.template = Default::default();
-            spec.volume_claim_templates = None;
-        }
-    });
-    let (daemon_sets, ds) = cached(scope.api::<DaemonSet>(client), |d| {
-        d.status = None;
-        if let Some(spec) = &mut d.spec {
-            spec.template = Default::default();
-        }
-    });
+    let (deployments, d) = cached(scope.api::<Deployment>(client));
+    let (stateful_sets, s) = cached(scope.api::<StatefulSet>(client));
+    let (daemon_sets, ds) = cached(scope.api::<DaemonSet>(client));
     let stores = WorkloadStores {
         deployments,
         stateful_sets,

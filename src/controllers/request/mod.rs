@@ -221,7 +221,13 @@ async fn reconcile_steps<B: AccessBuilder>(
             this.cache.wait_until_ready().await;
         })
         .await;
-    if this.ctx.own_writes.ahead_of(&**request) {
+    let grant = grant_identity(&**request)?;
+    let (namespace, name) = (&grant.namespace, &grant.owner.name);
+    if this
+        .ctx
+        .own_writes
+        .ahead_of(namespace, name, Some(&**request))
+    {
         // Woken by something else just after oz wrote this request: the cached copy is older
         // than oz's write, and a pass judged on it could write (and announce) it again. The
         // write's own watch event is dropped as an echo, so look again once it is in.
@@ -231,7 +237,7 @@ async fn reconcile_steps<B: AccessBuilder>(
         ctx: &this.ctx,
         builder: this.builder,
         request: &**request,
-        grant: grant_identity(&**request)?,
+        grant,
         approvals: &this.approvals,
         stores: &this.stores,
         cache: &this.cache,
