@@ -160,11 +160,7 @@ async fn publish<T: AccessTemplate>(
         action: "Verify".into(),
         secondary: None,
     };
-    if let Err(e) = ctx
-        .recorder
-        .publish(&event, &template.object_ref(&()))
-        .await
-    {
+    if let Err(e) = ctx.publish_event(&event, &template.object_ref(&())).await {
         tracing::warn!(error = %e, "could not publish an event");
     }
 }

@@ -99,7 +99,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -231,7 +230,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -379,7 +377,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -464,7 +461,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.state.webhooks" }}
 - apiGroups:
@@ -532,7 +528,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.webhooks" }}
 - apiGroups:
@@ -661,7 +656,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -760,7 +754,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.exec,webhooks" }}
 - apiGroups:
@@ -889,7 +882,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -998,7 +990,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.pod,webhooks" }}
 - apiGroups:
@@ -1133,7 +1124,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -1225,7 +1215,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.exec,pod,webhooks" }}
 - apiGroups:
@@ -1321,7 +1310,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.state.webhooks,sessions" }}
 - apiGroups:
@@ -1389,7 +1377,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.webhooks,sessions" }}
 - apiGroups:
@@ -1535,7 +1522,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -1658,7 +1644,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.exec,webhooks,sessions" }}
 - apiGroups:
@@ -1804,7 +1789,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -1937,7 +1921,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.pod,webhooks,sessions" }}
 - apiGroups:
@@ -2089,7 +2072,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 - apiGroups:
   - ""
   resources:
@@ -2197,7 +2179,6 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 {{- define "oz.rules.cluster.exec,pod,webhooks,sessions" }}
 - apiGroups:

@@ -164,7 +164,7 @@ impl Pass {
                 action: "Reconcile".into(),
                 secondary: None,
             };
-            if let Err(e) = ctx.recorder.publish(&event, &request.object_ref(&())).await {
+            if let Err(e) = ctx.publish_event(&event, &request.object_ref(&())).await {
                 tracing::warn!(error = %e, "could not publish an event");
             }
         }

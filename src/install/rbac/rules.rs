@@ -117,9 +117,9 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
         rules.add(
             "events.k8s.io",
             &["events"],
-            &["create", "patch"],
+            &["create"],
             "controllers: Events about templates and requests (TemplateReady, Created, Ready, Denied, Expired, Failed); \
-             kube-runtime's Recorder writes events.k8s.io/v1 Events (create, then patch as a series when repeated), \
+             each is a new events.k8s.io/v1 Event (oz never folds them into a series, which would patch), \
              never core v1 events, which is all Oz's RBAC grants",
         );
     }
@@ -226,7 +226,7 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
         rules.add(
             "events.k8s.io",
             &["events"],
-            &["create", "patch"],
+            &["create"],
             "webhooks: the audit webhook records each exec, attach, port-forward and debug as an Event on the pod",
         );
     }
@@ -296,7 +296,7 @@ pub fn operator_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
         rules.add(
             "events.k8s.io",
             &["events"],
-            &["create", "patch"],
+            &["create"],
             "webhooks: Warning Events about the audit file itself (AuditFileUnwritable: records then go to the log \
              only) on that ConfigMap",
         );
