@@ -19,6 +19,7 @@ use oz_api::{ControllerKind, CrossVersionObjectReference};
 
 use super::{
     GrantIdentity,
+    cached_rbac::{CachedBinding, CachedRole},
     workload::{Lookup, Workload},
 };
 use crate::{Context, Result};
@@ -26,10 +27,10 @@ use crate::{Context, Result};
 /// The caches one request controller's builder reads.
 #[derive(Clone)]
 pub struct GrantCache {
-    /// oz's Roles in the controller's scope, without managedFields.
-    pub roles: Store<Role>,
-    /// oz's RoleBindings in the controller's scope, without managedFields.
-    pub bindings: Store<RoleBinding>,
+    /// oz's Roles in the controller's scope, as much of them as the builders read.
+    pub roles: Store<CachedRole>,
+    /// oz's RoleBindings in the controller's scope, the same way.
+    pub bindings: Store<CachedBinding>,
     /// The workloads' uids and selectors, when the builder reads them ([`super::AccessBuilder::CACHES_WORKLOADS`]).
     pub workloads: Option<WorkloadStores>,
 }
@@ -58,8 +59,8 @@ impl GrantCache {
 
     /// The grant's Role, as the cache has it, or as the apiserver has it if oz has written it
     /// since the cache last heard.
-    pub async fn role(&self, ctx: &Context, grant: &GrantIdentity) -> Result<Option<Role>> {
-        current(ctx, &self.roles, grant).await
+    pub async fn role(&self, ctx: &Context, grant: &GrantIdentity) -> Result<Option<CachedRole>> {
+        current::<Role, _>(ctx, &self.roles, grant).await
     }
 
     /// The grant's RoleBinding, the same way.
@@ -67,8 +68,8 @@ impl GrantCache {
         &self,
         ctx: &Context,
         grant: &GrantIdentity,
-    ) -> Result<Option<RoleBinding>> {
-        current(ctx, &self.bindings, grant).await
+    ) -> Result<Option<CachedBinding>> {
+        current::<RoleBinding, _>(ctx, &self.bindings, grant).await
     }
 }
 
@@ -157,10 +158,13 @@ cached_workload!(Deployment);
 cached_workload!(StatefulSet, |spec| spec.volume_claim_templates = None);
 cached_workload!(DaemonSet);
 
-async fn current<K>(ctx: &Context, store: &Store<K>, grant: &GrantIdentity) -> Result<Option<K>>
+/// Grant object `grant.name` as `store` has it (`C`, the cached form of kind `K`), or as the
+/// apiserver has it when oz has written it since the store last heard.
+async fn current<K, C>(ctx: &Context, store: &Store<C>, grant: &GrantIdentity) -> Result<Option<C>>
 where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    C: Resource<DynamicType = ()> + Clone + From<K>,
 {
     let cached = store.get(&ObjectRef::new(&grant.name).within(&grant.namespace));
     if ctx
@@ -168,7 +172,7 @@ where
         .ahead_of(&grant.namespace, &grant.name, cached.as_deref())
     {
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        return Ok(api.get_opt(&grant.name).await?);
+        return Ok(api.get_opt(&grant.name).await?.map(C::from));
     }
     Ok(cached.map(|object| (*object).clone()))
 }

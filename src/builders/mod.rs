@@ -10,6 +10,7 @@ use oz_api::{AccessRequest, SessionMode};
 use crate::{Context, Error};
 
 pub mod cache;
+pub mod cached_rbac;
 pub mod exec;
 pub mod grant;
 pub mod pod;

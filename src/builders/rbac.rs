@@ -5,7 +5,10 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::{Api, api::ObjectMeta};
 use oz_api::{AccessConfig, GrantTo, Requester, SESSIONS_GROUP, SessionMode};
 
-use super::{GrantCache, GrantIdentity};
+use super::{
+    GrantCache, GrantIdentity,
+    cached_rbac::{CachedBinding, CachedRole},
+};
 use crate::{Context, Result, apply::apply};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -58,8 +61,8 @@ pub const BROKERED_EXEC_PERMISSIONS: &[PodPermission] = &[
 /// a template to Brokered narrows its live grants (their sessions go through oz from then on);
 /// switching it back to Direct never widens one to unrecorded `kubectl exec`: only grants made
 /// after the switch are Direct.
-pub fn granted_session_mode(template: SessionMode, existing: Option<&Role>) -> SessionMode {
-    match existing.map(role_session_mode) {
+pub fn granted_session_mode(template: SessionMode, existing: Option<&CachedRole>) -> SessionMode {
+    match existing.map(|role| role.session_mode) {
         Some(SessionMode::Brokered) => SessionMode::Brokered,
         _ => template,
     }
@@ -136,7 +139,7 @@ pub fn subjects_for(config: &AccessConfig, requester: &Requester) -> Vec<Subject
 
 /// Subjects for a binding that may already exist: editing a template after a grant must never
 /// widen it, so an existing binding keeps only the subjects that are still wanted.
-pub fn never_wider(existing: Option<&RoleBinding>, wanted: Vec<Subject>) -> Vec<Subject> {
+pub fn never_wider(existing: Option<&CachedBinding>, wanted: Vec<Subject>) -> Vec<Subject> {
     match existing.and_then(|b| b.subjects.as_ref()) {
         Some(current) => wanted.into_iter().filter(|s| current.contains(s)).collect(),
         None => wanted,
@@ -151,7 +154,7 @@ pub async fn apply_grant(
     ctx: &Context,
     cache: &GrantCache,
     grant: &GrantIdentity,
-    existing_role: Option<&Role>,
+    existing_role: Option<&CachedRole>,
     pod: &str,
     permissions: &[PodPermission],
     subjects: Vec<Subject>,
@@ -183,34 +186,13 @@ pub async fn apply_grant(
 }
 
 /// Whether `existing` is `wanted` in everything oz sets: its rules, labels and owner.
-fn same_role(existing: Option<&Role>, wanted: &Role) -> bool {
-    existing.is_some_and(|e| e.rules == wanted.rules && same_meta(&e.metadata, &wanted.metadata))
+fn same_role(existing: Option<&CachedRole>, wanted: &Role) -> bool {
+    existing.is_some_and(|e| e.is(wanted))
 }
 
 /// Whether `existing` is `wanted` in everything oz sets: its Role, subjects, labels and owner.
-fn same_binding(existing: Option<&RoleBinding>, wanted: &RoleBinding) -> bool {
-    existing.is_some_and(|e| {
-        e.role_ref == wanted.role_ref
-            && e.subjects == wanted.subjects
-            && same_meta(&e.metadata, &wanted.metadata)
-    })
-}
-
-/// oz's labels and owner reference are there (others may add their own).
-fn same_meta(existing: &ObjectMeta, wanted: &ObjectMeta) -> bool {
-    let labels = existing.labels.clone().unwrap_or_default();
-    let has_labels = wanted
-        .labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let owners = existing.owner_references.as_deref().unwrap_or_default();
-    let has_owner = wanted
-        .owner_references
-        .iter()
-        .flatten()
-        .all(|o| owners.contains(o));
-    has_labels && has_owner
+fn same_binding(existing: Option<&CachedBinding>, wanted: &RoleBinding) -> bool {
+    existing.is_some_and(|e| e.is(wanted))
 }
 
 fn resource_version<K: kube::Resource>(object: Option<&K>) -> Option<&str> {
@@ -343,8 +325,8 @@ mod tests {
 
     #[test]
     fn a_brokered_grant_stays_brokered_and_a_direct_one_follows_its_template() {
-        let direct = build_role(&grant(), "web-0", EXEC_PERMISSIONS);
-        let brokered = build_role(&grant(), "web-0", BROKERED_EXEC_PERMISSIONS);
+        let direct = CachedRole::from(build_role(&grant(), "web-0", EXEC_PERMISSIONS));
+        let brokered = CachedRole::from(build_role(&grant(), "web-0", BROKERED_EXEC_PERMISSIONS));
         use SessionMode::{Brokered, Direct};
         // No grant yet: the template decides.
         assert_eq!(granted_session_mode(Direct, None), Direct);
@@ -378,10 +360,10 @@ mod tests {
 
     #[test]
     fn an_existing_binding_is_never_widened() {
-        let existing = build_role_binding(
+        let existing = CachedBinding::from(build_role_binding(
             &grant(),
             subjects_for(&config(Some(GrantTo::AllowedGroups)), &alice())[..1].to_vec(),
-        );
+        ));
         let mut wider = config(Some(GrantTo::AllowedGroups));
         wider.allowed_groups.push("everyone".into());
         let kept = never_wider(Some(&existing), subjects_for(&wider, &alice()));

@@ -8,7 +8,6 @@ use futures::{Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment, StatefulSet},
     core::v1::Pod,
-    rbac::v1::{Role, RoleBinding},
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -33,6 +32,7 @@ use crate::{
     builders::{
         AccessBuilder, GrantCache, MANAGED_BY,
         cache::{CachedWorkload, WorkloadStores},
+        cached_rbac::{CachedBinding, CachedRole},
         grant::REQUEST_KIND_LABEL,
         grant_identity,
         workload::rollout_resource,
@@ -176,14 +176,14 @@ pub async fn request_controller<B: AccessBuilder>(
     // change to one that oz did not make wakes its request, which puts it back.
     let (roles, roles_writer) = reflector::store();
     let role_changes = changes_by_others(
-        scope.api::<Role>(&client),
+        scope.api::<CachedRole>(&client),
         owned.clone(),
         roles_writer,
         &ctx,
     );
     let (bindings, bindings_writer) = reflector::store();
     let binding_changes = changes_by_others(
-        scope.api::<RoleBinding>(&client),
+        scope.api::<CachedBinding>(&client),
         owned.clone(),
         bindings_writer,
         &ctx,
