@@ -226,7 +226,11 @@ pub async fn request_controller<B: AccessBuilder>(
                     own.forget(&namespace, &grant.name);
                 }
             }
-            Ok(watcher::Event::InitDone) => forgetting.timers.forget_absent(&cached),
+            Ok(watcher::Event::InitApply(request)) => forgetting.timers.arm_listed(request),
+            Ok(watcher::Event::InitDone) => {
+                forgetting.timers.forget_absent(&cached);
+                forgetting.timers.report_listed();
+            }
             _ => {}
         })
         .applied_objects()
@@ -257,14 +261,13 @@ pub async fn request_controller<B: AccessBuilder>(
             ),
         &kind,
     );
-    let running = futures::future::join(run, reconciler.timers.arm_from_cache(store));
     // The workload caches are filled for as long as the controller runs (and there may be
     // none: a watch list that ends must not end the controller).
     let filling = async {
         futures::future::join_all(workload_watches).await;
         futures::future::pending::<()>().await
     };
-    let running = futures::future::select(Box::pin(running), Box::pin(filling));
+    let running = futures::future::select(Box::pin(run), Box::pin(filling));
     // The grant count ends with the controller: a controller started again (leadership
     // regained) counts from its own cache, not alongside a stale one.
     futures::future::select(Box::pin(running), Box::pin(counting)).await;

@@ -309,7 +309,8 @@ async fn sigkill_during_a_burst_of_200_requests_loses_and_duplicates_nothing() {
 
 /// At start-up every request is reconciled once, and the reconcile queue is shared: a grant
 /// expiring a moment after the start would wait behind all of them. Its revocation must not:
-/// each grant has a timer of its own, armed from the watch cache before the first reconcile.
+/// each grant has a timer of its own, armed as the first list brings its request in, before the
+/// first reconcile.
 /// One reconcile at a time (`--max-concurrent-reconciles=1`) and 300 other grants make the
 /// queue seconds long; the canaries expire 2 s after the restart. Neither early nor late: the
 /// canaries are revoked at their expiry, not before, and the 300 one-hour grants are all still
@@ -401,10 +402,9 @@ async fn grants_expiring_behind_a_long_start_up_queue_are_revoked_on_time() {
         operator.log.display()
     );
     assert!(
-        log_text(&operator.log)
-            .lines()
-            .any(|line| line.contains("expiry timers armed from the cache")
-                && line.contains("timers=310")),
+        log_text(&operator.log).lines().any(|line| line
+            .contains("expiry timers armed from the first list")
+            && line.contains("timers=310")),
         "the restarted oz did not arm the 310 timers from its cache (log: {})",
         operator.log.display()
     );

@@ -4,25 +4,30 @@
 //! The reconcile is also woken at `expiresAt`, and marks the request Expired. But the reconcile
 //! queue is shared: when oz starts with thousands of grants, each is reconciled once, and a
 //! grant expiring a few seconds in would wait behind all of them (measured: ~55 s late with
-//! 10,000 grants). Revocation is what must be exact, so it does not queue: a timer fires on
-//! its own task, deletes the grant's resources and marks the request Expired. The timers are
-//! armed from the watch cache as soon as it is filled, before the first reconcile, and by every
-//! reconcile that decides an expiry.
+//! 10,000 grants). Revocation is what must be exact, so it does not queue: each controller
+//! keeps its grants' expiry times in a queue of its own, whose task sleeps until the soonest,
+//! and each grant due is revoked on a task of its own (its resources deleted, its request marked
+//! Expired). The timers are
+//! armed as the request watch's first LIST brings each request in, before the first reconcile,
+//! and by every reconcile that decides an expiry.
 //!
 //! A timer only ever takes access away, so it may be early but never late: arming a grant again
 //! with a later time is ignored (a grant's `expiresAt` is fixed when it is made; a later value can
 //! only come from an edited status, which the reconcile does not trust either).
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, Weak},
+    collections::{BTreeSet, HashMap, HashSet},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, runtime::reflector::Store};
 use oz_api::{AccessRequest, RequestPhase};
-use tokio::task::AbortHandle;
+use tokio::{
+    sync::Notify,
+    task::{AbortHandle, JoinSet},
+};
 
 use super::{
     RequestStores,
@@ -34,18 +39,10 @@ use crate::{
     time,
 };
 
-/// A grant's timer is keyed by its namespace and resource name (`<request>-<uid8>`), which is
-/// unique per request object.
-type Key = (String, String);
-
-struct Armed {
-    at: Timestamp,
-    task: AbortHandle,
-}
-
-/// What a sleeping timer keeps of its grant: the request it belongs to. The whole
+/// What a timer keeps of its grant: the request it belongs to, from which the whole
 /// [`GrantIdentity`] (labels, owner reference: about 1 KB of heap in 13 allocations) is made
-/// again when the timer fires; there is one timer per grant in force.
+/// again when it fires. Shared by the queue's two indexes.
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct TimedGrant {
     namespace: String,
     request: String,
@@ -61,80 +58,129 @@ impl TimedGrant {
         }
     }
 
-    fn identity<R: AccessRequest>(self) -> GrantIdentity {
-        grant_identity_of::<R>(&self.request, self.namespace, &self.uid)
+    fn identity<R: AccessRequest>(&self) -> GrantIdentity {
+        grant_identity_of::<R>(&self.request, self.namespace.clone(), &self.uid)
     }
 }
 
-/// The armed timers of one request kind in one scope. The gauge is shared by every scope (one
-/// controller per watched namespace), so each adds and removes its own. Dropping it (the
-/// controller stopping, leadership lost) cancels them all: only the leader revokes.
+/// The armed timers: one queue per controller, not a task per grant (a sleeping task with its
+/// future was ~900 bytes per grant in oz-bench's heap profile; an entry here is a third of that).
+#[derive(Default)]
+struct Queue {
+    /// Each armed grant's time; a grant stays here while it is being revoked, so that arming
+    /// it again meanwhile does not revoke it twice.
+    armed: HashMap<Arc<TimedGrant>, Timestamp>,
+    /// The grants not yet fired, soonest first.
+    due: BTreeSet<(Timestamp, Arc<TimedGrant>)>,
+}
+
+impl Queue {
+    /// The grants due at `now`, taken off the queue (they stay armed until revoked).
+    fn take_due(&mut self, now: Timestamp) -> Vec<(Timestamp, Arc<TimedGrant>)> {
+        let mut fired = Vec::new();
+        while let Some(first) = self.due.first()
+            && first.0 <= now
+        {
+            fired.extend(self.due.pop_first());
+        }
+        fired
+    }
+
+    /// Arms `grant` for `at` unless it is armed for that time or earlier already. Returns
+    /// whether it was armed (`None`: left as it was; `Some(true)`: re-armed sooner), and whether
+    /// it is now the soonest due.
+    fn arm(&mut self, grant: TimedGrant, at: Timestamp) -> Option<(bool, bool)> {
+        if self.armed.get(&grant).is_some_and(|armed| *armed <= at) {
+            return None;
+        }
+        let rearmed = self.remove(&grant);
+        let soonest = self.due.first().is_none_or(|(first, _)| at < *first);
+        let grant = Arc::new(grant);
+        self.armed.insert(Arc::clone(&grant), at);
+        self.due.insert((at, grant));
+        Some((rearmed, soonest))
+    }
+
+    /// Disarms `grant`; whether it was armed.
+    fn remove(&mut self, grant: &TimedGrant) -> bool {
+        match self.armed.remove_entry(grant) {
+            Some((grant, at)) => {
+                self.due.remove(&(at, grant));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The armed timers of one request kind in one scope, and the task that fires them. The gauge
+/// is shared by every scope (one controller per watched namespace), so each adds and removes
+/// its own. Dropping it (the controller stopping, leadership lost) stops the task and every
+/// revocation it has started: only the leader revokes.
 pub struct ExpiryTimers<B: AccessBuilder> {
-    /// Shared by the timers: each holds a pointer, not a copy (about 300 bytes, and the
-    /// allocations a Recorder's clone makes).
     ctx: Arc<Context>,
-    builder: B,
-    /// Where a timer reads its request and template when it marks the request Expired.
-    stores: RequestStores<B::Request>,
-    armed: Arc<Mutex<HashMap<Key, Armed>>>,
+    queue: Arc<Mutex<Queue>>,
+    /// Wakes the task when a grant is armed to fire sooner than the one it sleeps for.
+    sooner: Arc<Notify>,
+    task: AbortHandle,
+    _builder: std::marker::PhantomData<B>,
 }
 
 impl<B: AccessBuilder> ExpiryTimers<B> {
     pub fn new(ctx: Context, builder: B, stores: RequestStores<B::Request>) -> Self {
-        Self {
-            ctx: Arc::new(ctx),
+        let (ctx, queue, sooner) = (Arc::new(ctx), Arc::default(), Arc::new(Notify::new()));
+        let task = tokio::spawn(fire_when_due(
+            ctx.clone(),
             builder,
             stores,
-            armed: Arc::default(),
+            Arc::clone(&queue),
+            Arc::clone(&sooner),
+        ))
+        .abort_handle();
+        Self {
+            ctx,
+            queue,
+            sooner,
+            task,
+            _builder: std::marker::PhantomData,
         }
     }
 
     /// Revokes `grant` at `at`, unless it is already armed for that time or earlier.
     pub fn arm(&self, grant: &GrantIdentity, at: Timestamp) {
-        let key = (grant.namespace.clone(), grant.name.clone());
-        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        if armed.get(&key).is_some_and(|existing| existing.at <= at) {
+        let armed = lock(&self.queue).arm(TimedGrant::of(grant), at);
+        let Some((rearmed, soonest)) = armed else {
             return;
+        };
+        if !rearmed {
+            self.gauge().inc();
         }
-        let task = tokio::spawn(fire(
-            self.ctx.clone(),
-            self.builder,
-            self.stores.clone(),
-            TimedGrant::of(grant),
-            at,
-            Arc::downgrade(&self.armed),
-        ))
-        .abort_handle();
-        match armed.insert(key, Armed { at, task }) {
-            Some(replaced) => replaced.task.abort(),
-            None => {
-                self.gauge().inc();
-            }
+        if soonest {
+            self.sooner.notify_one();
         }
     }
 
-    /// Arms a timer for every grant in force in `store`, once the store has been filled by its
-    /// first LIST: at start-up this is what makes expiry exact before any reconcile has run.
-    pub async fn arm_from_cache(&self, store: Store<B::Request>) {
-        if store.wait_until_ready().await.is_err() {
+    /// Arms the timer of `request` if its grant may be in force. The request watch calls this
+    /// for each request of its first LIST as it arrives, before the list is complete and before
+    /// any reconcile: at start-up this is what makes expiry exact. (Arming once the whole list
+    /// was in made grants expiring meanwhile wait for it: 52,000 requests took ~20 s to list
+    /// on 2 cores, and oz-bench's canaries were revoked 21.5 s late.)
+    pub fn arm_listed(&self, request: &B::Request) {
+        let Some(at) = expiry_in_force(request) else {
             return;
+        };
+        if let Ok(grant) = grant_identity(request) {
+            self.arm(&grant, at);
         }
-        let started = std::time::Instant::now();
-        let mut count = 0usize;
-        for request in store.state() {
-            let Some(at) = expiry_in_force(&*request) else {
-                continue;
-            };
-            if let Ok(grant) = grant_identity(&*request) {
-                self.arm(&grant, at);
-                count += 1;
-            }
-        }
+    }
+
+    /// Logs how many timers are armed, once the first LIST is in.
+    pub fn report_listed(&self) {
+        let count = lock(&self.queue).armed.len();
         tracing::info!(
             kind = %B::Request::kind(&()),
             timers = count,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "expiry timers armed from the cache"
+            "expiry timers armed from the first list"
         );
     }
 
@@ -145,9 +191,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         let Ok(grant) = grant_identity(request) else {
             return;
         };
-        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(timer) = armed.remove(&(grant.namespace, grant.name)) {
-            timer.task.abort();
+        if lock(&self.queue).remove(&TimedGrant::of(&grant)) {
             self.gauge().dec();
         }
     }
@@ -155,22 +199,24 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     /// Forgets the timers of the requests no longer in `store`: deletions that a watch missed
     /// and a re-list reveals.
     pub fn forget_absent(&self, store: &Store<B::Request>) {
-        let present: std::collections::HashSet<Key> = store
+        let present: HashSet<TimedGrant> = store
             .state()
             .iter()
             .filter_map(|r| grant_identity(&**r).ok())
-            .map(|g| (g.namespace, g.name))
+            .map(|g| TimedGrant::of(&g))
             .collect();
-        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        let before = armed.len();
-        armed.retain(|key, timer| {
-            let keep = present.contains(key);
-            if !keep {
-                timer.task.abort();
-            }
-            keep
-        });
-        self.gauge().dec_by((before - armed.len()) as i64);
+        let mut queue = lock(&self.queue);
+        let absent: Vec<Arc<TimedGrant>> = queue
+            .armed
+            .keys()
+            .filter(|grant| !present.contains(&***grant))
+            .cloned()
+            .collect();
+        for grant in &absent {
+            queue.remove(grant);
+        }
+        drop(queue);
+        self.gauge().dec_by(absent.len() as i64);
     }
 
     fn gauge(&self) -> prometheus_client::metrics::gauge::Gauge {
@@ -180,13 +226,14 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
 
 impl<B: AccessBuilder> Drop for ExpiryTimers<B> {
     fn drop(&mut self) {
-        let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        let count = armed.len();
-        for (_, timer) in armed.drain() {
-            timer.task.abort();
-        }
+        self.task.abort();
+        let count = std::mem::take(&mut *lock(&self.queue)).armed.len();
         self.gauge().dec_by(count as i64);
     }
+}
+
+fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The `expiresAt` of a request whose grant is (or may be) in force.
@@ -207,39 +254,70 @@ fn timers_gauge<B: AccessBuilder>(ctx: &Context) -> prometheus_client::metrics::
     ctx.metrics.expiry_timers_of(&B::Request::kind(&()))
 }
 
-/// Sleeps until `at`, then revokes `grant`, retrying until the apiserver answers, and marks its
-/// request Expired.
-async fn fire<B: AccessBuilder>(
+/// The timers' task: sleeps until the soonest grant is due (or a sooner one is armed), and
+/// revokes each due grant on a task of its own, so that one slow revocation delays no other.
+async fn fire_when_due<B: AccessBuilder>(
     ctx: Arc<Context>,
     builder: B,
     stores: RequestStores<B::Request>,
-    grant: TimedGrant,
-    at: Timestamp,
-    armed: Weak<Mutex<HashMap<Key, Armed>>>,
+    queue: Arc<Mutex<Queue>>,
+    sooner: Arc<Notify>,
 ) {
-    tokio::time::sleep(time::until(Timestamp::now(), at)).await;
+    // Dropped with this task, which aborts the revocations in flight.
+    let mut revoking = JoinSet::new();
+    loop {
+        let now = Timestamp::now();
+        let (due, next) = {
+            let mut queue = lock(&queue);
+            let due = queue.take_due(now);
+            (due, queue.due.first().map(|(at, _)| *at))
+        };
+        for (at, grant) in due {
+            let (ctx, stores) = (ctx.clone(), stores.clone());
+            revoking.spawn(async move {
+                // Boxed: the revocation's futures are large, and many may be in flight.
+                Box::pin(fire(&ctx, builder, &stores, &grant, at)).await;
+                (grant, at)
+            });
+        }
+        // A day at most: a sleep far in the future is re-armed from the queue anyway.
+        let wait = next.map_or(Duration::from_secs(86_400), |at| time::until(now, at));
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = sooner.notified() => {}
+            Some(Ok((grant, at))) = revoking.join_next() => {
+                // Revoked: disarm, unless it was armed again meanwhile for another time.
+                let mut queue = lock(&queue);
+                if queue.armed.get(&grant) == Some(&at) {
+                    queue.armed.remove(&grant);
+                    drop(queue);
+                    timers_gauge::<B>(&ctx).dec();
+                }
+            }
+        }
+    }
+}
+
+/// Revokes `grant`, whose time `at` has come, retrying until the apiserver answers, and marks
+/// its request Expired.
+async fn fire<B: AccessBuilder>(
+    ctx: &Context,
+    builder: B,
+    stores: &RequestStores<B::Request>,
+    grant: &TimedGrant,
+    at: Timestamp,
+) {
     let grant = grant.identity::<B::Request>();
     let mut backoff = Duration::from_millis(100);
-    // Boxed: the sleeping task is then a few hundred bytes, not the size of the API calls'
-    // futures, and there is one task per grant in force.
-    while let Err(error) = Box::pin(revoke_at_expiry(&ctx, builder, &grant, at)).await {
+    while let Err(error) = revoke_at_expiry(ctx, builder, &grant, at).await {
         tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "revoking an expired grant failed; retrying");
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
     }
     tracing::debug!(namespace = %grant.namespace, grant = %grant.name, "grant revoked at expiry");
     // Access is gone; the status follows. If this fails the reconcile at expiry writes it.
-    if let Err(error) = Box::pin(record_expiry_by_timer(&ctx, &stores, &grant, at)).await {
+    if let Err(error) = record_expiry_by_timer(ctx, stores, &grant, at).await {
         tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "could not mark an expired request Expired; its reconcile will");
-    }
-    // Done: forget this timer, unless it has been replaced by another one meanwhile.
-    if let Some(armed) = armed.upgrade() {
-        let mut armed = armed.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (grant.namespace.clone(), grant.name.clone());
-        if armed.get(&key).is_some_and(|timer| timer.at == at) {
-            armed.remove(&key);
-            timers_gauge::<B>(&ctx).dec();
-        }
     }
 }
 
@@ -272,6 +350,41 @@ mod tests {
         let mut deleting = request(RequestPhase::Ready, Some(at));
         deleting.metadata.deletion_timestamp = Some(Time(at));
         assert_eq!(expiry_in_force(&deleting), None);
+    }
+
+    fn timed(request: &str) -> TimedGrant {
+        TimedGrant {
+            namespace: "shop".into(),
+            request: request.into(),
+            uid: format!("{request}-uid"),
+        }
+    }
+
+    #[test]
+    fn the_queue_fires_soonest_first_and_a_timer_moves_only_sooner() {
+        let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let mut queue = Queue::default();
+        assert_eq!(queue.arm(timed("a"), t(20)), Some((false, true)));
+        assert_eq!(queue.arm(timed("b"), t(10)), Some((false, true)));
+        assert_eq!(queue.arm(timed("c"), t(30)), Some((false, false)));
+        // Never later: a timer may be early, never late.
+        assert_eq!(queue.arm(timed("a"), t(25)), None);
+        assert_eq!(queue.arm(timed("a"), t(20)), None);
+        // Sooner moves it, and it is counted once.
+        assert_eq!(queue.arm(timed("c"), t(15)), Some((true, false)));
+        assert_eq!(queue.armed.len(), 3);
+
+        let names = |due: Vec<(Timestamp, Arc<TimedGrant>)>| -> Vec<String> {
+            due.into_iter().map(|(_, g)| g.request.clone()).collect()
+        };
+        assert!(queue.take_due(t(9)).is_empty());
+        assert_eq!(names(queue.take_due(t(15))), ["b", "c"]);
+        // Fired grants stay armed until revoked: arming them again changes nothing.
+        assert_eq!(queue.arm(timed("b"), t(10)), None);
+        assert_eq!(queue.armed.len(), 3);
+        assert!(queue.remove(&timed("a")));
+        assert!(!queue.remove(&timed("a")));
+        assert!(queue.take_due(t(100)).is_empty(), "a was disarmed");
     }
 
     #[test]
