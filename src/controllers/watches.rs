@@ -203,12 +203,15 @@ pub async fn request_controller<B: AccessBuilder>(
         requests: store.clone(),
         templates,
     };
+    // The requests whose grants the expiry timers have revoked, reconciled next.
+    let (revoked, revoked_requests) = futures::channel::mpsc::unbounded();
     let reconciler = Arc::new(RequestReconciler::new(
         ctx.clone(),
         builder,
         stores,
         approvals,
         cache,
+        revoked,
     ));
     let (forgetting, cached, own) = (reconciler.clone(), store.clone(), ctx.own_writes.clone());
     let echoes = ctx.own_writes.clone();
@@ -245,7 +248,8 @@ pub async fn request_controller<B: AccessBuilder>(
         .owns_stream(role_changes)
         .owns_stream(binding_changes)
         .watches_stream(template_changes, requests_naming(&store))
-        .watches_stream(decisions, request_decided::<B::Request>);
+        .watches_stream(decisions, request_decided::<B::Request>)
+        .reconcile_on(revoked_requests);
     if B::OWNS_PODS {
         controller = controller.owns(scope.api::<Pod>(&client), owned);
     }

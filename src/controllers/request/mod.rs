@@ -129,8 +129,9 @@ impl<B: AccessBuilder> RequestReconciler<B> {
         stores: RequestStores<B::Request>,
         approvals: Store<AccessApproval>,
         cache: GrantCache,
+        revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<B::Request>>,
     ) -> Self {
-        let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone());
+        let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone(), revoked);
         Self {
             ctx,
             builder,

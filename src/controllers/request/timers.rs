@@ -21,8 +21,12 @@ use std::{
     time::Duration,
 };
 
+use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::jiff::Timestamp;
-use kube::{Resource, runtime::reflector::Store};
+use kube::{
+    Resource,
+    runtime::reflector::{ObjectRef, Store},
+};
 use oz_api::{AccessRequest, RequestPhase};
 use tokio::{
     sync::Notify,
@@ -127,7 +131,13 @@ pub struct ExpiryTimers<B: AccessBuilder> {
 }
 
 impl<B: AccessBuilder> ExpiryTimers<B> {
-    pub fn new(ctx: Context, builder: B, stores: RequestStores<B::Request>) -> Self {
+    /// `revoked` takes each request whose grant a timer has revoked, to be reconciled.
+    pub fn new(
+        ctx: Context,
+        builder: B,
+        stores: RequestStores<B::Request>,
+        revoked: UnboundedSender<ObjectRef<B::Request>>,
+    ) -> Self {
         let (ctx, queue, sooner) = (Arc::new(ctx), Arc::default(), Arc::new(Notify::new()));
         let task = tokio::spawn(fire_when_due(
             ctx.clone(),
@@ -135,6 +145,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
             stores,
             Arc::clone(&queue),
             Arc::clone(&sooner),
+            revoked,
         ))
         .abort_handle();
         Self {
@@ -255,13 +266,15 @@ fn timers_gauge<B: AccessBuilder>(ctx: &Context) -> prometheus_client::metrics::
 }
 
 /// The timers' task: sleeps until the soonest grant is due (or a sooner one is armed), and
-/// revokes each due grant on a task of its own, so that one slow revocation delays no other.
+/// revokes each due grant on a task of its own, so that one slow revocation delays no other;
+/// then sends its request to `revoked`, whose reconcile finishes what the timer could not.
 async fn fire_when_due<B: AccessBuilder>(
     ctx: Arc<Context>,
     builder: B,
     stores: RequestStores<B::Request>,
     queue: Arc<Mutex<Queue>>,
     sooner: Arc<Notify>,
+    revoked: UnboundedSender<ObjectRef<B::Request>>,
 ) {
     // Dropped with this task, which aborts the revocations in flight.
     let mut revoking = JoinSet::new();
@@ -293,6 +306,10 @@ async fn fire_when_due<B: AccessBuilder>(
                     drop(queue);
                     timers_gauge::<B>(&ctx).dec();
                 }
+                // Closed only when the controller has stopped, and this task with it.
+                let _ = revoked.unbounded_send(
+                    ObjectRef::new(&grant.request).within(&grant.namespace),
+                );
             }
         }
     }
@@ -315,7 +332,8 @@ async fn fire<B: AccessBuilder>(
         backoff = (backoff * 2).min(Duration::from_secs(1));
     }
     tracing::debug!(namespace = %grant.namespace, grant = %grant.name, "grant revoked at expiry");
-    // Access is gone; the status follows. If this fails the reconcile at expiry writes it.
+    // Access is gone; the status follows. If this fails, the reconcile the timer asks for next
+    // writes it.
     if let Err(error) = record_expiry_by_timer(ctx, stores, &grant, at).await {
         tracing::warn!(namespace = %grant.namespace, grant = %grant.name, %error, "could not mark an expired request Expired; its reconcile will");
     }
