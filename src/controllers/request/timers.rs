@@ -1,15 +1,14 @@
-//! The expiry timers: every grant in force has a timer of its own that revokes it at `expiresAt`,
-//! outside the reconcile queue.
+//! The expiry timers: every grant in force is revoked at its `expiresAt` by a timer, outside the
+//! reconcile queue.
 //!
-//! The reconcile is also woken at `expiresAt`, and marks the request Expired. But the reconcile
-//! queue is shared: when oz starts with thousands of grants, each is reconciled once, and a
-//! grant expiring a few seconds in would wait behind all of them (measured: ~55 s late with
-//! 10,000 grants). Revocation is what must be exact, so it does not queue: each controller
-//! keeps its grants' expiry times in a queue of its own, whose task sleeps until the soonest,
-//! and each grant due is revoked on a task of its own (its resources deleted, its request marked
-//! Expired). The timers are
-//! armed as the request watch's first LIST brings each request in, before the first reconcile,
-//! and by every reconcile that decides an expiry.
+//! The reconcile queue is shared: when oz starts with thousands of grants, each is reconciled
+//! once, and a grant expiring a few seconds in would wait behind all of them (measured: ~55 s
+//! late with 10,000 grants). Revocation is what must be exact, so it does not queue: each
+//! controller keeps its grants' expiry times in a queue of its own, whose task sleeps until the
+//! soonest, and each grant due is revoked on a task of its own (its resources deleted, its
+//! request marked Expired), after which its request is reconciled to finish what the timer
+//! could not. The timers are armed as the request watch's first LIST brings each request in,
+//! before the first reconcile, and by every reconcile that decides an expiry.
 //!
 //! A timer only ever takes access away, so it may be early but never late: arming a grant again
 //! with a later time is ignored (a grant's `expiresAt` is fixed when it is made; a later value can
