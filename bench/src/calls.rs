@@ -235,11 +235,12 @@ async fn restart(
         .list(&ListParams::default())
         .await?
         .items;
-    let in_force = all
+    let expiries: Vec<Timestamp> = all
         .iter()
         .filter_map(|r| r.status.as_ref())
-        .filter(|s| s.phase == Some(RequestPhase::Ready) && s.expires_at.is_some())
-        .count();
+        .filter(|s| s.phase == Some(RequestPhase::Ready))
+        .filter_map(|s| s.expires_at.as_ref().map(|t| t.0))
+        .collect();
 
     let from = Timestamp::now();
     bench.oz.restart(Parts::WithWebhooks)?;
@@ -248,7 +249,7 @@ async fn restart(
         .oz
         .wait_for_metrics(&bench.http, Duration::from_secs(120))
         .await?;
-    scale::timers_armed(bench, in_force)
+    scale::timers_armed(bench, &expiries)
         .await?
         .ok_or("oz-manager did not arm every expiry timer within a minute of its restart")?;
     bench.catch_up(all.len()).await?;
@@ -261,7 +262,7 @@ async fn restart(
         .partition(|c| namespaces.iter().any(|n| n == c.namespace()));
     Ok(RestartCalls {
         requests: all.len(),
-        in_force,
+        in_force: expiries.len(),
         seconds: to.duration_since(from).as_secs_f64(),
         in_grant_namespaces: Tally::of(&ours, None, from, to),
         elsewhere: Tally::of(&others, None, from, to),

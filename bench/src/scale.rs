@@ -4,8 +4,9 @@
 //! After a restart:
 //!
 //! - `timers_armed_seconds`: from the new process's spawn until its expiry timers
-//!   (`oz_expiry_timers{kind="ExecAccessRequest"}`) cover every grant in force: "all timers
-//!   armed". oz arms them from its watch cache before any reconcile.
+//!   (`oz_expiry_timers{kind="ExecAccessRequest"}`) cover every grant in force, those already
+//!   past their expiry counted as covered (a fired timer is disarmed): "all timers armed". oz
+//!   arms them as its first LIST brings the requests in, before any reconcile.
 //! - `reconciled_all_seconds`: until its request reconcile counter
 //!   (`oz_reconciles_total{controller="request"}`) reaches the number of requests in the
 //!   cluster: every request has been looked at once.
@@ -459,11 +460,13 @@ async fn restart(
         .await?
         .items;
     let in_cluster = all.len();
-    let in_force = all
+    let expiries: Vec<Timestamp> = all
         .iter()
         .filter_map(|r| r.status.as_ref())
-        .filter(|s| s.phase == Some(RequestPhase::Ready) && s.expires_at.is_some())
-        .count();
+        .filter(|s| s.phase == Some(RequestPhase::Ready))
+        .filter_map(|s| s.expires_at.as_ref().map(|t| t.0))
+        .collect();
+    let in_force = expiries.len();
     drop(all);
 
     bench.oz.restart(Parts::WithWebhooks)?;
@@ -483,7 +486,7 @@ async fn restart(
         .await?;
     results.metrics_up_seconds = spawned.elapsed().as_secs_f64();
 
-    results.timers_armed_seconds = timers_armed(bench, in_force)
+    results.timers_armed_seconds = timers_armed(bench, &expiries)
         .await?
         .map(|at| at.duration_since(spawned).as_secs_f64());
     let caught_up = bench.catch_up(in_cluster).await?;
@@ -561,14 +564,18 @@ async fn restart(
     Ok(results)
 }
 
-/// When oz-manager's expiry timers first covered `in_force` grants (polled every 20 ms), or
-/// `None` if they did not within a minute.
-pub async fn timers_armed(bench: &Bench, in_force: usize) -> crate::Result<Option<Instant>> {
+/// When oz-manager's expiry timers first covered the grants in force, whose `expiresAt` are
+/// `expiries` (polled every 20 ms), or `None` if they did not within a minute. A timer that has
+/// fired is disarmed once it has revoked its grant, so the grants already past their expiry
+/// count as covered: a canary expiring during the restart must not leave the count one short.
+pub async fn timers_armed(bench: &Bench, expiries: &[Timestamp]) -> crate::Result<Option<Instant>> {
     let give_up = Instant::now() + Duration::from_secs(60);
     while Instant::now() < give_up {
         let scrape = bench.oz.scrape(&bench.http).await?;
         let armed = scrape.sum("oz_expiry_timers", &[("kind", "ExecAccessRequest")]);
-        if armed >= in_force as f64 {
+        let now = Timestamp::now();
+        let past = expiries.iter().filter(|at| **at <= now).count();
+        if armed + past as f64 >= expiries.len() as f64 {
             return Ok(Some(Instant::now()));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
