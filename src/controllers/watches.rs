@@ -291,8 +291,8 @@ where
     K: Send + Sync + 'static,
 {
     let own = ctx.own_writes.clone();
+    // No metadata to strip: the cached forms keep only what they read as they are parsed.
     watcher::watcher(api, config)
-        .modify(|object| oz_api::strip_unread_metadata(object.meta_mut()))
         .reflect(writer)
         .filter_map(move |event| {
             let change = match event {
