@@ -235,12 +235,7 @@ async fn restart(
         .list(&ListParams::default())
         .await?
         .items;
-    let expiries: Vec<Timestamp> = all
-        .iter()
-        .filter_map(|r| r.status.as_ref())
-        .filter(|s| s.phase == Some(RequestPhase::Ready))
-        .filter_map(|s| s.expires_at.as_ref().map(|t| t.0))
-        .collect();
+    let expiries = scale::expiries_in_force(&all);
 
     let from = Timestamp::now();
     bench.oz.restart(Parts::WithWebhooks)?;

@@ -460,12 +460,7 @@ async fn restart(
         .await?
         .items;
     let in_cluster = all.len();
-    let expiries: Vec<Timestamp> = all
-        .iter()
-        .filter_map(|r| r.status.as_ref())
-        .filter(|s| s.phase == Some(RequestPhase::Ready))
-        .filter_map(|s| s.expires_at.as_ref().map(|t| t.0))
-        .collect();
+    let expiries = expiries_in_force(&all);
     let in_force = expiries.len();
     drop(all);
 
@@ -562,6 +557,17 @@ async fn restart(
         results.canary_lag.max_ms
     ));
     Ok(results)
+}
+
+/// The `expiresAt` of each grant in force (Ready) among `requests`: what [`timers_armed`]
+/// waits for.
+pub fn expiries_in_force(requests: &[ExecAccessRequest]) -> Vec<Timestamp> {
+    requests
+        .iter()
+        .filter_map(|r| r.status.as_ref())
+        .filter(|s| s.phase == Some(RequestPhase::Ready))
+        .filter_map(|s| s.expires_at.as_ref().map(|t| t.0))
+        .collect()
 }
 
 /// When oz-manager's expiry timers first covered the grants in force, whose `expiresAt` are
