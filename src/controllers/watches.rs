@@ -173,20 +173,30 @@ pub async fn request_controller<B: AccessBuilder>(
     .reflect(templates_writer)
     .touched_objects();
     // The grants' Roles and RoleBindings, read by the builders instead of the apiserver; a
-    // change to one that oz did not make wakes its request, which puts it back.
+    // change to one that oz did not make wakes its request, which puts it back. Listed once
+    // the requests are, not alongside them: no reconcile runs before all three are in anyway,
+    // and three pages of LISTs parsed at once set oz-manager's peak (oz-bench, restart at
+    // 10,000 grants: 183 MiB at once, 148 MiB one after the other).
+    let (requests_listed, first_list) = tokio::sync::watch::channel(false);
     let (roles, roles_writer) = reflector::store();
-    let role_changes = changes_by_others(
-        scope.api::<CachedRole>(&client),
-        owned.clone(),
-        roles_writer,
-        &ctx,
+    let role_changes = after_first_list(
+        first_list.clone(),
+        changes_by_others(
+            scope.api::<CachedRole>(&client),
+            owned.clone(),
+            roles_writer,
+            &ctx,
+        ),
     );
     let (bindings, bindings_writer) = reflector::store();
-    let binding_changes = changes_by_others(
-        scope.api::<CachedBinding>(&client),
-        owned.clone(),
-        bindings_writer,
-        &ctx,
+    let binding_changes = after_first_list(
+        first_list,
+        changes_by_others(
+            scope.api::<CachedBinding>(&client),
+            owned.clone(),
+            bindings_writer,
+            &ctx,
+        ),
     );
     let (workloads, workload_watches) = if B::CACHES_WORKLOADS {
         let (stores, watches) = workload_stores(&client, &scope);
@@ -233,6 +243,7 @@ pub async fn request_controller<B: AccessBuilder>(
             Ok(watcher::Event::InitDone) => {
                 forgetting.timers.forget_absent(&cached);
                 forgetting.timers.report_listed();
+                requests_listed.send_replace(true);
             }
             _ => {}
         })
@@ -305,6 +316,19 @@ where
             };
             futures::future::ready(change)
         })
+}
+
+/// `stream`, started once `first_list` says the requests have been listed (or at once if the
+/// request watch is gone: its controller is stopping).
+fn after_first_list<S: Stream>(
+    mut first_list: tokio::sync::watch::Receiver<bool>,
+    stream: S,
+) -> impl Stream<Item = S::Item> {
+    futures::stream::once(async move {
+        let _ = first_list.wait_for(|listed| *listed).await;
+        stream
+    })
+    .flatten()
 }
 
 /// The workload caches of exec access ([`WorkloadStores`]), and the watches that fill them.
@@ -476,5 +500,59 @@ fn rollouts_api(client: &Client, scope: &Scope) -> Api<DynamicObject> {
     match scope {
         Scope::Cluster => Api::all_with(client.clone(), &rollout_resource()),
         Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &rollout_resource()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::atomic::{AtomicBool, Ordering},
+        task::Poll,
+    };
+
+    use futures::FutureExt;
+
+    use super::*;
+
+    /// A one-item stream that records whether it was ever polled: a watch that has not been
+    /// polled has not sent its LIST.
+    fn watch_recording(polled: Arc<AtomicBool>) -> impl Stream<Item = u32> {
+        futures::stream::poll_fn(move |_| {
+            polled.store(true, Ordering::SeqCst);
+            Poll::Ready(Some(1))
+        })
+        .take(1)
+    }
+
+    #[tokio::test]
+    async fn an_owned_watch_lists_only_once_the_requests_are_listed() {
+        let (listed, first_list) = tokio::sync::watch::channel(false);
+        let polled = Arc::new(AtomicBool::new(false));
+        let mut owned = Box::pin(after_first_list(
+            first_list,
+            watch_recording(polled.clone()),
+        ));
+        assert_eq!(
+            owned.next().now_or_never(),
+            None,
+            "nothing before the requests"
+        );
+        assert!(
+            !polled.load(Ordering::SeqCst),
+            "the watch was started early"
+        );
+        listed.send_replace(true);
+        assert_eq!(owned.next().await, Some(1));
+        assert_eq!(owned.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn an_owned_watch_starts_at_once_when_the_request_watch_is_gone() {
+        let (listed, first_list) = tokio::sync::watch::channel(false);
+        drop(listed);
+        let polled = Arc::new(AtomicBool::new(false));
+        let owned = after_first_list(first_list, watch_recording(polled.clone()));
+        assert_eq!(owned.collect::<Vec<_>>().await, vec![1]);
+        assert!(polled.load(Ordering::SeqCst));
     }
 }
