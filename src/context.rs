@@ -8,7 +8,7 @@ use kube::{
     runtime::events::{Event, Recorder, Reporter},
 };
 
-use crate::{metrics::Metrics, notify::Notifier, own_writes::OwnWrites};
+use crate::{metrics::Metrics, notify::Notifier, own_writes::OwnWrites, start_order::RequestLists};
 
 /// Operator-wide settings the reconcilers follow.
 #[derive(Clone, Debug)]
@@ -46,6 +46,9 @@ pub struct Context {
     pub notifier: Notifier,
     /// oz's writes to grants' objects whose watch events have not come back yet.
     pub own_writes: OwnWrites,
+    /// How many request controllers have listed their requests: what the webhooks' request
+    /// cache waits for at start-up.
+    pub request_lists: RequestLists,
 }
 
 impl Context {
@@ -61,6 +64,7 @@ impl Context {
             settings,
             notifier: Notifier::disabled(),
             own_writes: OwnWrites::default(),
+            request_lists: RequestLists::default(),
         }
     }
 }

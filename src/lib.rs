@@ -23,6 +23,7 @@ pub mod manager;
 pub mod metrics;
 pub mod notify;
 pub mod own_writes;
+pub mod start_order;
 pub mod time;
 
 pub use context::{Context, Settings};

@@ -225,6 +225,7 @@ pub async fn request_controller<B: AccessBuilder>(
     ));
     let (forgetting, cached, own) = (reconciler.clone(), store.clone(), ctx.own_writes.clone());
     let echoes = ctx.own_writes.clone();
+    let lists = ctx.request_lists.clone();
     let requests = watcher::watcher(scope.api::<B::Request>(&client), watcher::Config::default())
         .modify(|request| oz_api::strip_unread_metadata(request.meta_mut()))
         .reflect(writer)
@@ -243,7 +244,9 @@ pub async fn request_controller<B: AccessBuilder>(
             Ok(watcher::Event::InitDone) => {
                 forgetting.timers.forget_absent(&cached);
                 forgetting.timers.report_listed();
-                requests_listed.send_replace(true);
+                if requests_listed.send_if_modified(|listed| !std::mem::replace(listed, true)) {
+                    lists.listed();
+                }
             }
             _ => {}
         })

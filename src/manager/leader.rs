@@ -57,6 +57,9 @@ const RETRY: Duration = Duration::from_millis(500);
 pub struct Leadership {
     /// Whether this replica leads now.
     pub leading: watch::Receiver<bool>,
+    /// Becomes true once the Lease has been looked at (taken, or found held, or unreadable):
+    /// from then on `leading` being false means "a follower", not "not decided yet".
+    pub looked: watch::Receiver<bool>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
@@ -93,10 +96,12 @@ pub async fn start(
             )
         })?;
     let (leading_tx, leading) = watch::channel(false);
+    let (looked_tx, looked) = watch::channel(false);
     let (stop, stopped) = oneshot::channel();
-    let task = tokio::spawn(elector.run(leading_tx, stopped));
+    let task = tokio::spawn(elector.run(leading_tx, looked_tx, stopped));
     Ok(Leadership {
         leading,
+        looked,
         stop,
         task,
     })
@@ -176,7 +181,12 @@ impl Elector {
         sent + self.lease_duration().saturating_sub(grace)
     }
 
-    async fn run(self, leading: watch::Sender<bool>, mut stop: oneshot::Receiver<()>) {
+    async fn run(
+        self,
+        leading: watch::Sender<bool>,
+        looked: watch::Sender<bool>,
+        mut stop: oneshot::Receiver<()>,
+    ) {
         let name = self.election.lease_name.clone();
         let mut changes = watcher::watcher(
             self.leases.clone(),
@@ -246,6 +256,7 @@ impl Elector {
                     sent + RETRY
                 }
             };
+            looked.send_if_modified(|looked| !std::mem::replace(looked, true));
         }
         if held_until.is_some() {
             let _ = leading.send(false);

@@ -13,6 +13,7 @@ use crate::{
     controllers::{self, Scope},
     metrics::Metrics,
     notify::{Notifier, NotifyMetrics},
+    start_order::{self, Leading, RequestLists},
 };
 
 pub mod access_probe;
@@ -63,6 +64,8 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
         health.clone(),
     ));
 
+    // Shared by the request controllers (through the context) and the webhooks' cache.
+    let request_lists = RequestLists::default();
     let leadership = match &config.leader_election {
         Some(election) => Some(leader::start(client.clone(), &config.namespace, election).await?),
         None => None,
@@ -72,6 +75,11 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     let webhook_server = match config.webhooks.clone() {
         Some(mut webhooks) => {
             webhooks.leader = leadership.as_ref().map(|l| l.leading.clone());
+            webhooks.requests_after = Some(after_request_lists(
+                &request_lists,
+                config.scopes.len() * config.kinds.len(),
+                leadership.as_ref(),
+            ));
             webhooks.metrics = webhook_metrics.clone();
             // One question at start answers two: whom the Secrets and ConfigMap oz-manager
             // creates belong to, and which exec is oz's own for a brokered session.
@@ -115,6 +123,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     health.set_serving(true);
 
     let mut ctx = Context::new(client.clone(), metrics, config.settings.clone());
+    ctx.request_lists = request_lists;
     // Started on every replica, but only the leader's controllers send.
     if let Some(notifications) = config.notifications.clone() {
         ctx.notifier = Notifier::start(client, notifications, notify_metrics);
@@ -163,6 +172,29 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
         let _ = server.shutdown(Duration::from_secs(5)).await;
     }
     Ok(())
+}
+
+/// Opens once this replica's request controllers (`expected` of them) have listed their
+/// requests, or once it is found not to lead ([`start_order`]).
+fn after_request_lists(
+    lists: &RequestLists,
+    expected: usize,
+    leadership: Option<&leader::Leadership>,
+) -> watch::Receiver<bool> {
+    let (open, gate) = watch::channel(false);
+    let leading = match leadership {
+        None => Leading::Always,
+        Some(l) => Leading::Elected {
+            looked: l.looked.clone(),
+            leading: l.leading.clone(),
+        },
+    };
+    let lists = lists.clone();
+    tokio::spawn(async move {
+        start_order::request_lists_done(&lists, expected, leading).await;
+        open.send_replace(true);
+    });
+    gate
 }
 
 async fn run_controllers(ctx: &Context, config: &ManagerConfig, stop: Shutdown) {

@@ -1167,3 +1167,42 @@ async fn an_enforced_namespace_denies_exec_without_a_grant_and_fails_closed_whil
     );
     oz.remove_configurations().await;
 }
+
+/// In oz-manager, the handlers' request cache lists the requests only after the request
+/// controllers have (their LIST arms the expiry timers at a restart, and the two LISTs of every
+/// request at once shared the apiserver), and then does list: the handlers do not go on
+/// reading requests from the apiserver.
+#[tokio::test]
+async fn oz_managers_webhooks_list_the_requests_after_its_controllers_do() {
+    install_crds().await;
+    let ns = env().namespace("wh-order").await.unwrap();
+    let oz = WebhookOperator::start(&ns, &[]);
+    let log = oz.operator.log.display().to_string();
+    let text = eventually(
+        WAIT,
+        &format!("both controllers and the handlers' cache to list both kinds (log: {log})"),
+        || {
+            let text = oz.operator.log_text();
+            let count = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+            let all_in = count("the handlers' request cache is listing") == 2
+                && count("expiry timers armed from the first list") == 2;
+            async move { all_in.then_some(text) }
+        },
+    )
+    .await;
+    let position = |needle: &str, kind: &str| {
+        text.lines()
+            .position(|l| l.contains(needle) && l.contains(&format!("kind={kind}")))
+            .unwrap_or_else(|| panic!("no {needle:?} for {kind} (log: {log})"))
+    };
+    let armed = "expiry timers armed from the first list";
+    let listing = "the handlers' request cache is listing";
+    let controllers_listed =
+        position(armed, "ExecAccessRequest").max(position(armed, "PodAccessRequest"));
+    for kind in ["ExecAccessRequest", "PodAccessRequest"] {
+        assert!(
+            position(listing, kind) > controllers_listed,
+            "the handlers' {kind} cache listed before the controllers' requests were in (log: {log})"
+        );
+    }
+}

@@ -68,6 +68,11 @@ pub struct WebhookConfig {
     /// templates watches these alone, which is all a namespace-scoped install may read.
     /// Default: empty, all namespaces.
     pub watch_namespaces: Vec<String>,
+    /// The handlers' cache lists the requests once this is true (or its sender is gone):
+    /// oz-manager holds that LIST back while its own controllers list the same requests at
+    /// start-up ([`CachedLookup::new`]). Until then the handlers read requests from the
+    /// apiserver. Default: none, at once.
+    pub requests_after: Option<watch::Receiver<bool>>,
     /// What the server counts; oz-manager registers these with its metrics.
     pub metrics: WebhookMetrics,
     /// `--webhook-client-ca-file`: the webhook paths answer only callers with a client
@@ -97,6 +102,7 @@ impl WebhookConfig {
             check_interval: Duration::from_secs(60 * 60),
             leader: None,
             watch_namespaces: Vec::new(),
+            requests_after: None,
             metrics: WebhookMetrics::default(),
             client_ca: None,
             owner: None,
@@ -218,7 +224,11 @@ impl WebhookServer {
                 config.audit_checkpoint_interval,
             ))
         });
-        let (lookup, watches) = CachedLookup::new(client.clone(), &config.watch_namespaces);
+        let (lookup, watches) = CachedLookup::new(
+            client.clone(),
+            &config.watch_namespaces,
+            config.requests_after.clone(),
+        );
         let lookup = Arc::new(lookup);
         let watches = tokio::spawn(watches);
         let state = AdmissionState {
