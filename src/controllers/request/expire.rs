@@ -4,7 +4,9 @@
 //!
 //! Layering: the timers call this module, this module calls the status pass, never back.
 
-use std::ops::ControlFlow;
+use std::{ops::ControlFlow, sync::Arc};
+
+use futures::FutureExt;
 
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
@@ -16,7 +18,7 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessRequest, AccessTemplate, RequestPhase, condition_reason as reason,
+    AccessRequest, AccessTemplate, OzResource, RequestPhase, condition_reason as reason,
     condition_type as kind, conditions::Observation,
 };
 
@@ -98,52 +100,72 @@ pub async fn revoke_at_expiry<B: AccessBuilder>(
 /// reaches the request (after a start at scale, tens of seconds later).
 ///
 /// The request and its template are read from the controller's caches: the timer fires long
-/// after the request was last written, so the cache has it as it is.
+/// after the request was last written, so the cache has it as it is. Only while a cache's first
+/// LIST is still coming in (timers are armed from its pages) are they read from the apiserver.
 pub async fn record_expiry_by_timer<R: AccessRequest>(
     ctx: &Context,
     stores: &RequestStores<R>,
     grant: &GrantIdentity,
     expires_at: Timestamp,
 ) -> Result<()> {
-    let key = ObjectRef::new(&grant.owner.name).within(&grant.namespace);
-    let request = match where_to_read(&stores.requests, &key) {
-        Source::Cache(request) => request,
-        Source::Gone => return Ok(()),
-        Source::Apiserver => {
-            let api = Api::<R>::namespaced(ctx.client.clone(), &grant.namespace);
-            match api.get_opt(&grant.owner.name).await? {
-                Some(request) => std::sync::Arc::new(request),
-                None => return Ok(()),
-            }
-        }
+    let Some(request) =
+        cached_or_read(ctx, &stores.requests, &grant.namespace, &grant.owner.name).await?
+    else {
+        return Ok(());
     };
     let mut pass = Pass::new(&*request);
     if !timer_may_mark_expired(&*request, grant, pass.now, expires_at) {
         return Ok(());
     }
-    if let Some(template) = stores.template_of(&request) {
+    let template = cached_or_read(
+        ctx,
+        &stores.templates,
+        &grant.namespace,
+        request.template_name(),
+    )
+    .await?;
+    if let Some(template) = template {
         pass.notify_through(template.access_config().notifications.as_ref());
     }
     record_expiry(ctx, &*request, &mut pass, expires_at).await
 }
 
-/// Where a timer reads the request it marks Expired.
+/// `name` in `namespace` as `store` has it, or as the apiserver has it while the store is not
+/// filled yet; `None` if it does not exist.
+async fn cached_or_read<K: OzResource>(
+    ctx: &Context,
+    store: &Store<K>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Arc<K>>> {
+    Ok(
+        match where_to_read(store, &ObjectRef::new(name).within(namespace)) {
+            Source::Cache(object) => Some(object),
+            Source::Gone => None,
+            Source::Apiserver => Api::<K>::namespaced(ctx.client.clone(), namespace)
+                .get_opt(name)
+                .await?
+                .map(Arc::new),
+        },
+    )
+}
+
+/// Where a timer reads what it needs to mark a request Expired.
 #[derive(Debug)]
-enum Source<R> {
-    Cache(std::sync::Arc<R>),
-    /// Listed, and not there: deleted, nothing to mark.
+enum Source<K> {
+    Cache(Arc<K>),
+    /// Listed, and not there: deleted.
     Gone,
     /// The cache is not filled yet: the first LIST is still coming in. Timers fire during it
-    /// (they are armed from its pages), and the store is filled only once it completes; without
-    /// this read, such a request stayed Ready until its reconcile, 47 s after a restart at
-    /// 50,000 grants in oz-bench.
+    /// (they are armed from its pages), and a store is filled only once its LIST completes;
+    /// taking the request for deleted then left it Ready until its reconcile, 47 s after a
+    /// restart at 50,000 grants in oz-bench.
     Apiserver,
 }
 
-fn where_to_read<R: AccessRequest>(store: &Store<R>, key: &ObjectRef<R>) -> Source<R> {
-    use futures::FutureExt;
+fn where_to_read<K: OzResource>(store: &Store<K>, key: &ObjectRef<K>) -> Source<K> {
     match store.get(key) {
-        Some(request) => Source::Cache(request),
+        Some(object) => Source::Cache(object),
         None if matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) => Source::Gone,
         None => Source::Apiserver,
     }
