@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::callers::{Caller, CallerKind};
 
 /// A way into a pod.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PodAction {
     /// CONNECT pods/exec.
     Exec,

@@ -4,13 +4,17 @@
 //!
 //! The audit record (log line, file and the apiserver's audit annotations) is the record of
 //! truth and is always written; the Event is a convenience for `kubectl describe pod`. Events
-//! are also rate-limited ([`EVENTS_PER_SECOND`], bursts of [`EVENT_BURST`]), as client-go's
-//! event correlator limits them: each costs the apiserver a pod GET and an Event write, and a
-//! flood of execs must not turn into a flood of writes that slows everything else on it
-//! (oz-bench: 2,000 audits/s kept the control plane at 127% of a core with Events, 5% without).
-//! When the queue is full or the rate is exceeded the Event is dropped and counted, with at
-//! most one warning per [`DROP_WARNING_INTERVAL`]; an Event the apiserver does not take is
-//! counted too (`oz_audit_events_dropped_total{reason}`).
+//! are also rate-limited ([`limits`]), as client-go's event correlator limits them: each costs
+//! the apiserver a pod GET and an Event write, and a flood of execs must not turn into a flood
+//! of writes that slows everything else on it (oz-bench: 2,000 audits/s kept the control plane
+//! at 127% of a core with Events, 5% without). Overall at most [`EVENTS_PER_SECOND`] (bursts of
+//! [`EVENT_BURST`]); for one user's actions of one kind on one pod, [`ACCESS_EVENT_BURST`] and
+//! then one per [`ACCESS_EVENT_PERIOD`], whose note counts those folded into it. When the queue
+//! is full or a rate is exceeded the Event is dropped and counted, with at most one warning per
+//! [`DROP_WARNING_INTERVAL`]; an Event the apiserver does not take is counted too
+//! (`oz_audit_events_dropped_total{reason}`).
+
+mod limits;
 
 use std::{
     sync::{
@@ -29,11 +33,14 @@ use kube::{
 use tokio::sync::mpsc;
 use tracing::warn;
 
+pub use limits::{ACCESS_EVENT_BURST, ACCESS_EVENT_PERIOD, EVENT_BURST, EVENTS_PER_SECOND};
+
 use super::audit::{AuditRecord, PodAction};
 use crate::{
     WebhookMetrics,
     metrics::{PUBLISH_FAILED, QUEUE_FULL, RATE_LIMITED},
 };
+use limits::{AccessLimit, TokenBucket};
 
 /// The Events' reporting controller.
 pub const EVENT_REPORTER: &str = "oz-webhooks";
@@ -44,12 +51,6 @@ pub const QUEUE_CAPACITY: usize = 1000;
 /// How many Events are published at once, each a pod GET and an Event create.
 pub const PUBLISHERS: usize = 4;
 
-/// Sustained audit Events per second, across all pods.
-pub const EVENTS_PER_SECOND: f64 = 50.0;
-
-/// Audit Events that may be published at once above the sustained rate.
-pub const EVENT_BURST: f64 = 200.0;
-
 /// At most one warning about dropped Events this often.
 pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -57,9 +58,18 @@ pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 /// is dropped and the queue is drained.
 #[derive(Clone)]
 pub struct AuditEvents {
-    queue: mpsc::Sender<(PodAction, AuditRecord)>,
+    queue: mpsc::Sender<Queued>,
     rate: Arc<TokenBucket>,
+    per_access: Arc<AccessLimit>,
     drops: Arc<Drops>,
+}
+
+/// An Event waiting to be published: the access, its record, and how many Events of the same
+/// access were folded into it.
+struct Queued {
+    action: PodAction,
+    record: AuditRecord,
+    folded: u64,
 }
 
 impl AuditEvents {
@@ -72,7 +82,9 @@ impl AuditEvents {
             QUEUE_CAPACITY,
             PUBLISHERS,
             metrics,
-            move |action, record| publish_event(client.clone(), action, record, failures.clone()),
+            move |action, record, folded| {
+                publish_event(client.clone(), action, record, folded, failures.clone())
+            },
         )
     }
 
@@ -84,17 +96,20 @@ impl AuditEvents {
         publish: F,
     ) -> Self
     where
-        F: Fn(PodAction, AuditRecord) -> Fut + Send + 'static,
+        F: Fn(PodAction, AuditRecord, u64) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let (queue, mut queued) = mpsc::channel(capacity);
         let events = futures::stream::poll_fn(move |cx| queued.poll_recv(cx));
         tokio::spawn(
-            events.for_each_concurrent(publishers, move |(action, record)| publish(action, record)),
+            events.for_each_concurrent(publishers, move |event: Queued| {
+                publish(event.action, event.record, event.folded)
+            }),
         );
         Self {
             queue,
             rate: Arc::new(TokenBucket::new(EVENTS_PER_SECOND, EVENT_BURST)),
+            per_access: Arc::new(AccessLimit::new()),
             drops: Arc::new(Drops {
                 capacity,
                 total: AtomicU64::new(0),
@@ -108,13 +123,27 @@ impl AuditEvents {
     /// Queues the Event of `record`; returns `false` if the rate was exceeded or the queue was
     /// full, and it was dropped.
     pub fn publish(&self, action: PodAction, record: AuditRecord) -> bool {
+        let access = self
+            .per_access
+            .access(&record.namespace, &record.pod, &record.user, action);
+        let Some(folded) = self.per_access.take(access) else {
+            self.drops.record(RATE_LIMITED);
+            return false;
+        };
         if !self.rate.take() {
+            self.per_access.fold(access, folded + 1);
             self.drops.record(RATE_LIMITED);
             return false;
         }
-        match self.queue.try_send((action, record)) {
+        let event = Queued {
+            action,
+            record,
+            folded,
+        };
+        match self.queue.try_send(event) {
             Ok(()) => true,
             Err(_) => {
+                self.per_access.fold(access, folded + 1);
                 self.drops.record(QUEUE_FULL);
                 false
             }
@@ -124,39 +153,6 @@ impl AuditEvents {
     /// How many Events have been dropped since the start.
     pub fn dropped(&self) -> u64 {
         self.drops.total.load(Ordering::Relaxed)
-    }
-}
-
-/// A token bucket: `burst` tokens, refilled at `per_second`.
-struct TokenBucket {
-    per_second: f64,
-    burst: f64,
-    /// Tokens left, as of the instant.
-    state: Mutex<(f64, Instant)>,
-}
-
-impl TokenBucket {
-    fn new(per_second: f64, burst: f64) -> Self {
-        Self {
-            per_second,
-            burst,
-            state: Mutex::new((burst, Instant::now())),
-        }
-    }
-
-    /// Takes a token if there is one.
-    fn take(&self) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (tokens, since) = *state;
-        let now = Instant::now();
-        let tokens =
-            (tokens + now.duration_since(since).as_secs_f64() * self.per_second).min(self.burst);
-        if tokens < 1.0 {
-            *state = (tokens, now);
-            return false;
-        }
-        *state = (tokens - 1.0, now);
-        true
     }
 }
 
@@ -198,6 +194,7 @@ async fn publish_event(
     client: Client,
     action: PodAction,
     record: AuditRecord,
+    folded: u64,
     metrics: WebhookMetrics,
 ) {
     // The uid lets `kubectl describe pod` find the Event; the CONNECT review does not carry it.
@@ -219,7 +216,7 @@ async fn publish_event(
     // series while keeping the first note, so a second user's exec would read as the first's.
     let recorder = Recorder::new(client, Reporter::from(EVENT_REPORTER));
     if let Err(e) = recorder
-        .publish(&audit_event(action, &record), &reference)
+        .publish(&audit_event(action, &record, folded), &reference)
         .await
     {
         metrics.audit_event_dropped(PUBLISH_FAILED);
@@ -231,9 +228,10 @@ async fn publish_event(
 }
 
 /// The note of the Event, in Oz's words:
-/// `CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)`.
-pub fn event_note(record: &AuditRecord) -> String {
-    format!(
+/// `CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)`; when
+/// `folded` Events of the same access were not published since its last one, it says so.
+pub fn event_note(record: &AuditRecord, folded: u64) -> String {
+    let mut note = format!(
         "{}/{} operation on Pod {} (container: {}) by {} (interactive: {})",
         record.operation,
         record.subresource,
@@ -241,11 +239,24 @@ pub fn event_note(record: &AuditRecord) -> String {
         record.container.as_deref().unwrap_or_default(),
         record.user,
         record.tty
-    )
+    );
+    if folded > 0 {
+        let (s, were) = if folded == 1 {
+            ("", "was")
+        } else {
+            ("s", "were")
+        };
+        note.push_str(&format!(
+            "; {folded} more {}{s} by {} since this pod's last such Event {were} recorded in oz's audit log only",
+            record.subresource, record.user
+        ));
+    }
+    note
 }
 
-/// The Event for a record; its `related` object is the granting request, if any.
-pub fn audit_event(action: PodAction, record: &AuditRecord) -> Event {
+/// The Event for a record, `folded` the Events of the same access folded into it; its
+/// `related` object is the granting request, if any.
+pub fn audit_event(action: PodAction, record: &AuditRecord, folded: u64) -> Event {
     Event {
         type_: if record.allowed {
             EventType::Normal
@@ -253,7 +264,7 @@ pub fn audit_event(action: PodAction, record: &AuditRecord) -> Event {
             EventType::Warning
         },
         reason: action.reason().into(),
-        note: Some(event_note(record)),
+        note: Some(event_note(record, folded)),
         action: action.event_action().into(),
         secondary: record.grant.as_ref().map(|grant| ObjectReference {
             api_version: Some(format!("{}/{}", oz_api::GROUP, oz_api::VERSION)),
@@ -291,7 +302,7 @@ mod tests {
         let metrics = WebhookMetrics::default();
         let events = {
             let (gate, published, started) = (gate.clone(), published.clone(), started.clone());
-            AuditEvents::with_publisher(3, 2, metrics.clone(), move |_, _| {
+            AuditEvents::with_publisher(3, 2, metrics.clone(), move |_, _, _| {
                 let (gate, published, started) = (gate.clone(), published.clone(), started.clone());
                 async move {
                     started.notify_one();
@@ -333,22 +344,33 @@ mod tests {
         assert_eq!(events.dropped(), 2);
     }
 
-    #[test]
-    fn the_rate_allows_a_burst_then_refills() {
-        let bucket = TokenBucket::new(10.0, 3.0);
-        assert!((0..3).all(|_| bucket.take()), "the burst");
-        assert!(!bucket.take(), "then nothing");
-        // 200 ms at 10/s refills two.
-        let mut state = bucket.state.lock().unwrap();
-        state.1 -= Duration::from_millis(200);
-        drop(state);
-        assert!(bucket.take());
-        assert!(bucket.take());
-        assert!(!bucket.take());
-        // Never more than the burst, however long it was idle.
-        bucket.state.lock().unwrap().1 -= Duration::from_secs(3600);
-        assert!((0..3).all(|_| bucket.take()));
-        assert!(!bucket.take());
+    #[tokio::test]
+    async fn one_users_repeated_execs_into_a_pod_are_limited_without_holding_back_others() {
+        let metrics = WebhookMetrics::default();
+        let events = AuditEvents::with_publisher(1000, 1, metrics.clone(), |_, _, _| async {});
+        let burst = ACCESS_EVENT_BURST as usize;
+        for _ in 0..burst {
+            assert!(events.publish(PodAction::Exec, record("web-0")));
+        }
+        assert!(!events.publish(PodAction::Exec, record("web-0")), "folded");
+        let rate_limited = metrics
+            .audit_events_dropped
+            .get_or_create(&crate::metrics::DroppedLabels {
+                reason: RATE_LIMITED,
+            })
+            .get();
+        assert_eq!(rate_limited, 1);
+        assert!(
+            events.publish(PodAction::Exec, record("web-1")),
+            "another pod"
+        );
+        assert!(
+            events.publish(PodAction::Attach, record("web-0")),
+            "another action"
+        );
+        let mut bobs = record("web-0");
+        bobs.user = "bob".into();
+        assert!(events.publish(PodAction::Exec, bobs), "another user");
     }
 
     #[test]

@@ -315,10 +315,15 @@ fn the_event_reads_like_ozs() {
     let action = audit::PodAction::of(&request).unwrap();
     let mut record = audit::describe(&request, action, &Caller::Unverified);
     assert_eq!(
-        events::event_note(&record),
+        events::event_note(&record, 0),
         "CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)"
     );
-    let event = events::audit_event(action, &record);
+    assert_eq!(
+        events::event_note(&record, 12),
+        "CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true); \
+         12 more execs by alice since this pod's last such Event were recorded in oz's audit log only"
+    );
+    let event = events::audit_event(action, &record, 0);
     assert_eq!(
         (event.reason.as_str(), event.action.as_str()),
         ("PodExec", "RecordedExec")
@@ -331,7 +336,7 @@ fn the_event_reads_like_ozs() {
         template: "web".into(),
         approvers: Vec::new(),
     });
-    let related = events::audit_event(action, &record).secondary.unwrap();
+    let related = events::audit_event(action, &record, 0).secondary.unwrap();
     assert_eq!(related.kind.as_deref(), Some("ExecAccessRequest"));
     assert_eq!(related.name.as_deref(), Some("alices"));
     assert_eq!(related.namespace.as_deref(), Some(NS));
