@@ -73,6 +73,10 @@ pub struct WebhookMetrics {
     pub audit_records_unwritten: Counter,
     /// Audit Events on pods not published, by why (their audit records were written).
     pub audit_events_dropped: Family<DroppedLabels, Counter>,
+    /// Audit Events not published because the same user did the same to the same pod more
+    /// often than its own limit allows: each is counted in the note of that access's next
+    /// Event (not a drop: nothing to warn about).
+    pub audit_events_folded: Counter,
     /// When the serving certificate being served expires, in seconds since the Unix epoch; 0
     /// until one is served.
     pub certificate_expiry: Gauge,
@@ -87,6 +91,7 @@ impl Default for WebhookMetrics {
             audit_records_written: Counter::default(),
             audit_records_unwritten: Counter::default(),
             audit_events_dropped: Family::default(),
+            audit_events_folded: Counter::default(),
             certificate_expiry: Gauge::default(),
             // 0.25 ms .. ~4 s: the audit webhook answers in about 1.5 ms (docs/benchmarks.md),
             // and the apiserver gives up on a webhook after 10 s.
@@ -131,6 +136,11 @@ impl WebhookMetrics {
             "audit_events_dropped",
             "Audit Events on pods not published, by reason (their audit records were written)",
             self.audit_events_dropped.clone(),
+        );
+        registry.register(
+            "audit_events_folded",
+            "Audit Events not published because one user repeated one action on one pod past its own limit; each is counted in that access's next Event",
+            self.audit_events_folded.clone(),
         );
         registry.register(
             "webhook_certificate_expiry_timestamp_seconds",

@@ -4,13 +4,14 @@
 //!
 //! The audit record (log line, file and the apiserver's audit annotations) is the record of
 //! truth and is always written; the Event is a convenience for `kubectl describe pod`. Events
-//! are also rate-limited ([`limits`]), as client-go's event correlator limits them: each costs
+//! are also rate-limited (`limits.rs`), as client-go's event correlator limits them: each costs
 //! the apiserver a pod GET and an Event write, and a flood of execs must not turn into a flood
 //! of writes that slows everything else on it (oz-bench: 2,000 audits/s kept the control plane
 //! at 127% of a core with Events, 5% without). Overall at most [`EVENTS_PER_SECOND`] (bursts of
 //! [`EVENT_BURST`]); for one user's actions of one kind on one pod, [`ACCESS_EVENT_BURST`] and
-//! then one per [`ACCESS_EVENT_PERIOD`], whose note counts those folded into it. When the queue
-//! is full or a rate is exceeded the Event is dropped and counted, with at most one warning per
+//! then one per [`ACCESS_EVENT_PERIOD`], whose note counts those folded into it (counted in
+//! `oz_audit_events_folded_total`, not as drops). When the queue is full or the overall rate is
+//! exceeded the Event is dropped and counted, with at most one warning per
 //! [`DROP_WARNING_INTERVAL`]; an Event the apiserver does not take is counted too
 //! (`oz_audit_events_dropped_total{reason}`).
 
@@ -127,7 +128,7 @@ impl AuditEvents {
             .per_access
             .access(&record.namespace, &record.pod, &record.user, action);
         let Some(folded) = self.per_access.take(access) else {
-            self.drops.record(RATE_LIMITED);
+            self.drops.metrics.audit_events_folded.inc();
             return false;
         };
         if !self.rate.take() {
@@ -353,13 +354,8 @@ mod tests {
             assert!(events.publish(PodAction::Exec, record("web-0")));
         }
         assert!(!events.publish(PodAction::Exec, record("web-0")), "folded");
-        let rate_limited = metrics
-            .audit_events_dropped
-            .get_or_create(&crate::metrics::DroppedLabels {
-                reason: RATE_LIMITED,
-            })
-            .get();
-        assert_eq!(rate_limited, 1);
+        assert_eq!(metrics.audit_events_folded.get(), 1);
+        assert_eq!(events.dropped(), 0, "counted as folded, not as dropped");
         assert!(
             events.publish(PodAction::Exec, record("web-1")),
             "another pod"
