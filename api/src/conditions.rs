@@ -1,11 +1,127 @@
 //! The one way oz sets and reads status conditions: setting keeps Oz's semantics
 //! (apimachinery's SetStatusCondition), so `lastTransitionTime` moves only when the status
-//! flips; reading answers "ready?", "does this hold?" and "what is failing?".
+//! flips; reading answers "ready?", "does this hold?" and "what is failing?". And the
+//! [`Condition`] they are kept in.
+
+use std::borrow::Cow;
 
 use k8s_openapi::{
-    apimachinery::pkg::apis::meta::v1::{Condition, Time},
+    apimachinery::pkg::apis::meta::v1::{self as metav1, Time},
     jiff::Timestamp,
 };
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::{condition_reason, condition_type};
+
+/// A status condition: the JSON and schema of Kubernetes' `metav1.Condition`, kept more
+/// compactly. oz-manager holds every request in memory with its six conditions, and their
+/// type, status and reason, words from a short list, were each a heap copy of their own
+/// (`webhooks/examples/cache_bytes.rs`: the conditions were half of a cached request's heap).
+/// Here a known word points at oz's copy, and only a word oz does not know is held as read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "metav1::Condition", into = "metav1::Condition")]
+pub struct Condition {
+    /// The condition's type, e.g. `AccessStillValid`.
+    pub type_: Cow<'static, str>,
+    /// `True`, `False` or `Unknown`.
+    pub status: Cow<'static, str>,
+    /// Why, in one word, e.g. `Success`.
+    pub reason: Cow<'static, str>,
+    /// Why, for humans.
+    pub message: String,
+    /// The generation of the object the condition was set from.
+    pub observed_generation: Option<i64>,
+    /// When the status last changed.
+    pub last_transition_time: Time,
+}
+
+/// The words of a condition's type, status and reason that oz writes.
+const WORDS: &[&str] = &[
+    "True",
+    "False",
+    "Unknown",
+    condition_type::TARGET_REF_EXISTS,
+    condition_type::TEMPLATE_DURATIONS_VALID,
+    condition_type::TARGET_TEMPLATE_EXISTS,
+    condition_type::ACCESS_DURATIONS_VALID,
+    condition_type::ACCESS_STILL_VALID,
+    condition_type::ACCESS_RESOURCES_CREATED,
+    condition_type::ACCESS_RESOURCES_READY,
+    condition_type::APPROVED,
+    condition_reason::SUCCESS,
+    condition_reason::NOT_FOUND,
+    condition_reason::NOT_ACCEPTABLE,
+    condition_reason::BAD_REQUEST,
+    condition_reason::TIMEOUT,
+    condition_reason::FAILURE,
+    condition_reason::NOT_YET_READY,
+    condition_reason::NOT_ALLOWED,
+    condition_reason::PENDING_APPROVAL,
+    condition_reason::DENIED,
+    condition_reason::BREAK_GLASS,
+];
+
+/// `word`, as oz's copy if oz writes it.
+fn known(word: String) -> Cow<'static, str> {
+    match WORDS.iter().find(|known| **known == word) {
+        Some(known) => Cow::Borrowed(*known),
+        None => Cow::Owned(word),
+    }
+}
+
+impl From<metav1::Condition> for Condition {
+    fn from(condition: metav1::Condition) -> Self {
+        Self {
+            type_: known(condition.type_),
+            status: known(condition.status),
+            reason: known(condition.reason),
+            message: condition.message,
+            observed_generation: condition.observed_generation,
+            last_transition_time: condition.last_transition_time,
+        }
+    }
+}
+
+impl From<Condition> for metav1::Condition {
+    fn from(condition: Condition) -> Self {
+        Self {
+            type_: condition.type_.into_owned(),
+            status: condition.status.into_owned(),
+            reason: condition.reason.into_owned(),
+            message: condition.message,
+            observed_generation: condition.observed_generation,
+            last_transition_time: condition.last_transition_time,
+        }
+    }
+}
+
+impl schemars::JsonSchema for Condition {
+    fn schema_name() -> Cow<'static, str> {
+        metav1::Condition::schema_name()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        metav1::Condition::schema_id()
+    }
+
+    fn inline_schema() -> bool {
+        metav1::Condition::inline_schema()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        metav1::Condition::json_schema(generator)
+    }
+}
+
+/// Reads a status's conditions into a list of their exact length (a list read from JSON grows
+/// by doubling: six conditions would hold room for eight).
+pub fn read_exactly<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Condition>, D::Error> {
+    let mut conditions = Vec::<Condition>::deserialize(deserializer)?;
+    conditions.shrink_to_fit();
+    Ok(conditions)
+}
 
 /// A condition to record: its type, whether it holds, and Oz's reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +205,48 @@ mod tests {
     }
 
     #[test]
+    fn a_condition_reads_and_writes_the_json_of_kubernetes_condition() {
+        let json = serde_json::json!([
+            {"type": "AccessStillValid", "status": "True", "reason": "Success",
+             "message": "valid until 10:00", "lastTransitionTime": "2026-01-01T00:00:00Z",
+             "observedGeneration": 3},
+            {"type": "SomeoneElses", "status": "Maybe", "reason": "Because", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ]);
+        let ours: Vec<Condition> = serde_json::from_value(json.clone()).unwrap();
+        let theirs: Vec<metav1::Condition> = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&ours).unwrap(), json);
+        assert_eq!(
+            serde_json::to_value(&ours).unwrap(),
+            serde_json::to_value(&theirs).unwrap()
+        );
+        // oz's words point at oz's copies; others are kept as read.
+        let borrowed = |word: &Cow<'static, str>| matches!(word, Cow::Borrowed(_));
+        assert!(borrowed(&ours[0].type_) && borrowed(&ours[0].status) && borrowed(&ours[0].reason));
+        assert_eq!(ours[1].type_, "SomeoneElses");
+        assert!(!borrowed(&ours[1].type_) && !borrowed(&ours[1].status));
+        assert_eq!(
+            <Condition as schemars::JsonSchema>::json_schema(
+                &mut schemars::SchemaGenerator::default()
+            ),
+            <metav1::Condition as schemars::JsonSchema>::json_schema(
+                &mut schemars::SchemaGenerator::default()
+            ),
+        );
+    }
+
+    #[test]
+    fn a_status_holds_its_conditions_in_a_list_of_their_length() {
+        let condition = serde_json::json!({"type": "A", "status": "True", "reason": "Success",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        // From text, as a watch delivers it: a list read from a JSON value knows its length.
+        let text = serde_json::json!({"conditions": vec![condition; 6]}).to_string();
+        let status: crate::RequestStatus = serde_json::from_str(&text).unwrap();
+        assert_eq!(status.conditions.len(), 6);
+        assert_eq!(status.conditions.capacity(), 6);
+    }
+
+    #[test]
     fn transition_time_moves_only_when_the_status_flips() {
         let mut conditions = vec![];
         set(
@@ -146,7 +304,7 @@ mod tests {
         assert!(is_true(&conditions, "A"));
         assert!(!is_true(&conditions, "B"));
         assert!(!is_true(&conditions, "C"));
-        let failing: Vec<_> = failing(&conditions).map(|c| c.type_.as_str()).collect();
+        let failing: Vec<_> = failing(&conditions).map(|c| c.type_.as_ref()).collect();
         assert_eq!(failing, ["B"]);
     }
 }

@@ -36,6 +36,7 @@ pub use approval::{
     ApprovalRequestRef, ApprovedKind, Decision,
 };
 pub use brokered_pod::BrokeredPod;
+pub use conditions::Condition;
 pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,

@@ -1,17 +1,20 @@
 //! Status of templates and requests: Oz's conditions, types and reasons, plus oz's additions
 //! (phase and expiresAt on requests).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
 
-use crate::{ApprovalRecord, SessionCounts, SessionMode, SessionRecord};
+use crate::{
+    ApprovalRecord, SessionCounts, SessionMode, SessionRecord,
+    conditions::{self, Condition},
+};
 
 /// Status of ExecAccessTemplate and PodAccessTemplate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateStatus {
     /// Oz's conditions: TargetRefExists and TemplateDurationsValid.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "conditions::read_exactly")]
     pub conditions: Vec<Condition>,
     /// True when every condition is True.
     #[serde(default)]
@@ -24,7 +27,7 @@ pub struct TemplateStatus {
 pub struct RequestStatus {
     /// Oz's conditions: TargetTemplateExists, AccessDurationsValid, AccessStillValid,
     /// AccessResourcesCreated and AccessResourcesReady.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "conditions::read_exactly")]
     pub conditions: Vec<Condition>,
     /// True when every condition is True; recomputed on every reconcile.
     #[serde(default)]

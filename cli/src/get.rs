@@ -456,15 +456,14 @@ mod tests {
         pending.status.pod_name = None;
         pending.status.expires_at = None;
         pending.status.approval_progress = Some("1/2".into());
-        pending.status.conditions =
-            vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-                type_: "Approved".into(),
-                status: "False".into(),
-                reason: "PendingApproval".into(),
-                message: "1 of 2 approvals; waiting for a member of leads, ops".into(),
-                last_transition_time: Time(now),
-                observed_generation: None,
-            }];
+        pending.status.conditions = vec![oz_api::Condition {
+            type_: "Approved".into(),
+            status: "False".into(),
+            reason: "PendingApproval".into(),
+            message: "1 of 2 approvals; waiting for a member of leads, ops".into(),
+            last_transition_time: Time(now),
+            observed_generation: None,
+        }];
         pending.status.approvals = vec![ApprovalRecord {
             approver: "dave".into(),
             at: Time(now),

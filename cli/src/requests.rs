@@ -227,14 +227,14 @@ pub async fn delete(session: &Session, view: &RequestView) -> Result<(), CliErro
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use oz_api::Condition;
 
     use super::*;
 
     fn condition(type_: &str, status: &str, message: &str) -> Condition {
         Condition {
-            type_: type_.into(),
-            status: status.into(),
+            type_: type_.to_owned().into(),
+            status: status.to_owned().into(),
             reason: "Reason".into(),
             message: message.into(),
             last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(

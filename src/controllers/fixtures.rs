@@ -1,11 +1,8 @@
 //! Objects for the controllers' unit tests.
 
-use k8s_openapi::{
-    apimachinery::pkg::apis::meta::v1::{Condition, Time},
-    jiff::Timestamp,
-};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use oz_api::{
-    ExecAccessRequest, ExecAccessRequestSpec, RequestPhase, RequestStatus,
+    Condition, ExecAccessRequest, ExecAccessRequestSpec, RequestPhase, RequestStatus,
     conditions::{self, Observation},
 };
 

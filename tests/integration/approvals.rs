@@ -13,10 +13,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use k8s_openapi::{
-    api::rbac::v1::{Role, RoleBinding},
-    apimachinery::pkg::apis::meta::v1::Condition,
-};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{ListParams, Patch, PatchParams},
@@ -215,7 +212,7 @@ fn named<K: ResourceExt>(kind: &str, event: watcher::Event<K>) -> Option<String>
     }
 }
 
-fn condition<'a>(request: &'a ExecAccessRequest, type_: &str) -> &'a Condition {
+fn condition<'a>(request: &'a ExecAccessRequest, type_: &str) -> &'a oz_api::Condition {
     request
         .status
         .as_ref()
@@ -246,7 +243,7 @@ async fn two_of_three_approvers_grant_from_the_second_approval() {
     assert_eq!(progress(&pending), Some("0/2"));
     let approved = condition(&pending, condition_type::APPROVED);
     assert_eq!(
-        (approved.status.as_str(), approved.reason.as_str()),
+        (approved.status.as_ref(), approved.reason.as_ref()),
         ("False", "PendingApproval")
     );
     assert_eq!(
@@ -305,7 +302,7 @@ async fn a_deny_after_one_approval_ends_it_denied_with_nothing_ever_granted() {
     let denied = f.wait_for("denied", RequestPhase::Denied).await;
     let approved = condition(&denied, condition_type::APPROVED);
     assert_eq!(
-        (approved.status.as_str(), approved.reason.as_str()),
+        (approved.status.as_ref(), approved.reason.as_ref()),
         ("False", "Denied")
     );
     assert_eq!(approved.message, "denied by carol: carol decided");
@@ -333,7 +330,7 @@ async fn an_undecided_request_expires_after_its_pending_timeout() {
     let expired = f.wait_for("late", RequestPhase::Expired).await;
     let approved = condition(&expired, condition_type::APPROVED);
     assert_eq!(
-        (approved.status.as_str(), approved.reason.as_str()),
+        (approved.status.as_ref(), approved.reason.as_ref()),
         ("False", "Timeout")
     );
     assert_eq!(approved.message, "no decision within pendingTimeout 3s");
@@ -438,7 +435,7 @@ async fn a_break_glass_self_approval_grants_at_once_and_is_announced() {
     let ready = f.wait_for("glass", RequestPhase::Ready).await;
     let approved = condition(&ready, condition_type::APPROVED);
     assert_eq!(
-        (approved.status.as_str(), approved.reason.as_str()),
+        (approved.status.as_ref(), approved.reason.as_ref()),
         ("True", "BreakGlass")
     );
     assert_eq!(
@@ -472,7 +469,7 @@ async fn deleting_the_approval_of_a_granted_request_ends_it_denied_and_revoked()
     let denied = f.wait_for("withdrawn", RequestPhase::Denied).await;
     let approved = condition(&denied, condition_type::APPROVED);
     assert_eq!(
-        (approved.status.as_str(), approved.reason.as_str()),
+        (approved.status.as_ref(), approved.reason.as_ref()),
         ("False", "Denied")
     );
     assert_eq!(

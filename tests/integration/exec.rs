@@ -170,10 +170,7 @@ fn template_yaml(name: &str, deployment: &str, extra: &str) -> String {
     )
 }
 
-fn condition<'a>(
-    request: &'a ExecAccessRequest,
-    type_: &str,
-) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+fn condition<'a>(request: &'a ExecAccessRequest, type_: &str) -> &'a oz_api::Condition {
     let status = request.status.as_ref().unwrap();
     status
         .conditions
@@ -361,8 +358,8 @@ async fn access_ends_within_a_second_of_expires_at() {
     let still_valid = condition(&expired, condition_type::ACCESS_STILL_VALID);
     assert_eq!(
         (
-            still_valid.status.as_str(),
-            still_valid.reason.as_str(),
+            still_valid.status.as_ref(),
+            still_valid.reason.as_ref(),
             still_valid.message.as_str()
         ),
         ("False", "Timeout", "Access expired")
@@ -499,7 +496,7 @@ async fn a_target_pod_is_honoured_and_a_bad_one_is_explained() {
     let failed = f.wait_for("ghost", RequestPhase::Failed).await;
     let created = condition(&failed, condition_type::ACCESS_RESOURCES_CREATED);
     assert_eq!(
-        (created.status.as_str(), created.reason.as_str()),
+        (created.status.as_ref(), created.reason.as_ref()),
         ("False", "Failure")
     );
     assert!(
@@ -542,7 +539,7 @@ async fn bad_input_gives_a_condition_and_no_access_resources() {
     let failed = f.wait_for("nope", RequestPhase::Failed).await;
     let exists = condition(&failed, condition_type::TARGET_TEMPLATE_EXISTS);
     assert_eq!(
-        (exists.status.as_str(), exists.reason.as_str()),
+        (exists.status.as_ref(), exists.reason.as_ref()),
         ("False", "NotFound")
     );
     assert!(

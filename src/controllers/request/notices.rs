@@ -3,11 +3,10 @@
 //! its template's notification config. The status pass calls this module once it has written
 //! the status; it calls nothing back.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use oz_api::{
-    AccessRequest, NotificationConfig, RequestPhase, RequestStatus, condition_reason as reason,
-    condition_type as kind, conditions,
+    AccessRequest, Condition, NotificationConfig, RequestPhase, RequestStatus,
+    condition_reason as reason, condition_type as kind, conditions,
 };
 
 use super::status::{became, granted_message, until};

@@ -3,7 +3,7 @@
 //! [`Pass::finish`] writes the status once and publishes the Events. This is the bottom layer of
 //! the request reconciler: it calls no step, no expiry and no timer.
 
-use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
@@ -13,7 +13,7 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessRequest, AccessTemplate, NotificationConfig, RequestPhase, RequestStatus,
+    AccessRequest, AccessTemplate, Condition, NotificationConfig, RequestPhase, RequestStatus,
     condition_type as kind,
     conditions::{self, Observation},
 };
