@@ -188,19 +188,25 @@ async fn shutdown_signal() {
 /// Up to this much of the log is written to stderr in one write.
 const LOG_WRITE_BYTES: usize = 64 * 1024;
 
+/// Lines that may wait for the log's thread before logging waits for it: about a second of
+/// audit records at 10,000 reviews/s. tracing-appender's default, 128,000, allocates a slot for
+/// each up front: 4 MB of idle RSS.
+const LOG_QUEUE_LINES: usize = 8192;
+
 /// Logs to stderr from a thread of its own: a line is formatted where it is logged and handed
 /// over, and the thread writes whatever has queued up in one write. Every audit review logs
 /// its record; written in place, each line was a write to stderr, under stderr's lock, by the
 /// runtime thread serving the webhook (oz-bench at 10,000 audits/s: 6% of oz-manager's CPU
 /// samples), and a slow reader of the log (a busy container runtime) would stall that thread
-/// and every task on it, expiry timers included. Nothing is dropped: past `tracing_appender`'s
-/// queue of 128,000 lines, logging waits, as a write would. The lines queued are written when
-/// the returned guard is dropped.
+/// and every task on it, expiry timers included. Nothing is dropped: past [`LOG_QUEUE_LINES`]
+/// lines queued, logging waits, as a write would. The lines queued are written when the
+/// returned guard is dropped.
 fn init_logging(format: LogFormat, filter: &str) -> Result<WorkerGuard, String> {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .map_err(|e| format!("--log-level {filter:?}: {e}"))?;
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(false)
+        .buffered_lines_limit(LOG_QUEUE_LINES)
         .thread_name("oz-log-writer")
         .finish(BufWriter::with_capacity(LOG_WRITE_BYTES, std::io::stderr()));
     let builder = tracing_subscriber::fmt()
