@@ -121,8 +121,8 @@ impl AuditEvents {
         }
     }
 
-    /// Queues the Event of `record`; returns `false` if the rate was exceeded or the queue was
-    /// full, and it was dropped.
+    /// Queues the Event of `record`; returns `false` if it was folded into a later Event of the
+    /// same access, or dropped (the overall rate exceeded, the queue full).
     pub fn publish(&self, action: PodAction, record: AuditRecord) -> bool {
         let access = self
             .per_access
