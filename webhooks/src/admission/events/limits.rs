@@ -30,55 +30,62 @@ pub const ACCESS_EVENT_BURST: f64 = 10.0;
 /// ... and then one every this often; the others are counted into the next one.
 pub const ACCESS_EVENT_PERIOD: Duration = Duration::from_secs(60);
 
-/// Past this many accesses remembered, those with nothing to report are forgotten; if that is
-/// not enough, all are (each may then publish another burst: at worst more Events, never
-/// fewer records).
+/// Past this many accesses remembered, those with nothing to report are forgotten; if that does
+/// not free a tenth of them, all are (each may then publish another burst: at worst more
+/// Events, never fewer records).
 const ACCESSES_KEPT: usize = 10_000;
 
-/// Tokens left, as of an instant: `burst` at most, refilled at `per_second`.
+/// How fast tokens come back, and how many may be saved up.
+#[derive(Clone, Copy, Debug)]
+struct Rate {
+    per_second: f64,
+    burst: f64,
+}
+
+/// Tokens left, as of an instant.
 #[derive(Clone, Copy, Debug)]
 struct Tokens {
     left: f64,
     at: Instant,
 }
 
-impl Tokens {
-    fn full(burst: f64, now: Instant) -> Self {
-        Self {
-            left: burst,
+impl Rate {
+    fn full(self, now: Instant) -> Tokens {
+        Tokens {
+            left: self.burst,
             at: now,
         }
     }
 
-    /// Takes a token if there is one.
-    fn take(&mut self, now: Instant, per_second: f64, burst: f64) -> bool {
-        let left = self.refilled(now, per_second, burst);
-        *self = Self { left, at: now };
+    /// Takes one of `tokens` if there is one.
+    fn take(self, tokens: &mut Tokens, now: Instant) -> bool {
+        let left = self.refilled(tokens, now);
+        *tokens = Tokens { left, at: now };
         if left < 1.0 {
             return false;
         }
-        self.left -= 1.0;
+        tokens.left -= 1.0;
         true
     }
 
-    fn refilled(&self, now: Instant, per_second: f64, burst: f64) -> f64 {
-        (self.left + now.duration_since(self.at).as_secs_f64() * per_second).min(burst)
+    fn refilled(self, tokens: &Tokens, now: Instant) -> f64 {
+        (tokens.left + now.duration_since(tokens.at).as_secs_f64() * self.per_second)
+            .min(self.burst)
     }
 }
 
 /// A token bucket: `burst` tokens, refilled at `per_second`.
 pub(super) struct TokenBucket {
-    per_second: f64,
-    burst: f64,
+    rate: Rate,
     tokens: Mutex<Tokens>,
 }
 
 impl TokenBucket {
     pub(super) fn new(per_second: f64, burst: f64) -> Self {
+        let rate = Rate { per_second, burst };
         Self {
-            per_second,
-            burst,
-            tokens: Mutex::new(Tokens::full(burst, Instant::now())),
+            rate,
+            tokens: Mutex::new(rate.full(Instant::now())),
         }
     }
 
@@ -89,7 +96,7 @@ impl TokenBucket {
 
     fn take_at(&self, now: Instant) -> bool {
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.take(now, self.per_second, self.burst)
+        self.rate.take(&mut tokens, now)
     }
 }
 
@@ -99,8 +106,7 @@ pub(super) struct Access(u64);
 
 /// A bucket per [`Access`], and how many of its Events were not published since its last one.
 pub(super) struct AccessLimit {
-    per_second: f64,
-    burst: f64,
+    rate: Rate,
     /// Keyed afresh by each process: accesses are kept by hash, so that checking one costs no
     /// allocation; two that collide share a bucket (fewer Events, never fewer records).
     hasher: RandomState,
@@ -114,8 +120,10 @@ impl AccessLimit {
 
     fn with(burst: f64, period: Duration) -> Self {
         Self {
-            per_second: 1.0 / period.as_secs_f64(),
-            burst,
+            rate: Rate {
+                per_second: 1.0 / period.as_secs_f64(),
+                burst,
+            },
             hasher: RandomState::new(),
             accesses: Mutex::new(HashMap::new()),
         }
@@ -140,21 +148,28 @@ impl AccessLimit {
     fn take_at(&self, access: Access, now: Instant) -> Option<u64> {
         let mut accesses = self.accesses.lock().unwrap_or_else(|e| e.into_inner());
         if accesses.len() >= ACCESSES_KEPT && !accesses.contains_key(&access) {
-            accesses.retain(|_, (tokens, folded)| {
-                *folded > 0 || tokens.refilled(now, self.per_second, self.burst) < self.burst
-            });
-            if accesses.len() >= ACCESSES_KEPT {
-                accesses.clear();
-            }
+            self.make_room(&mut accesses, now);
         }
         let (tokens, folded) = accesses
             .entry(access)
-            .or_insert_with(|| (Tokens::full(self.burst, now), 0));
-        if tokens.take(now, self.per_second, self.burst) {
+            .or_insert_with(|| (self.rate.full(now), 0));
+        if self.rate.take(tokens, now) {
             Some(std::mem::take(folded))
         } else {
             *folded += 1;
             None
+        }
+    }
+
+    /// Forgets the accesses with nothing to report (no count, a full bucket), or all of them
+    /// unless that leaves a tenth of [`ACCESSES_KEPT`] free: the pass walks every access under
+    /// the lock a review takes, so it must not come again with the next new access.
+    fn make_room(&self, accesses: &mut HashMap<Access, (Tokens, u64)>, now: Instant) {
+        accesses.retain(|_, (tokens, folded)| {
+            *folded > 0 || self.rate.refilled(tokens, now) < self.rate.burst
+        });
+        if accesses.len() > ACCESSES_KEPT - ACCESSES_KEPT / 10 {
+            accesses.clear();
         }
     }
 
@@ -248,5 +263,24 @@ mod tests {
         let kept = limit.accesses.lock().unwrap().len();
         assert_eq!(kept, 2, "the busy access and the new one");
         assert_eq!(limit.take_at(busy, later), Some(1), "its count survived");
+    }
+
+    #[test]
+    fn pruning_that_frees_less_than_a_tenth_forgets_every_access() {
+        let limit = AccessLimit::with(1.0, Duration::from_secs(60));
+        let start = Instant::now();
+        let idle = ACCESSES_KEPT / 20;
+        for i in 0..ACCESSES_KEPT {
+            let one = limit.access("team-a", &format!("pod-{i}"), "bob", PodAction::Exec);
+            assert_eq!(limit.take_at(one, start), Some(0));
+            if i >= idle {
+                assert_eq!(limit.take_at(one, start), None, "folded: a count to report");
+            }
+        }
+        // A period later only the first twentieth has nothing to report: not room enough.
+        let later = start + Duration::from_secs(61);
+        let new = limit.access("team-b", "web-0", "carol", PodAction::Exec);
+        assert_eq!(limit.take_at(new, later), Some(0));
+        assert_eq!(limit.accesses.lock().unwrap().len(), 1, "only the new one");
     }
 }
