@@ -49,7 +49,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub(super) fn api<
+    pub(crate) fn api<
         K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
     >(
         &self,

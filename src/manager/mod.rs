@@ -126,7 +126,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     ctx.request_lists = request_lists;
     // Started on every replica, but only the leader's controllers send.
     if let Some(notifications) = config.notifications.clone() {
-        ctx.notifier = Notifier::start(client, notifications, notify_metrics);
+        ctx.notifier = Notifier::start(client, &config.scopes, notifications, notify_metrics);
     }
     match leadership.as_ref().map(|l| l.leading.clone()) {
         None => {

@@ -19,12 +19,16 @@ use tokio::sync::mpsc;
 
 pub mod delivery;
 pub mod metrics;
+pub mod namespace_sinks;
 pub mod payload;
 pub mod sinks;
 
 pub use delivery::{Backoff, DeliveryConfig};
 pub use metrics::NotifyMetrics;
+use namespace_sinks::NamespaceSinks;
 use sinks::SinkResolver;
+
+use crate::controllers::Scope;
 
 /// How long a (request, kind) already sent is remembered, so a repeat is dropped.
 const SEEN_FOR: Duration = Duration::from_secs(6 * 3600);
@@ -128,10 +132,22 @@ impl Notifier {
     }
 
     /// Starts the notifier: a background task looks up each notice's sinks with `client` and
-    /// hands it to their lanes. Needs a Tokio runtime.
-    pub fn start(client: Client, config: NotifierConfig, metrics: NotifyMetrics) -> Self {
+    /// hands it to their lanes; the namespaces' own sinks are watched in `scopes`. Needs a
+    /// Tokio runtime.
+    pub fn start(
+        client: Client,
+        scopes: &[Scope],
+        config: NotifierConfig,
+        metrics: NotifyMetrics,
+    ) -> Self {
         let (notifier, queue) = Self::with_queue(config.queue_size, metrics.clone());
-        let resolver = SinkResolver::new(client, config.sink_cache_ttl, metrics.clone());
+        let namespace_sinks = NamespaceSinks::watch(&client, scopes);
+        let resolver = SinkResolver::new(
+            client,
+            config.sink_cache_ttl,
+            metrics.clone(),
+            namespace_sinks,
+        );
         let lanes = delivery::Lanes::new(config.delivery, metrics.clone());
         tokio::spawn(dispatch(queue, resolver, lanes, metrics));
         notifier

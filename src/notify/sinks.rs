@@ -1,7 +1,9 @@
 //! Which sinks hear about a request: the Secrets its template names, plus its namespace's
-//! `oz-notifications`. Secrets are read with `get` only (never listed or watched: oz needs no
-//! more than `get secrets`), and each answer, a missing Secret included, is kept for a short
-//! time, so a namespace without `oz-notifications` costs one GET per TTL, not one per notice.
+//! `oz-notifications`. The namespace's is read from a watch of that one name
+//! ([`super::namespace_sinks`]); a template's are read with `get` (oz may read no Secret by
+//! any other name unless its owner grants it that one name), and each answer, a missing Secret
+//! included, is kept for a short time, so a Secret costs one GET per TTL, not one per notice.
+//! The namespace's is looked up the same way while its watch has not listed.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -18,7 +20,10 @@ use oz_api::{
     notifications::{NAMESPACE_SINK_SECRET, SINK_FORMAT_KEY, SINK_LABEL, SINK_URL_KEY},
 };
 
-use super::{Notice, NotifyMetrics};
+use super::{
+    Notice, NotifyMetrics,
+    namespace_sinks::{NamespaceSinks, Watched},
+};
 
 /// Past this many cached answers, expired ones are dropped.
 const CACHE_PRUNE_AT: usize = 4096;
@@ -74,6 +79,7 @@ pub struct SinkResolver {
     client: Client,
     ttl: Duration,
     metrics: NotifyMetrics,
+    namespace_sinks: NamespaceSinks,
     cache: Mutex<HashMap<(String, String), (Instant, Lookup)>>,
     /// Template-named Secrets already reported missing or unreadable: reported once, not per
     /// notice, until they are found again.
@@ -81,11 +87,17 @@ pub struct SinkResolver {
 }
 
 impl SinkResolver {
-    pub fn new(client: Client, ttl: Duration, metrics: NotifyMetrics) -> Self {
+    pub fn new(
+        client: Client,
+        ttl: Duration,
+        metrics: NotifyMetrics,
+        namespace_sinks: NamespaceSinks,
+    ) -> Self {
         Self {
             client,
             ttl,
             metrics,
+            namespace_sinks,
             cache: Mutex::default(),
             reported: Mutex::default(),
         }
@@ -121,6 +133,19 @@ impl SinkResolver {
 
     async fn lookup(&self, namespace: &str, name: &str, named_by_template: bool) -> Lookup {
         let key = (namespace.to_string(), name.to_string());
+        if name == NAMESPACE_SINK_SECRET {
+            match self.namespace_sinks.get(namespace).await {
+                Watched::Found(secret) => {
+                    self.reported.lock().expect("not poisoned").remove(&key);
+                    return sink_of(&secret);
+                }
+                Watched::Missing => {
+                    self.report_once(&key, named_by_template, "does not exist");
+                    return Lookup::Absent;
+                }
+                Watched::Unknown => {}
+            }
+        }
         if let Some((at, lookup)) = self.cache.lock().expect("not poisoned").get(&key)
             && at.elapsed() < self.ttl
         {

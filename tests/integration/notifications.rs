@@ -18,18 +18,25 @@ use axum::{
     extract::State,
     http::{HeaderMap, StatusCode, header},
 };
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::{core::v1::Secret, rbac::v1::PolicyRule};
 use kube::{
     Api, Client,
     api::{ObjectMeta, PostParams},
 };
-use oz::notify::{
-    Backoff, DeliveryConfig, Notice, NoticeKind, Notifier, NotifierConfig, NotifyMetrics,
+use oz::{
+    controllers::Scope,
+    install::{InstallOptions, watched_namespace_rules},
+    notify::{
+        Backoff, DeliveryConfig, Notice, NoticeKind, Notifier, NotifierConfig, NotifyMetrics,
+    },
 };
-use oz_api::{AccessKind, NotificationConfig, SecretRef, notifications::SINK_LABEL};
+use oz_api::{
+    AccessKind, NotificationConfig, SecretRef,
+    notifications::{NAMESPACE_SINK_SECRET, SINK_LABEL},
+};
 use serde_json::Value;
 
-use crate::support::{env, eventually};
+use crate::support::{env, eventually, grant, subject};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -136,12 +143,22 @@ pub(crate) async fn sink_secret(
         .unwrap();
 }
 
-/// The notifier as oz-manager starts it, with retries fast enough for a test.
-fn notifier(client: Client, metrics: &NotifyMetrics) -> Notifier {
-    notifier_with(client, metrics, NotifierConfig::default().sink_cache_ttl)
+/// The notifier as oz-manager starts it, working in `ns`, with retries fast enough for a test.
+fn notifier(client: Client, ns: &str, metrics: &NotifyMetrics) -> Notifier {
+    notifier_with(
+        client,
+        ns,
+        metrics,
+        NotifierConfig::default().sink_cache_ttl,
+    )
 }
 
-fn notifier_with(client: Client, metrics: &NotifyMetrics, sink_cache_ttl: Duration) -> Notifier {
+fn notifier_with(
+    client: Client,
+    ns: &str,
+    metrics: &NotifyMetrics,
+    sink_cache_ttl: Duration,
+) -> Notifier {
     let config = NotifierConfig {
         sink_cache_ttl,
         delivery: DeliveryConfig {
@@ -155,7 +172,12 @@ fn notifier_with(client: Client, metrics: &NotifyMetrics, sink_cache_ttl: Durati
         },
         ..NotifierConfig::default()
     };
-    Notifier::start(client, config, metrics.clone())
+    Notifier::start(
+        client,
+        &[Scope::Namespace(ns.to_string())],
+        config,
+        metrics.clone(),
+    )
 }
 
 fn notice(ns: &str, request: &str, kind: NoticeKind, template_sinks: &[&str]) -> Notice {
@@ -224,7 +246,7 @@ async fn notices_reach_the_template_and_namespace_sinks_once_each_in_order_per_r
     )
     .await;
     let metrics = NotifyMetrics::default();
-    let notifier = notifier(admin, &metrics);
+    let notifier = notifier(admin, &ns, &metrics);
 
     use NoticeKind::*;
     let sent = [
@@ -298,7 +320,7 @@ async fn a_sink_answering_503_gets_every_notice_in_order_once_it_recovers() {
     sink.state.down.store(true, Ordering::SeqCst);
     sink_secret(&admin, &ns, "oz-notifications", &sink.url, None, true).await;
     let metrics = NotifyMetrics::default();
-    let notifier = notifier(admin, &metrics);
+    let notifier = notifier(admin, &ns, &metrics);
 
     use NoticeKind::*;
     let kinds = [PendingApproval, Approved, Ready, ExpiringSoon, Expired];
@@ -342,7 +364,7 @@ async fn send_returns_at_once_while_a_sink_hangs_and_other_sinks_still_get_their
     let metrics = NotifyMetrics::default();
     // The POST timeout is 10 minutes: if `send` waited for delivery, it would not return
     // within the test.
-    let notifier = notifier(admin, &metrics);
+    let notifier = notifier(admin, &ns, &metrics);
 
     const REQUESTS: usize = 40;
     let (sender, namespace) = (notifier.clone(), ns.clone());
@@ -380,7 +402,7 @@ async fn a_secret_without_the_sink_label_is_not_used() {
     sink_secret(&admin, &ns, "not-a-sink", &unlabelled.url, None, false).await;
     sink_secret(&admin, &ns, "oz-notifications", &labelled.url, None, true).await;
     let metrics = NotifyMetrics::default();
-    let notifier = notifier(admin, &metrics);
+    let notifier = notifier(admin, &ns, &metrics);
 
     notifier.send(notice(&ns, "r1", NoticeKind::Ready, &["not-a-sink"]));
     labelled.wait_for(1, "the labelled sink's notice").await;
@@ -399,7 +421,7 @@ async fn a_slack_sink_gets_a_text_message() {
     let slack = TestSink::start().await;
     sink_secret(&admin, &ns, "slack", &slack.url, Some("Slack"), true).await;
     let metrics = NotifyMetrics::default();
-    let notifier = notifier(admin, &metrics);
+    let notifier = notifier(admin, &ns, &metrics);
 
     let mut denied = notice(&ns, "r1", NoticeKind::Denied, &["slack"]);
     denied.message = "denied by bob: not during the freeze".into();
@@ -418,17 +440,118 @@ async fn a_slack_sink_gets_a_text_message() {
     assert!(text.contains("Reason: INC-7"), "{text}");
 }
 
+/// Grants the test's oz (user `oz-operator`) in `ns` what the install grants it on Secrets
+/// (`oz_notifications_verbs` on the name `oz-notifications`), plus `get` on `team-sink`, as a
+/// template's owner would (docs/approvals.md).
+async fn grant_operator_secrets(admin: &Client, ns: &str, oz_notifications_verbs: &[&str]) {
+    let named = |name: &str, verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["secrets".into()]),
+        resource_names: Some(vec![name.into()]),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    };
+    grant(
+        admin,
+        ns,
+        "oz-reads-sinks",
+        vec![
+            named(NAMESPACE_SINK_SECRET, oz_notifications_verbs),
+            named("team-sink", &["get"]),
+        ],
+        vec![subject("User", "oz-operator")],
+    )
+    .await;
+}
+
+/// Sends notices naming `team-sink` until the namespace's sink has one.
+async fn until_the_namespace_sink_hears(
+    notifier: &Notifier,
+    ns: &str,
+    sink: &TestSink,
+    timeout: Duration,
+) {
+    let mut next = 0;
+    eventually(timeout, "the namespace sink created later", || {
+        next += 1;
+        notifier.send(notice(
+            ns,
+            &format!("later{next}"),
+            NoticeKind::Ready,
+            &["team-sink"],
+        ));
+        let got = sink.accepted().len();
+        async move { (got > 0).then_some(()) }
+    })
+    .await;
+}
+
 #[tokio::test]
-async fn sink_secrets_are_read_once_per_ttl_and_a_namespace_sink_created_later_is_used() {
-    let ns = env().namespace("notify-cache").await.unwrap();
+async fn under_the_installs_rbac_the_namespace_sink_is_watched_and_costs_no_get() {
+    let install_verbs: Vec<String> = watched_namespace_rules(&InstallOptions::default())
+        .into_iter()
+        .map(|r| r.rule)
+        .find(|r| {
+            r.resource_names
+                .iter()
+                .flatten()
+                .any(|n| n == NAMESPACE_SINK_SECRET)
+        })
+        .expect("the install grants oz the namespace sink")
+        .verbs;
+    let install_verbs: Vec<&str> = install_verbs.iter().map(String::as_str).collect();
+    let ns = env().namespace("notify-watch").await.unwrap();
     let admin = env().admin().await.unwrap();
+    grant_operator_secrets(&admin, &ns, &install_verbs).await;
+    let (team, namespace_sink) = (TestSink::start().await, TestSink::start().await);
+    sink_secret(&admin, &ns, "team-sink", &team.url, None, true).await;
+    let metrics = NotifyMetrics::default();
+    // An hour: a missing Secret read by GET would stay missing for the whole test, so the
+    // namespace sink created below can only be seen through the watch.
+    let ttl = Duration::from_secs(3600);
+    let oz = env().client_as("oz-operator").await.unwrap();
+    let notifier = notifier_with(oz, &ns, &metrics, ttl);
+
+    const BURST: usize = 20;
+    for i in 0..BURST {
+        notifier.send(notice(
+            &ns,
+            &format!("r{i}"),
+            NoticeKind::Ready,
+            &["team-sink"],
+        ));
+    }
+    team.wait_for(BURST, "the burst").await;
+    // One GET, for the template's Secret; the namespace's, missing, is known from the watch.
+    assert_eq!(metrics.sink_lookups.get(), 1);
+
+    sink_secret(
+        &admin,
+        &ns,
+        NAMESPACE_SINK_SECRET,
+        &namespace_sink.url,
+        None,
+        true,
+    )
+    .await;
+    until_the_namespace_sink_hears(&notifier, &ns, &namespace_sink, WAIT).await;
+    assert_eq!(metrics.sink_lookups.get(), 1);
+}
+
+#[tokio::test]
+async fn with_get_only_the_namespace_sink_is_read_once_per_ttl_and_found_when_created() {
+    // An older install's RBAC: the watch is refused, and the notifier reads the Secret instead.
+    let ns = env().namespace("notify-get").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    grant_operator_secrets(&admin, &ns, &["get"]).await;
     let (team, namespace_sink) = (TestSink::start().await, TestSink::start().await);
     sink_secret(&admin, &ns, "team-sink", &team.url, None, true).await;
     let metrics = NotifyMetrics::default();
     // Long enough that the burst below fits in one TTL on a loaded machine, short enough to
     // wait out.
     let ttl = Duration::from_secs(20);
-    let notifier = notifier_with(admin.clone(), &metrics, ttl);
+    let oz = env().client_as("oz-operator").await.unwrap();
+    let notifier = notifier_with(oz, &ns, &metrics, ttl);
 
     const BURST: usize = 20;
     for i in 0..BURST {
@@ -448,23 +571,11 @@ async fn sink_secrets_are_read_once_per_ttl_and_a_namespace_sink_created_later_i
     sink_secret(
         &admin,
         &ns,
-        "oz-notifications",
+        NAMESPACE_SINK_SECRET,
         &namespace_sink.url,
         None,
         true,
     )
     .await;
-    let mut next = BURST;
-    eventually(WAIT + ttl, "the namespace sink created later", || {
-        next += 1;
-        notifier.send(notice(
-            &ns,
-            &format!("r{next}"),
-            NoticeKind::Ready,
-            &["team-sink"],
-        ));
-        let got = namespace_sink.accepted().len();
-        async move { (got > 0).then_some(()) }
-    })
-    .await;
+    until_the_namespace_sink_hears(&notifier, &ns, &namespace_sink, WAIT + ttl).await;
 }

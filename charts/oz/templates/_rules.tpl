@@ -63,6 +63,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -194,6 +196,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -341,6 +345,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -620,6 +626,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -846,6 +854,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -1088,6 +1098,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -1486,6 +1498,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -1753,6 +1767,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:
@@ -2036,6 +2052,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - secrets
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - apps
   resources:

@@ -88,10 +88,11 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
             "",
             &["secrets"],
             &[NAMESPACE_SINK_SECRET],
-            &["get"],
-            "notifications: the namespace's sink (docs/approvals.md), read by name only: a template's own secretRefs \
-             are readable only where the Secret's owner grants oz get on that one name, so oz can never read, nor grant, \
-             any other Secret here",
+            &["get", "list", "watch"],
+            "notifications: the namespace's sink (docs/approvals.md), watched and read by name only (the watch's field \
+             selector metadata.name=oz-notifications is what the apiserver authorizes against this name); a template's \
+             own secretRefs are readable only where the Secret's owner grants oz get on that one name, so oz can never \
+             read, nor grant, any other Secret here",
         );
         rules.add(
             "apps",
