@@ -1,8 +1,9 @@
 //! API calls per grant, counted from the apiserver's audit log ([`crate::audit`]).
 //!
 //! As a new user would: N exec grants, one at a time, each in a namespace of its own (a
-//! Deployment with one running pod and an ExecAccessTemplate, made before counting starts), so
-//! that a call's namespace says which grant it served. alice creates each through oz's
+//! Deployment with one running pod and an ExecAccessTemplate, made before counting starts and
+//! left until the template is ready and oz quiet there: the template controller's calls for a
+//! new template are not a grant's), so that a call's namespace says which grant it served. alice creates each through oz's
 //! webhooks with a short duration. Each grant's calls are split by time into three phases:
 //!
 //! - **grant**: from the create until the request is seen Ready and oz has then made no call in
@@ -26,7 +27,7 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 use futures::{StreamExt, stream};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Api, api::ListParams};
-use oz_api::{ExecAccessRequest, RequestPhase};
+use oz_api::{ExecAccessRequest, ExecAccessTemplate, RequestPhase};
 use serde::Serialize;
 
 use crate::{
@@ -111,6 +112,10 @@ pub async fn run(bench: &mut Bench) -> Result<CallsResults> {
         .collect()
         .await;
     prepared.into_iter().collect::<Result<Vec<()>>>()?;
+    for namespace in &namespaces {
+        template_ready(&admin, namespace).await?;
+        quiet_after(&log, Some(namespace), Timestamp::now()).await?;
+    }
     let watch = RequestWatch::start(
         Api::<ExecAccessRequest>::all(admin.clone()),
         "oz-bench/phase in (calls,calls-held)",
@@ -266,6 +271,25 @@ async fn restart(
 
 /// Waits until oz-manager has made no call (but its informers') in `namespace` (`None`: any)
 /// for [`QUIET`], counting from `since` at the earliest; returns when it saw that.
+/// Waits until the namespace's template says it is ready (the template controller has read its
+/// Deployment and written its status).
+async fn template_ready(admin: &kube::Client, namespace: &str) -> Result<()> {
+    let api = Api::<ExecAccessTemplate>::namespaced(admin.clone(), namespace);
+    let give_up = Timestamp::now() + SignedDuration::try_from(QUIET_TIMEOUT)?;
+    loop {
+        let template = api.get(TEMPLATE).await?;
+        if template.status.as_ref().is_some_and(|s| s.ready) {
+            return Ok(());
+        }
+        if Timestamp::now() > give_up {
+            return Err(
+                format!("{namespace}/{TEMPLATE} was not ready within {QUIET_TIMEOUT:?}").into(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn quiet_after(log: &Path, namespace: Option<&str>, since: Timestamp) -> Result<Timestamp> {
     let quiet = SignedDuration::try_from(QUIET)?;
     let give_up = Timestamp::now() + SignedDuration::try_from(QUIET_TIMEOUT)?;
