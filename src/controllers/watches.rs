@@ -259,8 +259,12 @@ pub async fn request_controller<B: AccessBuilder>(
         });
     let controller = Controller::for_stream(requests, store.clone());
     let mut controller = controller
-        .owns_stream(role_changes)
-        .owns_stream(binding_changes)
+        .watches_stream(role_changes, |role| {
+            owning_request(&role, role.owner.as_deref())
+        })
+        .watches_stream(binding_changes, |binding| {
+            owning_request(&binding, binding.owner.as_deref())
+        })
         .watches_stream(template_changes, requests_naming(&store))
         .watches_stream(decisions, request_decided::<B::Request>)
         .reconcile_on(revoked_requests);
@@ -373,6 +377,16 @@ fn requests_naming<R: AccessRequest>(
             .map(|r| ObjectRef::from_obj(&**r))
             .collect()
     }
+}
+
+/// The request of kind `R` named `owner` in `object`'s namespace: the controller of a grant's
+/// Role or RoleBinding, which the cached forms keep by name only (the watch is of `R`'s grants
+/// alone, by label).
+fn owning_request<R: AccessRequest>(
+    object: &impl ResourceExt,
+    owner: Option<&str>,
+) -> Option<ObjectRef<R>> {
+    Some(ObjectRef::new(owner?).within(&object.namespace()?))
 }
 
 /// Maps a changed decision to the request of kind `R` it names, if any.
