@@ -464,26 +464,78 @@ async fn grant_operator_secrets(admin: &Client, ns: &str, oz_notifications_verbs
     .await;
 }
 
-/// Sends notices naming `team-sink` until the namespace's sink has one.
-async fn until_the_namespace_sink_hears(
-    notifier: &Notifier,
-    ns: &str,
-    sink: &TestSink,
-    timeout: Duration,
-) {
-    let mut next = 0;
-    eventually(timeout, "the namespace sink created later", || {
-        next += 1;
-        notifier.send(notice(
+/// oz's notifier, as user `oz-operator`, in a namespace of its own: a template's sink
+/// `team-sink` exists there, the namespace's sink not yet.
+struct SinkLookups {
+    admin: Client,
+    ns: String,
+    notifier: Notifier,
+    metrics: NotifyMetrics,
+    team: TestSink,
+    namespace_sink: TestSink,
+}
+
+impl SinkLookups {
+    /// With `oz_notifications_verbs` on the namespace's sink's name, and sink answers kept for
+    /// `ttl`.
+    async fn start(prefix: &str, oz_notifications_verbs: &[&str], ttl: Duration) -> Self {
+        let ns = env().namespace(prefix).await.unwrap();
+        let admin = env().admin().await.unwrap();
+        grant_operator_secrets(&admin, &ns, oz_notifications_verbs).await;
+        let (team, namespace_sink) = (TestSink::start().await, TestSink::start().await);
+        sink_secret(&admin, &ns, "team-sink", &team.url, None, true).await;
+        let metrics = NotifyMetrics::default();
+        let oz = env().client_as("oz-operator").await.unwrap();
+        let notifier = notifier_with(oz, &ns, &metrics, ttl);
+        Self {
+            admin,
             ns,
-            &format!("later{next}"),
-            NoticeKind::Ready,
-            &["team-sink"],
-        ));
-        let got = sink.accepted().len();
-        async move { (got > 0).then_some(()) }
-    })
-    .await;
+            notifier,
+            metrics,
+            team,
+            namespace_sink,
+        }
+    }
+
+    /// Sends 20 notices naming `team-sink` and waits until it has them all.
+    async fn burst(&self) {
+        const BURST: usize = 20;
+        for i in 0..BURST {
+            self.notifier.send(notice(
+                &self.ns,
+                &format!("r{i}"),
+                NoticeKind::Ready,
+                &["team-sink"],
+            ));
+        }
+        self.team.wait_for(BURST, "the burst").await;
+    }
+
+    /// Creates the namespace's sink, then sends notices until it has one.
+    async fn namespace_sink_created(&self, timeout: Duration) {
+        sink_secret(
+            &self.admin,
+            &self.ns,
+            NAMESPACE_SINK_SECRET,
+            &self.namespace_sink.url,
+            None,
+            true,
+        )
+        .await;
+        let mut next = 0;
+        eventually(timeout, "the namespace sink created later", || {
+            next += 1;
+            self.notifier.send(notice(
+                &self.ns,
+                &format!("later{next}"),
+                NoticeKind::Ready,
+                &["team-sink"],
+            ));
+            let got = self.namespace_sink.accepted().len();
+            async move { (got > 0).then_some(()) }
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -500,82 +552,29 @@ async fn under_the_installs_rbac_the_namespace_sink_is_watched_and_costs_no_get(
         .expect("the install grants oz the namespace sink")
         .verbs;
     let install_verbs: Vec<&str> = install_verbs.iter().map(String::as_str).collect();
-    let ns = env().namespace("notify-watch").await.unwrap();
-    let admin = env().admin().await.unwrap();
-    grant_operator_secrets(&admin, &ns, &install_verbs).await;
-    let (team, namespace_sink) = (TestSink::start().await, TestSink::start().await);
-    sink_secret(&admin, &ns, "team-sink", &team.url, None, true).await;
-    let metrics = NotifyMetrics::default();
     // An hour: a missing Secret read by GET would stay missing for the whole test, so the
     // namespace sink created below can only be seen through the watch.
-    let ttl = Duration::from_secs(3600);
-    let oz = env().client_as("oz-operator").await.unwrap();
-    let notifier = notifier_with(oz, &ns, &metrics, ttl);
+    let t = SinkLookups::start("notify-watch", &install_verbs, Duration::from_secs(3600)).await;
 
-    const BURST: usize = 20;
-    for i in 0..BURST {
-        notifier.send(notice(
-            &ns,
-            &format!("r{i}"),
-            NoticeKind::Ready,
-            &["team-sink"],
-        ));
-    }
-    team.wait_for(BURST, "the burst").await;
+    t.burst().await;
     // One GET, for the template's Secret; the namespace's, missing, is known from the watch.
-    assert_eq!(metrics.sink_lookups.get(), 1);
-
-    sink_secret(
-        &admin,
-        &ns,
-        NAMESPACE_SINK_SECRET,
-        &namespace_sink.url,
-        None,
-        true,
-    )
-    .await;
-    until_the_namespace_sink_hears(&notifier, &ns, &namespace_sink, WAIT).await;
-    assert_eq!(metrics.sink_lookups.get(), 1);
+    assert_eq!(t.metrics.sink_lookups.get(), 1);
+    t.namespace_sink_created(WAIT).await;
+    assert_eq!(t.metrics.sink_lookups.get(), 1);
 }
 
 #[tokio::test]
 async fn with_get_only_the_namespace_sink_is_read_once_per_ttl_and_found_when_created() {
     // An older install's RBAC: the watch is refused, and the notifier reads the Secret instead.
-    let ns = env().namespace("notify-get").await.unwrap();
-    let admin = env().admin().await.unwrap();
-    grant_operator_secrets(&admin, &ns, &["get"]).await;
-    let (team, namespace_sink) = (TestSink::start().await, TestSink::start().await);
-    sink_secret(&admin, &ns, "team-sink", &team.url, None, true).await;
-    let metrics = NotifyMetrics::default();
-    // Long enough that the burst below fits in one TTL on a loaded machine, short enough to
+    // The TTL is long enough that the burst fits in one on a loaded machine, short enough to
     // wait out.
     let ttl = Duration::from_secs(20);
-    let oz = env().client_as("oz-operator").await.unwrap();
-    let notifier = notifier_with(oz, &ns, &metrics, ttl);
+    let t = SinkLookups::start("notify-get", &["get"], ttl).await;
 
-    const BURST: usize = 20;
-    for i in 0..BURST {
-        notifier.send(notice(
-            &ns,
-            &format!("r{i}"),
-            NoticeKind::Ready,
-            &["team-sink"],
-        ));
-    }
-    team.wait_for(BURST, "the burst").await;
+    t.burst().await;
     // One GET for the template's Secret, one for the missing oz-notifications: not one per
     // notice.
-    assert_eq!(metrics.sink_lookups.get(), 2);
-
+    assert_eq!(t.metrics.sink_lookups.get(), 2);
     // The missing namespace sink is remembered as missing only for the TTL.
-    sink_secret(
-        &admin,
-        &ns,
-        NAMESPACE_SINK_SECRET,
-        &namespace_sink.url,
-        None,
-        true,
-    )
-    .await;
-    until_the_namespace_sink_hears(&notifier, &ns, &namespace_sink, WAIT + ttl).await;
+    t.namespace_sink_created(WAIT + ttl).await;
 }
