@@ -3,8 +3,9 @@
 //! As a new user would: N exec grants, one at a time, each in a namespace of its own (a
 //! Deployment with one running pod and an ExecAccessTemplate, made before counting starts and
 //! left until the template is ready and oz quiet there: the template controller's calls for a
-//! new template are not a grant's), so that a call's namespace says which grant it served. alice creates each through oz's
-//! webhooks with a short duration. Each grant's calls are split by time into three phases:
+//! new template are not a grant's), so that a call's namespace says which grant it served.
+//! alice creates each through oz's webhooks with a short duration. Each grant's calls are split
+//! by time into three phases:
 //!
 //! - **grant**: from the create until the request is seen Ready and oz has then made no call in
 //!   its namespace for [`QUIET`];
@@ -269,8 +270,6 @@ async fn restart(
     })
 }
 
-/// Waits until oz-manager has made no call (but its informers') in `namespace` (`None`: any)
-/// for [`QUIET`], counting from `since` at the earliest; returns when it saw that.
 /// Waits until the namespace's template says it is ready (the template controller has read its
 /// Deployment and written its status).
 async fn template_ready(admin: &kube::Client, namespace: &str) -> Result<()> {
@@ -290,6 +289,8 @@ async fn template_ready(admin: &kube::Client, namespace: &str) -> Result<()> {
     }
 }
 
+/// Waits until oz-manager has made no call (but its informers') in `namespace` (`None`: any)
+/// for [`QUIET`], counting from `since` at the earliest; returns when it saw that.
 async fn quiet_after(log: &Path, namespace: Option<&str>, since: Timestamp) -> Result<Timestamp> {
     let quiet = SignedDuration::try_from(QUIET)?;
     let give_up = Timestamp::now() + SignedDuration::try_from(QUIET_TIMEOUT)?;

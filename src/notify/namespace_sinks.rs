@@ -34,7 +34,6 @@ pub enum Watched {
 }
 
 /// One scope's watch: its cache, and whether it has failed before its first list.
-#[derive(Clone)]
 struct ScopeWatch {
     scope: Scope,
     store: Store<Secret>,
@@ -42,7 +41,6 @@ struct ScopeWatch {
 }
 
 /// The watched `oz-notifications` Secrets of each scope oz works in.
-#[derive(Clone, Default)]
 pub struct NamespaceSinks {
     scopes: Vec<ScopeWatch>,
 }

@@ -135,14 +135,8 @@ impl SinkResolver {
         let key = (namespace.to_string(), name.to_string());
         if name == NAMESPACE_SINK_SECRET {
             match self.namespace_sinks.get(namespace).await {
-                Watched::Found(secret) => {
-                    self.reported.lock().expect("not poisoned").remove(&key);
-                    return sink_of(&secret);
-                }
-                Watched::Missing => {
-                    self.report_once(&key, named_by_template, "does not exist");
-                    return Lookup::Absent;
-                }
+                Watched::Found(secret) => return self.read(&key, named_by_template, Some(&secret)),
+                Watched::Missing => return self.read(&key, named_by_template, None),
                 Watched::Unknown => {}
             }
         }
@@ -154,14 +148,7 @@ impl SinkResolver {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         self.metrics.sink_lookups.inc();
         let lookup = match api.get_opt(name).await {
-            Ok(Some(secret)) => {
-                self.reported.lock().expect("not poisoned").remove(&key);
-                sink_of(&secret)
-            }
-            Ok(None) => {
-                self.report_once(&key, named_by_template, "does not exist");
-                Lookup::Absent
-            }
+            Ok(secret) => self.read(&key, named_by_template, secret.as_ref()),
             Err(kube::Error::Api(status)) if status.code == 403 => {
                 self.report_once(&key, named_by_template, "oz may not get it");
                 Lookup::Absent
@@ -179,6 +166,25 @@ impl SinkResolver {
         }
         cache.insert(key, (Instant::now(), lookup.clone()));
         lookup
+    }
+
+    /// What `secret`, read from the watch or the apiserver, says; `None`: it does not exist.
+    fn read(
+        &self,
+        key: &(String, String),
+        named_by_template: bool,
+        secret: Option<&Secret>,
+    ) -> Lookup {
+        match secret {
+            Some(secret) => {
+                self.reported.lock().expect("not poisoned").remove(key);
+                sink_of(secret)
+            }
+            None => {
+                self.report_once(key, named_by_template, "does not exist");
+                Lookup::Absent
+            }
+        }
     }
 
     /// The namespace's own `oz-notifications` is optional, so its absence is only debug news;
