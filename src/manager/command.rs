@@ -1,6 +1,9 @@
 //! The oz-manager command line: run (the default), or print the CRDs or an install.
 
-use std::{io::BufWriter, process::ExitCode};
+use std::{
+    io::{BufWriter, IsTerminal},
+    process::ExitCode,
+};
 
 use clap::{Parser, Subcommand};
 use futures::FutureExt;
@@ -201,6 +204,9 @@ const LOG_QUEUE_LINES: usize = 8192;
 /// and every task on it, expiry timers included. Nothing is dropped: past [`LOG_QUEUE_LINES`]
 /// lines queued, logging waits, as a write would. The lines queued are written when the
 /// returned guard is dropped.
+///
+/// Text is coloured only for a person at a terminal: in a file or a container's log the colour
+/// codes are bytes around every field that break a plain search for `key=value`.
 fn init_logging(format: LogFormat, filter: &str) -> Result<WorkerGuard, String> {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .map_err(|e| format!("--log-level {filter:?}: {e}"))?;
@@ -211,10 +217,17 @@ fn init_logging(format: LogFormat, filter: &str) -> Result<WorkerGuard, String> 
         .finish(BufWriter::with_capacity(LOG_WRITE_BYTES, std::io::stderr()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour_wanted())
         .with_writer(writer);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
     Ok(guard)
+}
+
+/// Whether text logs get colour codes: stderr is a terminal and `NO_COLOR` is not set
+/// (no-color.org).
+fn colour_wanted() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

@@ -168,15 +168,6 @@ fn expiries_of<'a, R: AccessRequest + 'a>(
         .collect()
 }
 
-/// A log file's text without the terminal colours it is written with.
-fn log_text(path: &std::path::Path) -> String {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .split('\x1b')
-        .map(|part| part.split_once('m').map_or(part, |(_, rest)| rest))
-        .collect()
-}
-
 /// Asserts the burst settled: every alice request (`exec` ExecAccessRequests, `pod`
 /// PodAccessRequests) Ready, an exec grant on one of `pods`, a pod grant on its own access Pod;
 /// every bob request Denied; the grants exactly right; and access real for alice (a sample of
@@ -402,7 +393,7 @@ async fn grants_expiring_behind_a_long_start_up_queue_are_revoked_on_time() {
         operator.log.display()
     );
     assert!(
-        log_text(&operator.log).lines().any(|line| line
+        operator.log_text().lines().any(|line| line
             .contains("expiry timers armed from the first list")
             && line.contains("timers=310")),
         "the restarted oz did not arm the 310 timers from its cache (log: {})",
@@ -641,7 +632,9 @@ async fn an_apiserver_restart_under_load_revokes_every_grant_within_a_second_of_
         ),
         || async {
             (Timestamp::now() > fifth
-                && log_text(&operator.log).contains("revoking an expired grant failed"))
+                && operator
+                    .log_text()
+                    .contains("revoking an expired grant failed"))
             .then_some(())
         },
     )

@@ -1,5 +1,5 @@
-//! oz-manager as a process: leader election and failover, namespace scoping, and losing and
-//! regaining RBAC in a namespace without a restart.
+//! oz-manager as a process: leader election and failover, namespace scoping, losing and
+//! regaining RBAC in a namespace without a restart, and what its log looks like in a file.
 
 use std::time::{Duration, Instant};
 
@@ -191,6 +191,34 @@ async fn requests_outside_the_watched_namespaces_are_ignored() {
         phase_of(&admin, &ignored, "elsewhere").await,
         None,
         "a request in an unwatched namespace is untouched"
+    );
+}
+
+#[tokio::test]
+async fn text_logs_written_to_a_file_carry_no_colour_codes() {
+    let (ns, _) = namespace_with_template("plain-log").await;
+    // stderr is a file here, as in a container; the flag is the default, named to be sure.
+    let operator = Operator::start(&ns, &["--log-format=text"]);
+    let line = eventually(
+        Duration::from_secs(15),
+        "oz to log its first list's timers",
+        || async {
+            let log = operator.log_text();
+            let line = log
+                .lines()
+                .find(|l| l.contains("expiry timers armed from the first list"))?;
+            Some(line.to_owned())
+        },
+    )
+    .await;
+    assert!(
+        line.contains("timers=0"),
+        "fields read as key=value: {line:?}"
+    );
+    let log = operator.log_text();
+    assert!(
+        !log.contains('\u{1b}'),
+        "no escape codes in the log:\n{log}"
     );
 }
 

@@ -439,24 +439,9 @@ impl Operator {
         !self.is_running()
     }
 
-    /// What the process has logged so far, without the terminal colour codes.
+    /// What the process has logged so far.
     pub fn log_text(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let mut plain = String::with_capacity(text.len());
-        let mut chars = text.chars();
-        while let Some(c) = chars.next() {
-            if c == '\u{1b}' {
-                // An escape sequence: ESC [ ... letter.
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            } else {
-                plain.push(c);
-            }
-        }
-        plain
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 
