@@ -1,9 +1,9 @@
-//! The one way oz writes objects: server-side apply with oz's field manager, forced, since oz
-//! is the only writer of what it applies.
+//! How oz writes objects: server-side apply with oz's field manager, forced, since oz is the
+//! only writer of what it applies; and, for an object oz knows to be new, a create.
 
 use kube::{
     Api, Resource, ResourceExt,
-    api::{Patch, PatchParams},
+    api::{Patch, PatchParams, PostParams},
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
@@ -22,6 +22,30 @@ where
             &Patch::Apply(object),
         )
         .await?)
+}
+
+/// Creates `object` if it is `new`, else applies it. A create costs the apiserver less than an
+/// apply that creates: no apply body to parse as YAML and merge (a control plane of its own,
+/// 2,000 of each one after another: 2.25 ms of its CPU per Role created against 3.26 ms
+/// applied, 2.42 against 3.34 per RoleBinding), and a burst of grants, two objects each, is
+/// bound by the apiserver's CPU. What was created is owned by oz's field manager as an update;
+/// a later forced apply by oz takes it over. An object that exists after all (created meanwhile,
+/// or unseen by the cache that called it new) is applied instead.
+pub async fn create_or_apply<K>(api: &Api<K>, object: &K, new: bool) -> Result<K>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    if new {
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        match api.create(&params, object).await {
+            Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => {}
+            created => return Ok(created?),
+        }
+    }
+    apply(api, object).await
 }
 
 /// Applies `status` to the status subresource of the object `name`.

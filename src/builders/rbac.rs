@@ -1,4 +1,4 @@
-//! The Role and RoleBinding of a grant: pure constructors, and the one apply path both builders
+//! The Role and RoleBinding of a grant: pure constructors, and the one write path both builders
 //! use.
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -9,7 +9,7 @@ use super::{
     GrantCache, GrantIdentity,
     cached_rbac::{CachedBinding, CachedRole},
 };
-use crate::{Context, Result, apply::apply};
+use crate::{Context, Result, apply::create_or_apply};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -146,10 +146,11 @@ pub fn never_wider(existing: Option<&CachedBinding>, wanted: Vec<Subject>) -> Ve
     }
 }
 
-/// Applies the grant's Role and RoleBinding for `pod`, each only if the existing one (the
+/// Writes the grant's Role and RoleBinding for `pod`, each only if the existing one (the
 /// builder's read of the Role, the cache's of the RoleBinding) differs from what it should be:
 /// re-applying an unchanged object is still a call (oz-bench counted two per reconcile), and a
-/// reconcile that changes nothing should make none.
+/// reconcile that changes nothing should make none. One that does not exist yet is created,
+/// one that differs is applied ([`create_or_apply`]).
 pub async fn apply_grant(
     ctx: &Context,
     cache: &GrantCache,
@@ -164,7 +165,12 @@ pub async fn apply_grant(
         let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
         let before = resource_version(existing_role);
         ctx.own_writes
-            .track(&grant.namespace, &grant.name, before, apply(&roles, &role))
+            .track(
+                &grant.namespace,
+                &grant.name,
+                before,
+                create_or_apply(&roles, &role, existing_role.is_none()),
+            )
             .await?;
     }
     let existing = cache.binding(ctx, grant).await?;
@@ -178,7 +184,7 @@ pub async fn apply_grant(
                 &grant.namespace,
                 &grant.name,
                 before,
-                apply(&bindings, &binding),
+                create_or_apply(&bindings, &binding, existing.is_none()),
             )
             .await?;
     }

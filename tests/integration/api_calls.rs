@@ -1,7 +1,8 @@
 //! How many calls oz makes, counted by the apiserver itself: a control plane of this file's own
 //! records every request in its audit log, and oz-manager names itself in its User-Agent
-//! (`oz-manager/VERSION`). oz-bench prints the per-grant figures; this pins the one that must
-//! never regress: a reconcile that finds everything as it should be writes nothing.
+//! (`oz-manager/VERSION`). oz-bench prints the per-grant figures; this pins the ones that must
+//! never regress: a reconcile that finds everything as it should be writes nothing, and a new
+//! grant's Role and RoleBinding are one create each.
 
 use k8s_openapi::jiff::Timestamp;
 use oz_api::RequestPhase;
@@ -167,7 +168,20 @@ async fn a_restarted_oz_reconciles_the_grants_in_force_without_writing_anything(
         Timestamp::UNIX_EPOCH,
     );
     assert!(
-        before.iter().any(|w| w.starts_with("patch rolebindings ")),
+        before.iter().any(|w| w.starts_with("create rolebindings ")),
+        "{before:?}"
+    );
+    // Each new grant's Role and RoleBinding is created, which costs the apiserver less than an
+    // apply that creates, and only once: none was then applied.
+    let count = |prefix: &str| before.iter().filter(|w| w.starts_with(prefix)).count();
+    assert_eq!(
+        (count("create roles "), count("create rolebindings ")),
+        (3, 3),
+        "{before:?}"
+    );
+    assert_eq!(
+        (count("patch roles "), count("patch rolebindings ")),
+        (0, 0),
         "{before:?}"
     );
 }

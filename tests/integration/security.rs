@@ -316,6 +316,33 @@ async fn users_cannot_write_status_and_an_admin_status_edit_does_not_widen_a_gra
     drop(operator);
 }
 
+/// oz creates a grant's Role when its cache has none; if one exists after all (made meanwhile,
+/// or not yet seen), the create's AlreadyExists must not leave it as it was found.
+#[tokio::test]
+async fn a_role_oz_writes_as_new_that_already_exists_gets_oz_s_rules() {
+    install_crds().await;
+    let ns = env().namespace("sec-newrole").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let roles: Api<Role> = Api::namespaced(admin, &ns);
+    let role = |resource: &str| Role {
+        metadata: ObjectMeta {
+            name: Some("grant".into()),
+            ..Default::default()
+        },
+        rules: Some(vec![rule(&[""], &[resource], &["get"])]),
+    };
+    roles
+        .create(&PostParams::default(), &role("secrets"))
+        .await
+        .unwrap();
+    let written = oz::apply::create_or_apply(&roles, &role("pods"), true)
+        .await
+        .unwrap();
+    let wanted = Some(vec![rule(&[""], &["pods"], &["get"])]);
+    assert_eq!(written.rules, wanted);
+    assert_eq!(roles.get("grant").await.unwrap().rules, wanted);
+}
+
 #[tokio::test]
 async fn an_edited_role_or_binding_of_a_grant_is_put_back() {
     let (ns, admin, web, _) = namespace("sec-roleedit").await;

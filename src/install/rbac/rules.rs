@@ -111,8 +111,8 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
             RBAC_GROUP,
             &["roles", "rolebindings"],
             &["get", "list", "watch", "create", "patch", "delete"],
-            "controllers: each grant is a Role and a RoleBinding, applied by server-side apply (patch, and create when new), \
-             watched by label (app.kubernetes.io/managed-by=oz) to undo edits, read back to find the granted pod, \
+            "controllers: each grant is a Role and a RoleBinding, created when new (create) and put back by server-side apply \
+             when changed (patch), watched by label (app.kubernetes.io/managed-by=oz) to undo edits, read back to find the granted pod, \
              and deleted when access ends or is denied; no escalate, no bind (see the pods/... rules)",
         );
         rules.add(
