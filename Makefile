@@ -13,7 +13,7 @@ test: fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-
 
 ## bench: API calls per grant, time to access, revocation lag, scale (10,000 and 50,000 grants)
 ##        and webhook latency of a release oz-manager on a private local control plane; prints a
-##        table next to the previous run's, writes target/bench/results.json. Takes ~40 minutes;
+##        table next to the previous run's, writes target/bench/results.json. Takes ~20 minutes;
 ##        `make bench BENCH_ARGS=--quick` is a three-minute smoke run. Not part of `make test`.
 ##        Method and latest results: docs/benchmarks.md
 bench: testenv
