@@ -4,8 +4,9 @@
 //!   CA) to the oz-manager process under test, open loop at fixed rates over a fixed set of
 //!   connections opened before each run: request `i` is due at `start + i / rate` whether or
 //!   not earlier ones have been answered, and its latency is counted from when it was due, so a
-//!   server that falls behind shows it (no coordinated omission). The audit review is an exec by alice into a pod she holds a grant for, so the
-//!   handler finds it, logs the record and publishes an Event, as for a real exec.
+//!   server that falls behind shows it (no coordinated omission). The audit review is an exec
+//!   by alice into a pod she holds a grant for, so the handler finds it, logs the record and
+//!   publishes an Event, as for a real exec.
 //! - A breakdown of the audit call: the handler in-process with an in-memory lookup (no TLS, no
 //!   apiserver), and the grant lookup alone: from the watch-fed cache oz-manager uses, and
 //!   through the apiserver as it was made before.
@@ -374,8 +375,8 @@ struct LoadOutcome {
 }
 
 /// Makes sure the client holds [`CONNECTIONS`] open connections to `uri`: three rounds of that
-/// many calls at once (the first opens what is missing, the others check they stay open).
-/// Returns the number of uids used.
+/// many calls at once (the first opens what is missing, the others check they stay open), each
+/// of which must be answered. Returns the number of uids used.
 async fn open_connections(
     client: &HttpClient,
     uri: &Uri,
@@ -384,24 +385,14 @@ async fn open_connections(
 ) -> Result<usize> {
     const ROUNDS: usize = 3;
     for round in 0..ROUNDS {
-        let mut calls = JoinSet::new();
-        for i in 0..CONNECTIONS {
-            let (client, uri) = (client.clone(), uri.clone());
-            let payload = body.render(first_uid + round * CONNECTIONS + i);
-            calls.spawn(async move {
-                tokio::time::timeout(CALL_TIMEOUT, http_client::post_json(&client, &uri, payload))
-                    .await
-            });
-        }
-        while let Some(call) = calls.join_next().await {
-            match call? {
-                Ok(Ok((StatusCode::OK, _))) => {}
-                Ok(Ok((status, _))) => {
-                    return Err(format!("opening connections to {uri}: {status}").into());
-                }
-                Ok(Err(e)) => return Err(format!("opening connections to {uri}: {e}").into()),
-                Err(_) => return Err(format!("opening connections to {uri}: timed out").into()),
-            }
+        let first = first_uid + round * CONNECTIONS;
+        let answered = load(client, uri, body, f64::INFINITY, CONNECTIONS, first).await;
+        if answered.ok < CONNECTIONS {
+            return Err(format!(
+                "opening {CONNECTIONS} connections to {uri}: {} calls failed",
+                CONNECTIONS - answered.ok
+            )
+            .into());
         }
     }
     Ok(ROUNDS * CONNECTIONS)
