@@ -42,7 +42,7 @@ pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
 };
 pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
-pub use metadata::{LAST_APPLIED_ANNOTATION, strip_unread_metadata};
+pub use metadata::{LAST_APPLIED_ANNOTATION, strip_unread_metadata, strip_unread_request_metadata};
 pub use mutation::{
     JsonPatchOperation, MAX_JSON_POINTER_LENGTH, MAX_PATCH_OPERATIONS, PatchOp,
     PodTemplateSpecMutationConfig,

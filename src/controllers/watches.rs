@@ -146,9 +146,10 @@ pub async fn request_controller<B: AccessBuilder>(
         "{}={},{REQUEST_KIND_LABEL}={kind_label}",
         MANAGED_BY.0, MANAGED_BY.1
     ));
-    // The requests are cached without their managedFields: parsed, those are most of a
-    // request's memory (a tree of every field each manager set), and oz never reads them.
-    // oz-bench measured ~30 KB per grant with them.
+    // The requests are cached without their managedFields, labels and annotations
+    // (`strip_unread_request_metadata`): oz never reads them, and parsed managedFields are most
+    // of a request's memory (a tree of every field each manager set; oz-bench measured ~30 KB
+    // per grant with them).
     let (store, writer) = reflector::store();
     let concurrency = ctx.settings.max_concurrent_reconciles;
     let kind = <B::Request as Resource>::kind(&()).to_string();
@@ -232,7 +233,7 @@ pub async fn request_controller<B: AccessBuilder>(
     // managedFields (~11 KB a request) before they are dropped, ~22 MB at once.
     let request_pages = watcher::Config::default().page_size(2000);
     let requests = watcher::watcher(scope.api::<B::Request>(&client), request_pages)
-        .modify(|request| oz_api::strip_unread_metadata(request.meta_mut()))
+        .modify(|request| oz_api::strip_unread_request_metadata(request.meta_mut()))
         .reflect(writer)
         // A request that is gone needs no timer (its access goes with it, by owner reference),
         // and the writes oz made to it and its grant will not echo.
