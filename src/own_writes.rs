@@ -133,26 +133,23 @@ impl OwnWrites {
         }
     }
 
-    /// Whether oz has written the object `name` in `namespace` since its cache last heard of
-    /// it, the cache holding `cached` (`None`: absent): a write in flight, a delete, or an apply
-    /// that stored a later version than the cached copy's. The writes the copy has passed are
-    /// settled here, so that an echo that slipped by cannot leave the object looking stale for
-    /// good.
+    /// Whether oz has written the `K` named `name` in `namespace` since its cache last heard of
+    /// it, the cache holding it at `cached_version` (`None`: absent): a write in flight, a
+    /// delete, or an apply that stored a later version than the cached copy's. The writes the
+    /// copy has passed are settled here, so that an echo that slipped by cannot leave the
+    /// object looking stale for good.
     pub fn ahead_of<K: Resource<DynamicType = ()>>(
         &self,
         namespace: &str,
         name: &str,
-        cached: Option<&K>,
+        cached_version: Option<&str>,
     ) -> bool {
         let key = key_of::<K>(namespace, name);
         let mut pending = self.lock();
         let Some(writes) = pending.get_mut(&key) else {
             return false;
         };
-        settle(
-            writes,
-            cached.and_then(|c| c.meta().resource_version.as_deref()),
-        );
+        settle(writes, cached_version);
         let ahead = !writes.is_empty();
         if !ahead {
             pending.remove(&key);
@@ -349,8 +346,8 @@ mod tests {
         assert!(own.is_empty(), "nothing left to wait for");
         // And a copy the cache holds settles whatever it has passed.
         apply(&own, "11", Some("9")).await;
-        assert!(own.ahead_of("shop", "r-1", Some(&role("9"))));
-        assert!(!own.ahead_of("shop", "r-1", Some(&role("11"))));
+        assert!(own.ahead_of::<Role>("shop", "r-1", Some("9")));
+        assert!(!own.ahead_of::<Role>("shop", "r-1", Some("11")));
         assert!(own.is_empty());
     }
 

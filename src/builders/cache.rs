@@ -19,7 +19,8 @@ use oz_api::{ControllerKind, CrossVersionObjectReference};
 
 use super::{
     GrantIdentity,
-    cached_rbac::{CachedBinding, CachedRole},
+    cached_rbac::{CachedBinding, CachedRole, WatchedBinding, WatchedRole},
+    grant_store::{GrantObject, GrantStore},
     workload::{Lookup, Workload},
 };
 use crate::{Context, Result};
@@ -27,10 +28,9 @@ use crate::{Context, Result};
 /// The caches one request controller's builder reads.
 #[derive(Clone)]
 pub struct GrantCache {
-    /// oz's Roles in the controller's scope, as much of them as the builders read.
-    pub roles: Store<CachedRole>,
-    /// oz's RoleBindings in the controller's scope, the same way.
-    pub bindings: Store<CachedBinding>,
+    /// oz's Roles and RoleBindings in the controller's scope, as much of them as the builders
+    /// read.
+    pub grants: GrantStore,
     /// The workloads' uids and selectors, when the builder reads them ([`super::AccessBuilder::CACHES_WORKLOADS`]).
     pub workloads: Option<WorkloadStores>,
 }
@@ -48,8 +48,7 @@ impl GrantCache {
     /// takes "not cached yet" for "does not exist".
     pub async fn wait_until_ready(&self) {
         // A store whose writer is gone is one whose controller is stopping: nothing to wait for.
-        let _ = self.roles.wait_until_ready().await;
-        let _ = self.bindings.wait_until_ready().await;
+        self.grants.wait_until_ready().await;
         if let Some(w) = &self.workloads {
             let _ = w.deployments.wait_until_ready().await;
             let _ = w.stateful_sets.wait_until_ready().await;
@@ -60,7 +59,7 @@ impl GrantCache {
     /// The grant's Role, as the cache has it, or as the apiserver has it if oz has written it
     /// since the cache last heard.
     pub async fn role(&self, ctx: &Context, grant: &GrantIdentity) -> Result<Option<CachedRole>> {
-        current::<Role, _>(ctx, &self.roles, grant).await
+        current::<Role, WatchedRole>(ctx, &self.grants, grant).await
     }
 
     /// The grant's RoleBinding, the same way.
@@ -69,7 +68,7 @@ impl GrantCache {
         ctx: &Context,
         grant: &GrantIdentity,
     ) -> Result<Option<CachedBinding>> {
-        current::<RoleBinding, _>(ctx, &self.bindings, grant).await
+        current::<RoleBinding, WatchedBinding>(ctx, &self.grants, grant).await
     }
 }
 
@@ -158,23 +157,31 @@ cached_workload!(Deployment);
 cached_workload!(StatefulSet, |spec| spec.volume_claim_templates = None);
 cached_workload!(DaemonSet);
 
-/// Grant object `grant.name` as `store` has it (`C`, the cached form of kind `K`), or as the
-/// apiserver has it when oz has written it since the store last heard.
-async fn current<K, C>(ctx: &Context, store: &Store<C>, grant: &GrantIdentity) -> Result<Option<C>>
+/// Grant object `grant.name` of kind `K` as `store` has it, or as the apiserver has it when oz
+/// has written it since the store last heard.
+async fn current<K, W>(
+    ctx: &Context,
+    store: &GrantStore,
+    grant: &GrantIdentity,
+) -> Result<Option<W::Cached>>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    C: Resource<DynamicType = ()> + Clone + From<K>,
+    W: GrantObject + From<K>,
 {
-    let cached = store.get(&ObjectRef::new(&grant.name).within(&grant.namespace));
-    if ctx
-        .own_writes
-        .ahead_of(&grant.namespace, &grant.name, cached.as_deref())
-    {
+    let cached = store.get::<W>(&grant.namespace, &grant.name);
+    if ctx.own_writes.ahead_of::<K>(
+        &grant.namespace,
+        &grant.name,
+        cached.as_ref().map(W::cached_version),
+    ) {
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        return Ok(api.get_opt(&grant.name).await?.map(C::from));
+        return Ok(api
+            .get_opt(&grant.name)
+            .await?
+            .map(|object| W::from(object).cached().clone()));
     }
-    Ok(cached.map(|object| (*object).clone()))
+    Ok(cached)
 }
 
 #[cfg(test)]

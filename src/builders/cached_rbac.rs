@@ -1,22 +1,23 @@
 //! What a request controller keeps of its grants' Roles and RoleBindings: not the objects, but
 //! what the builders read of them. oz-bench's heap profile at 3,000 grants found the two cached
 //! objects at ~3.6 KB per grant (labels alone are a B-tree node of 11 slots, ~550 bytes), more
-//! than the request itself.
+//! than the request itself; kept as kube objects with their own metadata and store keys, what
+//! was left of them was still ~1.5 KB ([`super::grant_store`] keeps them in one record instead).
 //!
 //! A builder asks three things of a grant's Role: is it exactly what oz would write, which pod
 //! does it name, and is it Brokered; and of a RoleBinding: is it exactly what oz would write,
-//! and whom does it bind (a binding is never widened). "Exactly what oz would write" is kept as
-//! a fingerprint: a hash, keyed afresh by each process, of everything oz sets (the rules, or the
-//! roleRef and subjects; oz's labels; its controller owner reference), taken of the object as
-//! the watch delivers it and of the object oz would apply. Someone else's edit of any of them
-//! changes the fingerprint, and the grant is put back, as when the whole objects were compared.
+//! and does it bind a given subject (a binding is never widened). "Exactly what oz would write"
+//! is kept as a fingerprint: a hash, keyed afresh by each process, of everything oz sets (the
+//! rules, or the roleRef and subjects; oz's labels; its controller owner reference), taken of
+//! the object as the watch delivers it and of the object oz would apply. Someone else's edit of
+//! any of them changes the fingerprint, and the grant is put back, as when the whole objects
+//! were compared. The subjects are kept the same way, one fingerprint each.
 //!
 //! The objects are converted as they are read off the watch ([`From`], through serde), so the
-//! full object is never stored. The metadata kept is what the watch machinery reads: name,
-//! namespace and resourceVersion. Of the controller owner reference only its name is kept, which
-//! maps a change to the request that owns it: the whole reference (four strings and a list) was
-//! ~0.2 KB more per object (heaptrack, oz-bench at 3,000 grants), and the fingerprint already
-//! covers all of it.
+//! full object is never held: the watch delivers a [`WatchedRole`] or [`WatchedBinding`] (its
+//! name, namespace and resourceVersion, which the watch machinery reads, and the name of the
+//! request that controls it, which maps a change to that request), and the store keeps only
+//! its [`CachedRole`] or [`CachedBinding`].
 
 use std::{
     borrow::Cow,
@@ -39,35 +40,54 @@ use super::{MANAGED_BY, grant::REQUEST_KIND_LABEL, grant::REQUEST_LABEL, rbac::r
 /// compared.
 pub const GRANT_LABEL_KEYS: [&str; 3] = [MANAGED_BY.0, REQUEST_LABEL, REQUEST_KIND_LABEL];
 
-/// A grant's Role, as cached.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(from = "Role")]
+/// What oz keeps of a grant's Role.
+#[derive(Clone, Debug, PartialEq)]
 pub struct CachedRole {
-    pub metadata: ObjectMeta,
-    /// The name of the request that controls it.
-    pub owner: Option<String>,
+    resource_version: Box<str>,
     fingerprint: u64,
     /// The pod its rules name: the grant's pod.
-    pub pod: Option<String>,
+    pub pod: Option<Box<str>>,
     pub session_mode: SessionMode,
 }
 
-/// A grant's RoleBinding, as cached.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(from = "RoleBinding")]
+/// What oz keeps of a grant's RoleBinding.
+#[derive(Clone, Debug, PartialEq)]
 pub struct CachedBinding {
+    resource_version: Box<str>,
+    fingerprint: u64,
+    /// The fingerprint of each subject it binds; `None` when it has no subjects field.
+    subjects: Option<Box<[u64]>>,
+}
+
+/// A grant's Role as its watch delivers it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "Role")]
+pub struct WatchedRole {
+    /// Its name, namespace and resourceVersion only.
     pub metadata: ObjectMeta,
     /// The name of the request that controls it.
     pub owner: Option<String>,
-    fingerprint: u64,
-    /// Whom it binds.
-    pub subjects: Option<Vec<Subject>>,
+    pub cached: CachedRole,
+}
+
+/// A grant's RoleBinding as its watch delivers it, the same way.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "RoleBinding")]
+pub struct WatchedBinding {
+    pub metadata: ObjectMeta,
+    pub owner: Option<String>,
+    pub cached: CachedBinding,
 }
 
 impl CachedRole {
     /// Whether this Role is `wanted` in everything oz sets.
     pub fn is(&self, wanted: &Role) -> bool {
         self.fingerprint == role_fingerprint(wanted)
+    }
+
+    /// The resourceVersion it was read at.
+    pub fn resource_version(&self) -> &str {
+        &self.resource_version
     }
 }
 
@@ -76,30 +96,67 @@ impl CachedBinding {
     pub fn is(&self, wanted: &RoleBinding) -> bool {
         self.fingerprint == binding_fingerprint(wanted)
     }
+
+    /// The resourceVersion it was read at.
+    pub fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+
+    /// Whether it binds `subject`; `None` when it has no subjects at all.
+    pub fn binds(&self, subject: &Subject) -> Option<bool> {
+        let fingerprint = subject_fingerprint(subject);
+        self.subjects
+            .as_ref()
+            .map(|subjects| subjects.contains(&fingerprint))
+    }
 }
 
 impl From<Role> for CachedRole {
     fn from(role: Role) -> Self {
-        let pod = role
-            .rules
-            .iter()
-            .flatten()
-            .find_map(|rule| rule.resource_names.as_ref()?.first().cloned());
-        Self {
+        WatchedRole::from(role).cached
+    }
+}
+
+impl From<RoleBinding> for CachedBinding {
+    fn from(binding: RoleBinding) -> Self {
+        WatchedBinding::from(binding).cached
+    }
+}
+
+impl From<Role> for WatchedRole {
+    fn from(role: Role) -> Self {
+        let pod = role.rules.iter().flatten().find_map(|rule| {
+            rule.resource_names
+                .as_ref()?
+                .first()
+                .map(|p| p.as_str().into())
+        });
+        let cached = CachedRole {
+            resource_version: version_of(&role.metadata),
             fingerprint: role_fingerprint(&role),
             session_mode: role_session_mode(&role),
             pod,
+        };
+        Self {
+            cached,
             owner: controller_name(&role.metadata),
             metadata: kept_metadata(role.metadata),
         }
     }
 }
 
-impl From<RoleBinding> for CachedBinding {
+impl From<RoleBinding> for WatchedBinding {
     fn from(binding: RoleBinding) -> Self {
-        Self {
+        let cached = CachedBinding {
+            resource_version: version_of(&binding.metadata),
             fingerprint: binding_fingerprint(&binding),
-            subjects: binding.subjects,
+            subjects: binding
+                .subjects
+                .as_ref()
+                .map(|subjects| subjects.iter().map(subject_fingerprint).collect()),
+        };
+        Self {
+            cached,
             owner: controller_name(&binding.metadata),
             metadata: kept_metadata(binding.metadata),
         }
@@ -129,17 +186,24 @@ fn role_fingerprint(role: &Role) -> u64 {
 
 fn binding_fingerprint(binding: &RoleBinding) -> u64 {
     let role_ref = &binding.role_ref;
-    let subjects = binding.subjects.as_ref().map(|subjects| {
-        subjects
-            .iter()
-            .map(|s| (&s.api_group, &s.kind, &s.name, &s.namespace))
-            .collect::<Vec<_>>()
-    });
+    let subjects = binding
+        .subjects
+        .as_ref()
+        .map(|subjects| subjects.iter().map(subject_fields).collect::<Vec<_>>());
     let body = (
         (&role_ref.api_group, &role_ref.kind, &role_ref.name),
         subjects,
     );
     fingerprint(&binding.metadata, body)
+}
+
+/// What a subject is made of, as hashed.
+fn subject_fields(s: &Subject) -> impl Hash + '_ {
+    (&s.api_group, &s.kind, &s.name, &s.namespace)
+}
+
+fn subject_fingerprint(subject: &Subject) -> u64 {
+    FINGERPRINT_KEY.hash_one(subject_fields(subject))
 }
 
 /// The hash of `body` with oz's labels and controller owner reference in `meta`.
@@ -169,6 +233,10 @@ fn controller_name(meta: &ObjectMeta) -> Option<String> {
     controller_of(meta).map(|o| o.name.clone())
 }
 
+fn version_of(meta: &ObjectMeta) -> Box<str> {
+    meta.resource_version.as_deref().unwrap_or_default().into()
+}
+
 fn kept_metadata(meta: ObjectMeta) -> ObjectMeta {
     ObjectMeta {
         name: meta.name,
@@ -178,8 +246,8 @@ fn kept_metadata(meta: ObjectMeta) -> ObjectMeta {
     }
 }
 
-/// The cached forms are read and watched where their objects are: `K` names the API kind.
-macro_rules! cached_as {
+/// The watched forms are read and watched where their objects are: `K` names the API kind.
+macro_rules! watched_as {
     ($cached:ty, $kind:ty) => {
         impl Resource for $cached {
             type DynamicType = ();
@@ -212,8 +280,8 @@ macro_rules! cached_as {
     };
 }
 
-cached_as!(CachedRole, Role);
-cached_as!(CachedBinding, RoleBinding);
+watched_as!(WatchedRole, Role);
+watched_as!(WatchedBinding, RoleBinding);
 
 #[cfg(test)]
 mod tests {
@@ -256,6 +324,14 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
+    /// What the store keeps of `object` as the watch delivers it.
+    fn cached_of<K: serde::Serialize, W>(object: &K) -> W::Cached
+    where
+        W: serde::de::DeserializeOwned + crate::builders::grant_store::GrantObject,
+    {
+        watched::<K, W>(object).cached().clone()
+    }
+
     #[test]
     fn the_label_keys_compared_are_the_ones_oz_sets() {
         let grant = grant();
@@ -269,29 +345,33 @@ mod tests {
     #[test]
     fn a_cached_role_is_what_oz_wrote_until_anything_oz_sets_changes() {
         let role = build_role(&grant(), "web-1", EXEC_PERMISSIONS);
-        let cached: CachedRole = watched(&role);
-        assert!(cached.is(&role), "the Role oz wrote, with others' labels");
-        assert_eq!(cached.pod.as_deref(), Some("web-1"));
-        assert_eq!(cached.session_mode, SessionMode::Direct);
-        assert_eq!(cached.metadata.resource_version.as_deref(), Some("42"));
+        let seen: WatchedRole = watched(&role);
         assert_eq!(
-            cached.owner.as_deref(),
+            seen.owner.as_deref(),
             Some("req"),
             "the controller owner maps a change to its request"
         );
-        assert!(
-            cached.metadata.labels.is_none()
-                && cached.metadata.managed_fields.is_none()
-                && cached.metadata.owner_references.is_none(),
-            "{:?}",
-            cached.metadata
+        assert_eq!(
+            seen.metadata,
+            ObjectMeta {
+                name: Some(grant().name),
+                namespace: Some("shop".into()),
+                resource_version: Some("42".into()),
+                ..Default::default()
+            },
+            "only where it is and its version: no labels, managedFields or owners"
         );
+        let cached = seen.cached;
+        assert!(cached.is(&role), "the Role oz wrote, with others' labels");
+        assert_eq!(cached.pod.as_deref(), Some("web-1"));
+        assert_eq!(cached.session_mode, SessionMode::Direct);
+        assert_eq!(cached.resource_version(), "42");
 
         let mut widened = role.clone();
         widened.rules.as_mut().unwrap()[1]
             .verbs
             .push("update".into());
-        assert!(!cached.is(&widened) && !watched::<_, CachedRole>(&widened).is(&role));
+        assert!(!cached.is(&widened) && !cached_of::<_, WatchedRole>(&widened).is(&role));
         let other_pod = build_role(&grant(), "web-2", EXEC_PERMISSIONS);
         assert!(!cached.is(&other_pod));
         let mut relabelled = role.clone();
@@ -301,28 +381,41 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(REQUEST_LABEL.into(), "other".into());
-        assert!(!watched::<_, CachedRole>(&relabelled).is(&role));
+        assert!(!cached_of::<_, WatchedRole>(&relabelled).is(&role));
         let mut orphaned = role.clone();
         orphaned.metadata.owner_references = None;
-        assert!(!watched::<_, CachedRole>(&orphaned).is(&role));
+        assert!(!cached_of::<_, WatchedRole>(&orphaned).is(&role));
     }
 
     #[test]
     fn a_cached_binding_is_what_oz_wrote_until_its_subjects_or_role_change() {
         let binding = build_role_binding(&grant(), alice());
-        let cached: CachedBinding = watched(&binding);
+        let seen: WatchedBinding = watched(&binding);
+        assert_eq!(seen.owner.as_deref(), Some("req"));
+        assert!(seen.metadata.owner_references.is_none());
+        let cached = seen.cached;
         assert!(cached.is(&binding));
-        assert_eq!(cached.subjects, Some(alice()));
-        assert_eq!(cached.owner.as_deref(), Some("req"));
-        assert!(cached.metadata.owner_references.is_none());
+        assert_eq!(cached.resource_version(), "42");
 
         let mut more = alice();
         more[0].name = "mallory".into();
+        assert_eq!(cached.binds(&alice()[0]), Some(true));
+        assert_eq!(cached.binds(&more[0]), Some(false));
+        let mut as_group = alice();
+        as_group[0].kind = "Group".into();
+        assert_eq!(cached.binds(&as_group[0]), Some(false), "kind is compared");
+        let mut nobody = binding.clone();
+        nobody.subjects = None;
+        assert_eq!(
+            cached_of::<_, WatchedBinding>(&nobody).binds(&alice()[0]),
+            None
+        );
+
         let mut widened = binding.clone();
         widened.subjects.as_mut().unwrap().extend(more);
-        assert!(!watched::<_, CachedBinding>(&widened).is(&binding));
+        assert!(!cached_of::<_, WatchedBinding>(&widened).is(&binding));
         let mut elsewhere = binding.clone();
         elsewhere.role_ref.name = "admin".into();
-        assert!(!watched::<_, CachedBinding>(&elsewhere).is(&binding));
+        assert!(!cached_of::<_, WatchedBinding>(&elsewhere).is(&binding));
     }
 }

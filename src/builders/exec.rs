@@ -66,10 +66,11 @@ impl AccessBuilder for ExecAccessBuilder {
         let existing = cache.role(ctx, grant).await?;
         let session_mode =
             rbac::granted_session_mode(template.access_config().session_mode(), existing.as_ref());
-        let earlier = match existing.as_ref().and_then(|role| role.pod.clone()) {
-            Some(pod) => Some(pod),
-            None => recorded_pod.map(str::to_string),
-        };
+        let earlier = existing
+            .as_ref()
+            .and_then(|role| role.pod.as_deref())
+            .or(recorded_pod)
+            .map(str::to_string);
         let pod = if let Some(name) = earlier {
             let still_granted = match granted_pod(&pods, &name).await? {
                 Some(pod) if pod.metadata.deletion_timestamp.is_none() => {

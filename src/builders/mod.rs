@@ -13,6 +13,7 @@ pub mod cache;
 pub mod cached_rbac;
 pub mod exec;
 pub mod grant;
+pub mod grant_store;
 pub mod pod;
 pub mod rbac;
 pub mod selector;

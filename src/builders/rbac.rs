@@ -140,8 +140,11 @@ pub fn subjects_for(config: &AccessConfig, requester: &Requester) -> Vec<Subject
 /// Subjects for a binding that may already exist: editing a template after a grant must never
 /// widen it, so an existing binding keeps only the subjects that are still wanted.
 pub fn never_wider(existing: Option<&CachedBinding>, wanted: Vec<Subject>) -> Vec<Subject> {
-    match existing.and_then(|b| b.subjects.as_ref()) {
-        Some(current) => wanted.into_iter().filter(|s| current.contains(s)).collect(),
+    match existing {
+        Some(binding) => wanted
+            .into_iter()
+            .filter(|s| binding.binds(s) != Some(false))
+            .collect(),
         None => wanted,
     }
 }
@@ -163,7 +166,7 @@ pub async fn apply_grant(
     let role = build_role(grant, pod, permissions);
     if !same_role(existing_role, &role) {
         let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        let before = resource_version(existing_role);
+        let before = existing_role.map(CachedRole::resource_version);
         ctx.own_writes
             .track(
                 &grant.namespace,
@@ -178,7 +181,7 @@ pub async fn apply_grant(
     let binding = build_role_binding(grant, subjects);
     if !same_binding(existing.as_ref(), &binding) {
         let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        let before = resource_version(existing.as_ref());
+        let before = existing.as_ref().map(CachedBinding::resource_version);
         ctx.own_writes
             .track(
                 &grant.namespace,
@@ -199,10 +202,6 @@ fn same_role(existing: Option<&CachedRole>, wanted: &Role) -> bool {
 /// Whether `existing` is `wanted` in everything oz sets: its Role, subjects, labels and owner.
 fn same_binding(existing: Option<&CachedBinding>, wanted: &RoleBinding) -> bool {
     existing.is_some_and(|e| e.is(wanted))
-}
-
-fn resource_version<K: kube::Resource>(object: Option<&K>) -> Option<&str> {
-    object.and_then(|o| o.meta().resource_version.as_deref())
 }
 
 fn grant_metadata(grant: &GrantIdentity) -> ObjectMeta {

@@ -4,7 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{Stream, StreamExt, future::BoxFuture};
+use futures::{Stream, StreamExt, TryStreamExt, future::BoxFuture};
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment, StatefulSet},
     core::v1::Pod,
@@ -32,9 +32,10 @@ use crate::{
     builders::{
         AccessBuilder, GrantCache, MANAGED_BY,
         cache::{CachedWorkload, WorkloadStores},
-        cached_rbac::{CachedBinding, CachedRole},
+        cached_rbac::{WatchedBinding, WatchedRole},
         grant::REQUEST_KIND_LABEL,
         grant_identity,
+        grant_store::{GrantObject, GrantStore, GrantWriter},
         workload::rollout_resource,
     },
 };
@@ -179,21 +180,20 @@ pub async fn request_controller<B: AccessBuilder>(
     // and three pages of LISTs parsed at once set oz-manager's peak (oz-bench, restart at
     // 10,000 grants: 183 MiB at once, 148 MiB one after the other).
     let (requests_listed, first_list) = tokio::sync::watch::channel(false);
-    let (roles, roles_writer) = reflector::store();
+    let (grants, roles_writer, bindings_writer) = GrantStore::new();
     let role_changes = after_first_list(
         first_list.clone(),
         changes_by_others(
-            scope.api::<CachedRole>(&client),
+            scope.api::<WatchedRole>(&client),
             owned.clone(),
             roles_writer,
             &ctx,
         ),
     );
-    let (bindings, bindings_writer) = reflector::store();
     let binding_changes = after_first_list(
         first_list,
         changes_by_others(
-            scope.api::<CachedBinding>(&client),
+            scope.api::<WatchedBinding>(&client),
             owned.clone(),
             bindings_writer,
             &ctx,
@@ -205,11 +205,7 @@ pub async fn request_controller<B: AccessBuilder>(
     } else {
         (None, Vec::new())
     };
-    let cache = GrantCache {
-        roles,
-        bindings,
-        workloads,
-    };
+    let cache = GrantCache { grants, workloads };
     let stores = RequestStores {
         requests: store.clone(),
         templates,
@@ -301,23 +297,27 @@ pub async fn request_controller<B: AccessBuilder>(
     futures::future::select(Box::pin(running), Box::pin(counting)).await;
 }
 
-/// The changes to oz's objects of kind `K` that someone other than oz made, reflected into
+/// The changes to a grant's objects of kind `K` that someone other than oz made, applied to
 /// `writer`'s store on the way: each of oz's own applies and deletes comes back as a watch
 /// event, which is dropped ([`crate::own_writes`]).
 fn changes_by_others<K>(
     api: Api<K>,
     config: watcher::Config,
-    writer: reflector::store::Writer<K>,
+    mut writer: GrantWriter<K>,
     ctx: &Context,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    K: Send + Sync + 'static,
+    K: GrantObject + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    K::Cached: Send + Sync,
 {
     let own = ctx.own_writes.clone();
-    // No metadata to strip: the cached forms keep only what they read as they are parsed.
+    // No metadata to strip: the watched forms keep only what they read as they are parsed.
     watcher::watcher(api, config)
-        .reflect(writer)
+        .map_ok(move |event| {
+            writer.apply(&event);
+            event
+        })
         .filter_map(move |event| {
             let change = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {

@@ -224,11 +224,11 @@ async fn reconcile_steps<B: AccessBuilder>(
         .await;
     let grant = grant_identity(&**request)?;
     let (namespace, name) = (&grant.namespace, &grant.owner.name);
-    if this
-        .ctx
-        .own_writes
-        .ahead_of(namespace, name, Some(&**request))
-    {
+    if this.ctx.own_writes.ahead_of::<B::Request>(
+        namespace,
+        name,
+        request.meta().resource_version.as_deref(),
+    ) {
         // Woken by something else just after oz wrote this request: the cached copy is older
         // than oz's write, and a pass judged on it could write (and announce) it again. The
         // write's own watch event is dropped as an echo, so look again once it is in.
