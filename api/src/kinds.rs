@@ -4,13 +4,14 @@
 
 use std::{fmt, str::FromStr};
 
-use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::{NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{Resource, core::GroupVersionKind};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
-    AccessConfig, CrossVersionObjectReference, ExecAccessRequest, ExecAccessTemplate,
-    PodAccessRequest, PodAccessTemplate, RequestStatus, Requester, TemplateStatus,
+    AccessConfig, CrossVersionObjectReference, ExecAccessRequest, ExecAccessRequestSpec,
+    ExecAccessTemplate, PodAccessRequest, PodAccessRequestSpec, PodAccessTemplate, RequestStatus,
+    Requester, TemplateStatus,
 };
 
 /// Exec access (into a live pod of a workload) or pod access (a private copy of its pod): each
@@ -143,6 +144,10 @@ pub trait AccessRequest: OzResource {
     const KIND: AccessKind;
     /// The template kind this request names.
     type Template: AccessTemplate;
+    /// What `spec` holds.
+    type Spec: DeserializeOwned;
+    /// The request made of its parts, as a watch parses them ([`crate::WatchedRequest`]).
+    fn from_parts(metadata: ObjectMeta, spec: Self::Spec, status: Option<RequestStatus>) -> Self;
     /// `spec.templateName`.
     fn template_name(&self) -> &str;
     /// `spec.duration`.
@@ -187,10 +192,22 @@ impl AccessTemplate for PodAccessTemplate {
 
 /// Both request kinds keep these fields under the same names, so one implementation serves both.
 macro_rules! impl_access_request {
-    ($request:ty, $kind:expr, $template:ty) => {
+    ($request:ident, $spec:ty, $kind:expr, $template:ty) => {
         impl AccessRequest for $request {
             const KIND: AccessKind = $kind;
             type Template = $template;
+            type Spec = $spec;
+            fn from_parts(
+                metadata: ObjectMeta,
+                spec: $spec,
+                status: Option<RequestStatus>,
+            ) -> Self {
+                $request {
+                    metadata,
+                    spec,
+                    status,
+                }
+            }
             fn template_name(&self) -> &str {
                 &self.spec.template_name
             }
@@ -216,8 +233,18 @@ macro_rules! impl_access_request {
     };
 }
 
-impl_access_request!(ExecAccessRequest, AccessKind::Exec, ExecAccessTemplate);
-impl_access_request!(PodAccessRequest, AccessKind::Pod, PodAccessTemplate);
+impl_access_request!(
+    ExecAccessRequest,
+    ExecAccessRequestSpec,
+    AccessKind::Exec,
+    ExecAccessTemplate
+);
+impl_access_request!(
+    PodAccessRequest,
+    PodAccessRequestSpec,
+    AccessKind::Pod,
+    PodAccessTemplate
+);
 
 #[cfg(test)]
 mod tests {

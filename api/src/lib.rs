@@ -29,6 +29,7 @@ pub mod rules;
 pub mod session;
 mod status;
 mod target_ref;
+mod watched;
 
 pub use access_config::{AccessConfig, GrantTo};
 pub use approval::{
@@ -42,7 +43,7 @@ pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
 };
 pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
-pub use metadata::{LAST_APPLIED_ANNOTATION, strip_unread_metadata, strip_unread_request_metadata};
+pub use metadata::{LAST_APPLIED_ANNOTATION, strip_unread_metadata};
 pub use mutation::{
     JsonPatchOperation, MAX_JSON_POINTER_LENGTH, MAX_PATCH_OPERATIONS, PatchOp,
     PodTemplateSpecMutationConfig,
@@ -56,6 +57,7 @@ pub use session::{
 };
 pub use status::{RequestPhase, RequestStatus, TemplateStatus, condition_reason, condition_type};
 pub use target_ref::{ControllerApiVersion, ControllerKind, CrossVersionObjectReference};
+pub use watched::WatchedRequest;
 
 /// The API group of every oz kind, the same as Oz's.
 pub const GROUP: &str = "crds.wizardofoz.co";

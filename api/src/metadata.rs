@@ -1,6 +1,6 @@
-//! What oz's watch caches keep of an object: the controllers' cache of requests and the
-//! webhooks' cache of requests and templates both drop the same metadata, and the controllers'
-//! requests their labels and annotations too.
+//! What oz's watch caches keep of an object: the templates, approvals and Secrets they cache
+//! drop the same metadata. Requests are parsed without it in the first place
+//! ([`crate::WatchedRequest`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -15,17 +15,6 @@ pub fn strip_unread_metadata(meta: &mut ObjectMeta) {
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
-}
-
-/// Drops from a cached request's `meta` what [`strip_unread_metadata`] drops, and its labels and
-/// annotations: no part of oz reads a request's (a template's annotations are read, a Secret's
-/// labels too, so this is for requests only), and one label alone costs a cached request
-/// ~0.55 KB, a B-tree node of 11 slots. oz-bench labels every request it makes, as users and
-/// their tools may. oz never writes a request back whole, so nothing dropped here is lost.
-pub fn strip_unread_request_metadata(meta: &mut ObjectMeta) {
-    strip_unread_metadata(meta);
-    meta.labels = None;
-    meta.annotations = None;
 }
 
 #[cfg(test)]
@@ -57,28 +46,5 @@ mod tests {
             )]))
         );
         assert_eq!(meta.name.as_deref(), Some("r"));
-    }
-
-    #[test]
-    fn a_request_keeps_no_labels_or_annotations_and_everything_oz_reads() {
-        let mut meta = ObjectMeta {
-            name: Some("r".into()),
-            namespace: Some("shop".into()),
-            uid: Some("u-1".into()),
-            resource_version: Some("7".into()),
-            generation: Some(2),
-            labels: Some(BTreeMap::from([("team".into(), "payments".into())])),
-            annotations: Some(BTreeMap::from([("note".into(), "x".into())])),
-            managed_fields: Some(vec![ManagedFieldsEntry::default()]),
-            ..Default::default()
-        };
-        let kept = ObjectMeta {
-            labels: None,
-            annotations: None,
-            managed_fields: None,
-            ..meta.clone()
-        };
-        strip_unread_request_metadata(&mut meta);
-        assert_eq!(meta, kept);
     }
 }

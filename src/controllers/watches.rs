@@ -21,6 +21,7 @@ use kube::{
 };
 use oz_api::{
     AccessApproval, AccessRequest, AccessTemplate, ApprovedKind, ControllerKind, RequestPhase,
+    WatchedRequest,
 };
 
 use super::{
@@ -147,10 +148,10 @@ pub async fn request_controller<B: AccessBuilder>(
         "{}={},{REQUEST_KIND_LABEL}={kind_label}",
         MANAGED_BY.0, MANAGED_BY.1
     ));
-    // The requests are cached without their managedFields, labels and annotations
-    // (`strip_unread_request_metadata`): oz never reads them, and parsed managedFields are most
-    // of a request's memory (a tree of every field each manager set; oz-bench measured ~30 KB
-    // per grant with them).
+    // The requests are parsed without their managedFields, labels and annotations
+    // (`WatchedRequest`): oz never reads them, and parsed managedFields are most of a request's
+    // memory (a tree of every field each manager set; oz-bench measured ~30 KB per grant with
+    // them cached).
     let (store, writer) = reflector::store();
     let concurrency = ctx.settings.max_concurrent_reconciles;
     let kind = <B::Request as Resource>::kind(&()).to_string();
@@ -223,42 +224,45 @@ pub async fn request_controller<B: AccessBuilder>(
     let (forgetting, cached, own) = (reconciler.clone(), store.clone(), ctx.own_writes.clone());
     let echoes = ctx.own_writes.clone();
     let lists = ctx.request_lists.clone();
-    // The expiry timers are armed once this first LIST is in. Pages of 2,000 instead of kube's
+    // The expiry timers are armed as this first LIST comes in. Pages of 2,000 instead of kube's
     // 500: oz-bench's restart at 50,000 grants armed every timer in 7.1 s instead of 9.6-13.2 s
-    // (four runs at 500), and its peak RSS was no higher; a page is parsed with its
-    // managedFields (~11 KB a request) before they are dropped, ~22 MB at once.
+    // (four runs at 500), and its peak RSS was no higher; a page parsed is ~5 MB (2.6 KB a
+    // request without what `WatchedRequest` skips).
     let request_pages = watcher::Config::default().page_size(2000);
-    let requests = watcher::watcher(scope.api::<B::Request>(&client), request_pages)
-        .modify(|request| oz_api::strip_unread_request_metadata(request.meta_mut()))
-        .reflect(writer)
-        // A request that is gone needs no timer (its access goes with it, by owner reference),
-        // and the writes oz made to it and its grant will not echo.
-        .inspect(move |event| match event {
-            Ok(watcher::Event::Delete(request)) => {
-                forgetting.timers.forget(request);
-                let namespace = request.namespace().unwrap_or_default();
-                own.forget(&namespace, &request.name_any());
-                if let Ok(grant) = grant_identity(request) {
-                    own.forget(&namespace, &grant.name);
-                }
+    let requests = watcher::watcher(
+        scope.api::<WatchedRequest<B::Request>>(&client),
+        request_pages,
+    )
+    .map_ok(WatchedRequest::into_request_event)
+    .reflect(writer)
+    // A request that is gone needs no timer (its access goes with it, by owner reference),
+    // and the writes oz made to it and its grant will not echo.
+    .inspect(move |event| match event {
+        Ok(watcher::Event::Delete(request)) => {
+            forgetting.timers.forget(request);
+            let namespace = request.namespace().unwrap_or_default();
+            own.forget(&namespace, &request.name_any());
+            if let Ok(grant) = grant_identity(request) {
+                own.forget(&namespace, &grant.name);
             }
-            Ok(watcher::Event::InitApply(request)) => forgetting.timers.arm_listed(request),
-            Ok(watcher::Event::InitDone) => {
-                forgetting.timers.forget_absent(&cached);
-                forgetting.timers.report_listed();
-                if requests_listed.send_if_modified(|listed| !std::mem::replace(listed, true)) {
-                    lists.listed();
-                }
+        }
+        Ok(watcher::Event::InitApply(request)) => forgetting.timers.arm_listed(request),
+        Ok(watcher::Event::InitDone) => {
+            forgetting.timers.forget_absent(&cached);
+            forgetting.timers.report_listed();
+            if requests_listed.send_if_modified(|listed| !std::mem::replace(listed, true)) {
+                lists.listed();
             }
-            _ => {}
-        })
-        .applied_objects()
-        // oz's own status writes come back here too: the pass that wrote them has already
-        // decided everything they say.
-        .filter(move |request| {
-            let echo = matches!(request, Ok(r) if echoes.is_echo(r, false));
-            futures::future::ready(!echo)
-        });
+        }
+        _ => {}
+    })
+    .applied_objects()
+    // oz's own status writes come back here too: the pass that wrote them has already
+    // decided everything they say.
+    .filter(move |request| {
+        let echo = matches!(request, Ok(r) if echoes.is_echo(r, false));
+        futures::future::ready(!echo)
+    });
     let controller = Controller::for_stream(requests, store.clone());
     let mut controller = controller
         .watches_stream(role_changes, |role| {

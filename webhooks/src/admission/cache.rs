@@ -42,7 +42,7 @@ use kube::{
 };
 use oz_api::{
     AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
-    PodAccessRequest, PodAccessTemplate,
+    PodAccessRequest, PodAccessTemplate, WatchedRequest,
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -130,14 +130,14 @@ impl Writers {
             after::<ExecAccessRequest>(
                 requests_after.clone(),
                 run(summarize(
-                    watch_events::<ExecAccessRequest>(api(client, namespace)),
+                    watch_requests::<ExecAccessRequest>(api(client, namespace)),
                     self.exec_requests,
                 )),
             ),
             after::<PodAccessRequest>(
                 requests_after,
                 run(summarize(
-                    watch_events::<PodAccessRequest>(api(client, namespace)),
+                    watch_requests::<PodAccessRequest>(api(client, namespace)),
                     self.pod_requests,
                 )),
             ),
@@ -374,6 +374,14 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     watcher(api, watcher::Config::default()).default_backoff()
+}
+
+/// The watch events of requests of kind `R`, each parsed without the metadata a summary does
+/// not read ([`WatchedRequest`]).
+fn watch_requests<R: AccessRequest>(
+    api: Api<WatchedRequest<R>>,
+) -> impl Stream<Item = watcher::Result<watcher::Event<R>>> + Send {
+    watch_events(api).map_ok(WatchedRequest::into_request_event)
 }
 
 /// Runs `events` until dropped, logging the failures of the watch behind them.
