@@ -167,7 +167,8 @@ async fn current<K, W>(
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    W: GrantObject + From<K>,
+    W: GrantObject,
+    W::Cached: From<K>,
 {
     let cached = store.get::<W>(&grant.namespace, &grant.name);
     if ctx.own_writes.ahead_of::<K>(
@@ -176,10 +177,7 @@ where
         cached.as_ref().map(W::cached_version),
     ) {
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &grant.namespace);
-        return Ok(api
-            .get_opt(&grant.name)
-            .await?
-            .map(|object| W::from(object).cached().clone()));
+        return Ok(api.get_opt(&grant.name).await?.map(W::Cached::from));
     }
     Ok(cached)
 }
