@@ -3,11 +3,6 @@
 //! would hold the watched forms (how oz kept them until the grant store) and as the
 //! [`GrantStore`] holds them. Run with `cargo run --release --example grant_cache_bytes`;
 //! the figures are requested bytes, before the allocator's own overhead.
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    sync::atomic::{AtomicIsize, Ordering},
-};
-
 use k8s_openapi::api::rbac::v1::Subject;
 use kube::runtime::{reflector, watcher::Event};
 use oz::builders::{
@@ -19,22 +14,11 @@ use oz::builders::{
 };
 use oz_api::ExecAccessRequest;
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 
 const N: usize = 10_000;
 
@@ -64,9 +48,9 @@ fn watched(i: usize) -> (WatchedRole, WatchedBinding) {
 
 /// The heap `fill` leaves behind, per grant.
 fn per_grant<T>(fill: impl FnOnce() -> T) -> (isize, T) {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_alloc::live();
     let kept = fill();
-    ((LIVE.load(Ordering::Relaxed) - before) / N as isize, kept)
+    ((counting_alloc::live() - before) / N as isize, kept)
 }
 
 fn main() {

@@ -4,41 +4,17 @@
 //! managers, one label as oz-bench sets). Run with `cargo run -p oz-webhooks --example
 //! cache_bytes`; the figures are requested bytes, before the allocator's own overhead (about
 //! 8-16 bytes per allocation with glibc), which the allocation counts show.
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    collections::HashMap,
-    sync::{
-        Arc,
-        atomic::{AtomicIsize, Ordering},
-    },
-};
+use std::{collections::HashMap, sync::Arc};
 
 use oz_api::{ExecAccessRequest, WatchedRequest, strip_unread_metadata};
 use oz_webhooks::admission::RequestSummary;
 use serde_json::json;
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static ALLOCATIONS: AtomicIsize = AtomicIsize::new(0);
-/// Every byte ever allocated: what parsing made on the way, kept or not.
-static ALLOCATED: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATED.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_sub(1, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "../../examples/support/counting_alloc.rs"]
+mod counting_alloc;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 
 const N: usize = 10_000;
 
@@ -93,9 +69,9 @@ fn request(i: usize) -> serde_json::Value {
 fn measure<T>(what: &str, make: impl Fn(usize) -> T) -> Vec<T> {
     let mut kept: Vec<T> = Vec::with_capacity(N);
     let (bytes, allocations, allocated) = (
-        LIVE.load(Ordering::Relaxed),
-        ALLOCATIONS.load(Ordering::Relaxed),
-        ALLOCATED.load(Ordering::Relaxed),
+        counting_alloc::live(),
+        counting_alloc::allocations(),
+        counting_alloc::allocated(),
     );
     for i in 0..N {
         kept.push(make(i));
@@ -103,9 +79,9 @@ fn measure<T>(what: &str, make: impl Fn(usize) -> T) -> Vec<T> {
     let n = N as isize;
     println!(
         "{what:<56} {:>6} B in {:>3} allocations ({:>6} B allocated)",
-        (LIVE.load(Ordering::Relaxed) - bytes) / n,
-        (ALLOCATIONS.load(Ordering::Relaxed) - allocations) / n,
-        (ALLOCATED.load(Ordering::Relaxed) - allocated) / n,
+        (counting_alloc::live() - bytes) / n,
+        (counting_alloc::allocations() - allocations) / n,
+        (counting_alloc::allocated() - allocated) / n,
     );
     kept
 }
@@ -146,14 +122,14 @@ fn main() {
         kube::runtime::reflector::ObjectRef::from_obj(&parse(i))
     });
     let mut map = HashMap::new();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_alloc::live();
     for i in 0..N {
         map.insert(i, Arc::new(()));
     }
     println!(
         "{:<56} {:>6} B",
         "a HashMap's own cost per pointer-sized entry",
-        (LIVE.load(Ordering::Relaxed) - before) / N as isize
+        (counting_alloc::live() - before) / N as isize
     );
     println!(
         "size_of ExecAccessRequest: {}",
