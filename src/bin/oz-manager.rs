@@ -5,7 +5,7 @@
 /// allocated between the short-lived buffers of watch events and LIST pages; glibc's malloc
 /// kept much of the freed space (oz-bench at 3,000 grants: 14 KB of RSS per request after a
 /// restart, 10.6 KB with mimalloc), and the release image's musl malloc is slow on a busy
-/// heap.
+/// heap. Without transparent huge pages: `oz::manager::huge_pages`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -20,6 +20,7 @@ pub mod access_probe;
 pub mod command;
 pub mod config;
 pub mod endpoints;
+pub mod huge_pages;
 pub mod identity;
 pub mod leader;
 pub mod sessions;

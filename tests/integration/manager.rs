@@ -1,5 +1,6 @@
 //! oz-manager as a process: leader election and failover, namespace scoping, losing and
-//! regaining RBAC in a namespace without a restart, and what its log looks like in a file.
+//! regaining RBAC in a namespace without a restart, what its log looks like in a file, and its
+//! process's memory settings.
 
 use std::time::{Duration, Instant};
 
@@ -220,6 +221,28 @@ async fn text_logs_written_to_a_file_carry_no_colour_codes() {
         !log.contains('\u{1b}'),
         "no escape codes in the log:\n{log}"
     );
+}
+
+/// oz-manager turns transparent huge pages off for itself (src/manager/huge_pages.rs): with
+/// them its heap of small cache entries was held 2 MiB at a time, mostly empty.
+#[tokio::test]
+async fn oz_manager_runs_without_transparent_huge_pages() {
+    install_crds().await;
+    let ns = env().namespace("no-thp").await.unwrap();
+    let operator = Operator::start(&ns, &[]);
+    let status = format!("/proc/{}/status", operator.pid());
+    eventually(
+        Duration::from_secs(15),
+        "oz-manager's /proc status to read THP_enabled: 0",
+        || async {
+            let status = std::fs::read_to_string(&status).ok()?;
+            status
+                .lines()
+                .any(|l| l.split_whitespace().eq(["THP_enabled:", "0"]))
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// Waits until oz's request controller of `kind` has finished every reconcile it began, and
