@@ -5,8 +5,8 @@
 //! `always`, each then becomes resident 2 MiB at a time, however little of it is in use. oz's
 //! heap is many small cache entries, with the freed room of LIST pages and reconciles between
 //! them, so most of those 2 MiB pages were partly empty. Measured by oz-bench (`--only scale
-//! --scale-points 10000x100`), with them and without: idle 42.8 → 27.9 MiB, at 10,000 grants
-//! 100.3 → 80.5 MiB, and the peak during a restart at 10,000 148.7 → 103.8 MiB.
+//! --scale-points 10000x100`), with them and without: idle 42.8 → 28.3 MiB, at 10,000 grants
+//! 100.3 → 81.2 MiB, and the peak during a restart at 10,000 148.7 → 111.0 MiB.
 //!
 //! Two switches, because either alone leaves some: mimalloc is built with `no_thp` (Cargo.toml),
 //! so it never asks, which covers what it maps before `main` on a `madvise` host; and
