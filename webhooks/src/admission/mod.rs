@@ -38,7 +38,7 @@ use std::sync::Arc;
 use axum::{
     Json, Router,
     extract::{DefaultBodyLimit, FromRequest, Request},
-    http::StatusCode,
+    http::{HeaderValue, StatusCode, Version, header},
     middleware,
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -123,9 +123,14 @@ pub struct Review(pub AdmissionRequest<DynamicObject>);
 #[derive(Debug, thiserror::Error)]
 pub enum BadReview {
     #[error(
-        "the AdmissionReview body could not be read within the {MAX_BODY_BYTES}-byte limit: {0}"
+        "the AdmissionReview body could not be read within the {MAX_BODY_BYTES}-byte limit: {reason}"
     )]
-    Body(String),
+    Body {
+        /// Why reading stopped: the limit, or a transfer that broke off.
+        reason: String,
+        /// The body came over HTTP/1, where its unread rest leaves the connection unusable.
+        http1: bool,
+    },
     #[error("the body is not a valid AdmissionReview: {0}")]
     Json(#[from] serde_json::Error),
     #[error(
@@ -145,11 +150,22 @@ impl IntoResponse for BadReview {
     fn into_response(self) -> Response {
         let message = self.to_string();
         warn!(%message, "refused an AdmissionReview");
-        (
+        let mut response = (
             StatusCode::BAD_REQUEST,
             Json(AdmissionResponse::invalid(message).into_review()),
         )
-            .into_response()
+            .into_response();
+        // Reading stopped part way, so the rest of the body is still on the connection and
+        // hyper closes it after this answer. hyper may write the answer before it notices,
+        // without saying so; a client that had finished uploading would then keep the
+        // connection for its next request, which fails on it. (HTTP/2 has no such header: the
+        // stream is reset on its own.)
+        if matches!(self, BadReview::Body { http1: true, .. }) {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
     }
 }
 
@@ -157,9 +173,13 @@ impl<S: Send + Sync> FromRequest<S> for Review {
     type Rejection = BadReview;
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let http1 = request.version() < Version::HTTP_2;
         let body = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
             .await
-            .map_err(|e| BadReview::Body(e.to_string()))?;
+            .map_err(|e| BadReview::Body {
+                reason: e.to_string(),
+                http1,
+            })?;
         parse_review(&body).map(Review)
     }
 }

@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, sync::Arc};
 use axum::{
     Router,
     body::Body,
-    http::{Request, StatusCode},
+    http::{Request, StatusCode, Version, header},
 };
 
 use oz_api::{AccessConfig, AccessKind, RequestPhase, Requester};
@@ -287,6 +287,29 @@ async fn oversized_bodies_get_400_with_a_reason() {
     let (status, body) = h.post(VALIDATE_REQUESTS_PATH, review.to_string()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(message(&body["response"]).contains("limit"), "{body}");
+
+    // The unread rest of an HTTP/1 body makes the connection unusable: the answer says it
+    // closes, so a client does not send its next request on it. HTTP/2 forbids the header.
+    for (version, closes) in [(Version::HTTP_11, Some("close")), (Version::HTTP_2, None)] {
+        let request = Request::post(VALIDATE_REQUESTS_PATH)
+            .version(version)
+            .body(Body::from(review.to_string()))
+            .unwrap();
+        let response = h.router.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let connection = response.headers().get(header::CONNECTION);
+        assert_eq!(
+            connection.map(|value| value.to_str().unwrap()),
+            closes,
+            "{version:?}"
+        );
+    }
+    // A body that was read whole leaves the connection as it was.
+    let request = Request::post(VALIDATE_REQUESTS_PATH)
+        .body(Body::from("null"))
+        .unwrap();
+    let response = h.router.clone().oneshot(request).await.unwrap();
+    assert!(response.headers().get(header::CONNECTION).is_none());
 }
 
 // === Unknown kinds ===
