@@ -109,7 +109,16 @@ macro_rules! access_request_spec {
                     name = "Age",
                     type_ = "date",
                     json_path = ".metadata.creationTimestamp"
-                )
+                ),
+                // Wide only: with the Name, Phase and Expires columns, what oz-manager reads of
+                // every request at start-up to arm its expiry timers (`crate::expiry_table`).
+                printcolumn(
+                    name = "Namespace",
+                    type_ = "string",
+                    json_path = ".metadata.namespace",
+                    priority = 1
+                ),
+                printcolumn(name = "UID", type_ = "string", json_path = ".metadata.uid", priority = 1)
             },
             last = {
                 #[x_kube(validation = Rule::new("self == oldSelf")

@@ -18,6 +18,7 @@ mod crd_shape;
 pub mod approval;
 pub mod duration;
 mod exec;
+pub mod expiry_table;
 pub mod kinds;
 mod metadata;
 mod mutation;

@@ -88,6 +88,14 @@ pub enum RequestPhase {
     Failed,
 }
 
+impl RequestPhase {
+    /// Expired or Denied: the request holds no grant and never will again (Failed may still
+    /// hold resources, e.g. an access command that cannot be rendered).
+    pub fn is_settled(self) -> bool {
+        matches!(self, RequestPhase::Expired | RequestPhase::Denied)
+    }
+}
+
 /// The condition types Oz writes, with the same names.
 pub mod condition_type {
     pub const TARGET_REF_EXISTS: &str = "TargetRefExists";
