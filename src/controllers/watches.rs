@@ -51,6 +51,14 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// The one namespace watched, if the scope is one.
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Scope::Cluster => None,
+            Scope::Namespace(ns) => Some(ns),
+        }
+    }
+
     pub(crate) fn api<
         K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
     >(
@@ -224,14 +232,21 @@ pub async fn request_controller<B: AccessBuilder>(
     let (forgetting, cached, own) = (reconciler.clone(), store.clone(), ctx.own_writes.clone());
     let echoes = ctx.own_writes.clone();
     let lists = ctx.request_lists.clone();
-    // The expiry timers are armed as this first LIST comes in. Pages of 2,000 instead of kube's
-    // 500: oz-bench's restart at 50,000 grants armed every timer in 7.1 s instead of 9.6-13.2 s
-    // (four runs at 500), and its peak RSS was no higher; a page parsed is ~5 MB (2.6 KB a
-    // request without what `WatchedRequest` skips).
-    let request_pages = watcher::Config::default().page_size(2000);
-    let requests = watcher::watcher(
-        scope.api::<WatchedRequest<B::Request>>(&client),
-        request_pages,
+    // The expiry timers are armed from the Table of requests first, and again as this first
+    // LIST comes in (for the grants made since). In kube's pages of 500: pages of 2,000 listed
+    // 50,000 requests in 7.1 s instead of 9.6-13.2 s, which mattered while the timers waited
+    // for this LIST; now they do not, and each page of 2,000 held ~5 MB of JSON and ~8 MB of
+    // parsing at once (oz-bench's restart at 10,000 grants peaked at 104.5-112.9 MiB with them,
+    // 98.9-104.6 MiB without, in two runs each).
+    let request_pages = watcher::Config::default();
+    let requests = request::table_timers::after_arming_from_table(
+        client.clone(),
+        scope.clone(),
+        reconciler.clone(),
+        watcher::watcher(
+            scope.api::<WatchedRequest<B::Request>>(&client),
+            request_pages,
+        ),
     )
     .map_ok(WatchedRequest::into_request_event)
     .reflect(writer)

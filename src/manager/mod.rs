@@ -9,8 +9,7 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::{
-    Context,
-    controllers::{self, Scope},
+    Context, controllers,
     metrics::Metrics,
     notify::{Notifier, NotifyMetrics},
     start_order::{self, Leading, RequestLists},
@@ -52,10 +51,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
     let namespaces: Vec<String> = config
         .scopes
         .iter()
-        .filter_map(|s| match s {
-            Scope::Namespace(ns) => Some(ns.clone()),
-            Scope::Cluster => None,
-        })
+        .filter_map(|s| s.namespace().map(String::from))
         .collect();
     tokio::spawn(access_probe::run(
         client.clone(),

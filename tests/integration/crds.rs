@@ -526,3 +526,72 @@ async fn kubectl_get_oz_lists_every_kind_with_its_columns() {
         }
     }
 }
+
+/// oz-manager arms its expiry timers at start-up from the Table of requests (their printer
+/// columns, without the objects) before it lists them whole: the real apiserver's Table, read
+/// page by page, names every grant that may be in force with its namespace, UID and
+/// `expiresAt`, and leaves out the ones that cannot be.
+#[tokio::test]
+async fn the_table_of_requests_names_every_grant_in_force_and_its_expiry() {
+    use oz::controllers::{request::table_timers::read_expiries, watches::Scope};
+    use oz_api::expiry_table::ListedExpiry;
+
+    install_crds().await;
+    let ns = env().namespace("expiry-table").await.unwrap();
+    let admin = env().admin().await.unwrap();
+    let requests: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), &ns);
+    let (soon, later) = ("2026-11-25T10:00:00Z", "2026-11-25T12:30:00Z");
+    let statuses = [
+        ("ready", Some(("Ready", soon))),
+        ("pending", Some(("Pending", later))),
+        ("expired", Some(("Expired", soon))),
+        ("denied", Some(("Denied", soon))),
+        ("new", None),
+    ];
+    let mut expected = Vec::new();
+    for (name, status) in statuses {
+        let manifest = format!(
+            "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {{name: {name}}}\nspec: {{templateName: web}}"
+        );
+        let created = create_manifest(&admin, &ns, &manifest).await.unwrap();
+        let Some((phase, expires_at)) = status else {
+            continue;
+        };
+        let status = serde_json::json!({"status": {"phase": phase, "expiresAt": expires_at}});
+        requests
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+        if !matches!(phase, "Expired" | "Denied") {
+            expected.push(ListedExpiry {
+                namespace: ns.clone(),
+                name: name.into(),
+                uid: created.metadata.uid.unwrap(),
+                expires_at: expires_at.parse().unwrap(),
+            });
+        }
+    }
+    expected.sort_by(|a, b| a.name.cmp(&b.name));
+
+    // Pages of two: five requests take three pages.
+    let mut listed = Vec::new();
+    let scope = Scope::Namespace(ns.clone());
+    let rows = read_expiries::<ExecAccessRequest>(&admin, &scope, 2, |e| listed.push(e))
+        .await
+        .unwrap();
+    assert_eq!(rows, 5);
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(listed, expected);
+
+    // Across the cluster, as oz-manager reads it when it watches every namespace.
+    let mut listed = Vec::new();
+    read_expiries::<ExecAccessRequest>(&admin, &Scope::Cluster, 500, |e| {
+        if e.namespace == ns {
+            listed.push(e);
+        }
+    })
+    .await
+    .unwrap();
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(listed, expected);
+}

@@ -181,10 +181,10 @@ fn timer_may_mark_expired<R: AccessRequest>(
     expires_at: Timestamp,
 ) -> bool {
     let same = request.uid().as_deref() == Some(grant.owner.uid.as_str());
-    let settled = matches!(
-        request.request_status().and_then(|s| s.phase),
-        Some(RequestPhase::Expired | RequestPhase::Denied)
-    );
+    let settled = request
+        .request_status()
+        .and_then(|s| s.phase)
+        .is_some_and(RequestPhase::is_settled);
     same && !settled && request.meta().deletion_timestamp.is_none() && now >= expires_at
 }
 

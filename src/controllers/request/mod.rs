@@ -67,6 +67,7 @@ mod notices;
 mod reconciling;
 mod requester;
 mod status;
+pub mod table_timers;
 mod template;
 pub mod timers;
 

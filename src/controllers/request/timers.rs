@@ -7,8 +7,9 @@
 //! controller keeps its grants' expiry times in a queue of its own, whose task sleeps until the
 //! soonest, and each grant due is revoked on a task of its own (its resources deleted, its
 //! request marked Expired), after which its request is reconciled to finish what the timer
-//! could not. The timers are armed as the request watch's first LIST brings each request in,
-//! before the first reconcile, and by every reconcile that decides an expiry.
+//! could not. At start-up the timers are armed from the Table of requests, before their first
+//! LIST ([`super::table_timers`]), again as that LIST brings each request in, before the first
+//! reconcile, and by every reconcile that decides an expiry.
 //!
 //! A timer only ever takes access away, so it may be early but never late: arming a grant again
 //! with a later time is ignored (a grant's `expiresAt` is fixed when it is made; a later value can
@@ -26,7 +27,7 @@ use kube::{
     Resource,
     runtime::reflector::{ObjectRef, Store},
 };
-use oz_api::{AccessRequest, RequestPhase};
+use oz_api::{AccessRequest, expiry_table::ListedExpiry};
 use tokio::{
     sync::Notify,
     task::{AbortHandle, JoinSet},
@@ -158,7 +159,11 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
 
     /// Revokes `grant` at `at`, unless it is already armed for that time or earlier.
     pub fn arm(&self, grant: &GrantIdentity, at: Timestamp) {
-        let armed = lock(&self.queue).arm(TimedGrant::of(grant), at);
+        self.arm_timed(TimedGrant::of(grant), at);
+    }
+
+    fn arm_timed(&self, grant: TimedGrant, at: Timestamp) {
+        let armed = lock(&self.queue).arm(grant, at);
         let Some((rearmed, soonest)) = armed else {
             return;
         };
@@ -184,9 +189,26 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         }
     }
 
+    /// Arms the timer of a grant read from the Table of requests, before the first LIST
+    /// ([`super::table_timers`]): keyed as [`Self::arm_listed`] keys it, so that the LIST finds
+    /// it armed, and [`Self::forget_absent`] drops it if the request is gone by then.
+    pub fn arm_from_row(&self, expiry: &ListedExpiry) {
+        let grant = TimedGrant {
+            namespace: expiry.namespace.clone(),
+            request: expiry.name.clone(),
+            uid: expiry.uid.clone(),
+        };
+        self.arm_timed(grant, expiry.expires_at);
+    }
+
+    /// How many grants have a timer.
+    pub fn armed(&self) -> usize {
+        lock(&self.queue).armed.len()
+    }
+
     /// Logs how many timers are armed, once the first LIST is in.
     pub fn report_listed(&self) {
-        let count = lock(&self.queue).armed.len();
+        let count = self.armed();
         tracing::info!(
             kind = %B::Request::kind(&()),
             timers = count,
@@ -252,11 +274,10 @@ fn expiry_in_force<R: AccessRequest>(request: &R) -> Option<Timestamp> {
         return None;
     }
     let status = request.request_status()?;
+    // Failed may still hold resources; a timer that finds nothing to delete costs two 404s.
     match status.phase {
-        // Failed may still hold resources (an access command that cannot be rendered); a timer
-        // that finds nothing to delete costs two 404s.
-        Some(RequestPhase::Expired | RequestPhase::Denied) | None => None,
-        _ => status.expires_at.as_ref().map(|t| t.0),
+        Some(phase) if !phase.is_settled() => status.expires_at.as_ref().map(|t| t.0),
+        _ => None,
     }
 }
 
@@ -342,6 +363,7 @@ async fn fire<B: AccessBuilder>(
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use oz_api::RequestPhase;
 
     use crate::controllers::fixtures::request;
 
