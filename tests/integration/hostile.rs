@@ -845,6 +845,16 @@ async fn malformed_admission_reviews_get_a_reason_in_process_and_over_tls() {
         };
         if matches!(answer, Answer::BadRequest("limit")) {
             answered += 1;
+            // The body's unread rest is still on the connection: the answer must say it
+            // closes, or the client's pool sends the next review on it, to fail there.
+            assert_eq!(
+                response
+                    .headers()
+                    .get("connection")
+                    .and_then(|v| v.to_str().ok()),
+                Some("close"),
+                "{name} at {path}"
+            );
         }
         let status = response.status().as_u16();
         let bytes = response.into_body().collect_bytes().await.unwrap();
