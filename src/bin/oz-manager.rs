@@ -5,10 +5,45 @@
 /// allocated between the short-lived buffers of watch events and LIST pages; glibc's malloc
 /// kept much of the freed space (oz-bench at 3,000 grants: 14 KB of RSS per request after a
 /// restart, 10.6 KB with mimalloc), and the release image's musl malloc is slow on a busy
-/// heap. Without transparent huge pages: `oz::manager::huge_pages`.
+/// heap. Without transparent huge pages, and freed pages returned at once: `oz::manager::memory`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc 3's `mi_option_purge_delay`: its place in `mi_option_e` (mimalloc.h), which
+/// libmimalloc-sys does not name. The unit test checks that it is the option with mimalloc 3's
+/// default of 1,000 ms, so an upgrade that moves it fails there.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Where an operator may choose another purge delay (in ms), which is then left as they set it.
+const PURGE_DELAY_VARIABLE: &str = "MIMALLOC_PURGE_DELAY";
+
+/// Has mimalloc hand a page back to the kernel as soon as its last block is freed, instead of a
+/// second later (why: `oz::manager::memory`), unless [`PURGE_DELAY_VARIABLE`] is set.
+fn purge_freed_pages_at_once() {
+    if std::env::var_os(PURGE_DELAY_VARIABLE).is_none() {
+        // SAFETY: sets one of mimalloc's option values; any value is valid for this option.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    purge_freed_pages_at_once();
     oz::manager::Command::parse_and_run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_purge_delay_goes_from_mimallocs_second_to_none() {
+        // SAFETY: reads an option value.
+        let purge_delay = || unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        if std::env::var_os(PURGE_DELAY_VARIABLE).is_some() {
+            return;
+        }
+        assert_eq!(purge_delay(), 1000, "mimalloc 3's default purge_delay");
+        purge_freed_pages_at_once();
+        assert_eq!(purge_delay(), 0);
+    }
 }

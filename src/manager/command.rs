@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use futures::FutureExt;
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 
-use super::{LogFormat, RunArgs, huge_pages};
+use super::{LogFormat, RunArgs, memory};
 use crate::install::{self, Component, InstallOptions};
 
 /// oz-manager's command line: a subcommand, or the flags of a run.
@@ -103,7 +103,7 @@ impl Command {
     pub fn parse_and_run() -> ExitCode {
         // First, before the allocator has touched more than a few pages: the kernel keeps a
         // huge page faulted in before this as it is.
-        if let Err(error) = huge_pages::turn_off() {
+        if let Err(error) = memory::turn_off_huge_pages() {
             eprintln!(
                 "oz-manager: could not turn transparent huge pages off ({error}); it may hold more memory than it uses"
             );

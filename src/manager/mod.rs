@@ -19,9 +19,9 @@ pub mod access_probe;
 pub mod command;
 pub mod config;
 pub mod endpoints;
-pub mod huge_pages;
 pub mod identity;
 pub mod leader;
+pub mod memory;
 pub mod sessions;
 
 pub use command::Command;

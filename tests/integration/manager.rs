@@ -223,7 +223,7 @@ async fn text_logs_written_to_a_file_carry_no_colour_codes() {
     );
 }
 
-/// oz-manager turns transparent huge pages off for itself (src/manager/huge_pages.rs): with
+/// oz-manager turns transparent huge pages off for itself (src/manager/memory.rs): with
 /// them its heap of small cache entries was held 2 MiB at a time, mostly empty.
 #[tokio::test]
 async fn oz_manager_runs_without_transparent_huge_pages() {
