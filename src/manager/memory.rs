@@ -1,6 +1,6 @@
 //! How oz-manager's freed memory goes back to the kernel: two settings made first thing in
-//! `main`. oz's heap is many small
-//! cache entries, with the freed room of LIST pages, watch events and reconciles between them.
+//! `main`. oz's heap is many small cache entries, with the freed room of LIST pages, watch
+//! events and reconciles between them.
 //!
 //! - **No transparent huge pages** ([`turn_off_huge_pages`]). mimalloc asks the kernel for huge
 //!   pages (`madvise(MADV_HUGEPAGE)`) on the regions it maps, and on a host whose THP setting is
@@ -13,15 +13,15 @@
 //!   per-process flag covers an `always` host from then on (the kernel checks it at each page
 //!   fault, so memory already mapped is covered too; pages already faulted in stay as they are).
 //! - **Freed pages returned at once** (`purge_freed_pages_at_once` in `src/bin/oz-manager.rs`,
-//!   where the allocator is chosen; an option set through mimalloc's C API, and this crate
-//!   forbids unsafe code). mimalloc 3 keeps a page
-//!   whose blocks are all freed for a second before it hands it back (`purge_delay`, 1,000 ms).
-//!   A restart frees most of what it allocates within that second, over and over: the LIST
-//!   pages, the parsed copies the caches clone from, the start-up reconciles. heaptrack's count
-//!   of a restart at 10,000 grants: the live heap peaked at 51.5 MB against 50.1 MB after it,
-//!   while the RSS rose ~20 MiB over the idle figure. With no delay, oz-bench's peak at that
-//!   restart went from 102.8 to 87.6 MiB (idle at 10,000: 82.9 and 83.0 MiB; the restart's CPU
-//!   39.5% and 40.4% of a core, one run each).
+//!   where the allocator is chosen: it sets an option through mimalloc's C API, and this crate
+//!   forbids unsafe code). mimalloc 3 keeps a page whose blocks are all freed for a second
+//!   before it hands it back (`purge_delay`, 1,000 ms). A restart frees most of what it
+//!   allocates within that second, over and over: the LIST pages, the parsed copies the caches
+//!   clone from, the start-up reconciles. heaptrack's count of a restart at 10,000 grants: the
+//!   live heap peaked at 51.5 MB against 50.1 MB after it, while the RSS rose ~20 MiB over the
+//!   idle figure. With no delay, oz-bench's peak at that restart went from 102.8 to 87.6 MiB
+//!   (`MIMALLOC_PURGE_DELAY=0`) and 88.8 MiB (set by oz-manager); idle at 10,000 stayed at
+//!   82.9–83.1 MiB and the restart's CPU at 39–40% of a core (one run each).
 
 /// Turns transparent huge pages off for this process and the processes it starts.
 #[cfg(target_os = "linux")]
