@@ -413,6 +413,77 @@ async fn an_edited_role_or_binding_of_a_grant_is_put_back() {
     assert!(!may_exec(&bob_client, &ns, &pod).await);
 }
 
+/// What changed while oz was down reaches it only as the state its watches first list, which
+/// wakes nothing by itself (`src/controllers/watches.rs`): every request is reconciled once its
+/// list is in, a window at a time (`src/controllers/request/listed_queue.rs`), and that puts each
+/// grant back.
+#[tokio::test]
+async fn a_grant_edited_or_deleted_while_oz_is_down_is_put_back_when_it_starts() {
+    let (ns, admin, web, _) = namespace("sec-downedit").await;
+    let mut operator = Operator::start(&ns, &[]);
+    let requests = Api::<ExecAccessRequest>::namespaced(admin.clone(), &ns);
+    for name in ["widened", "deleted"] {
+        create_manifest(&admin, &ns, &exec_request(name, "web-exec", "alice", "1h"))
+            .await
+            .unwrap();
+    }
+    let (widened, deleted) = (
+        ready(&requests, "widened").await,
+        ready(&requests, "deleted").await,
+    );
+    operator.kill();
+
+    let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), &ns);
+    let name = grant_name(&widened);
+    roles
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": [
+                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+                {"apiGroups": [""], "resources": ["pods", "secrets"], "verbs": ["get", "list"]},
+            ]})),
+        )
+        .await
+        .unwrap();
+    bindings
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"},
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
+            ]})),
+        )
+        .await
+        .unwrap();
+    let gone = grant_name(&deleted);
+    roles.delete(&gone, &Default::default()).await.unwrap();
+    bindings.delete(&gone, &Default::default()).await.unwrap();
+    assert!(!grant_problems(&admin, &ns).await.is_empty());
+
+    operator.restart();
+    eventually(
+        SETTLE,
+        &format!(
+            "oz to put both grants back once started (log: {})",
+            operator.log.display()
+        ),
+        || async { grant_problems(&admin, &ns).await.is_empty().then_some(()) },
+    )
+    .await;
+    let alice_client = env().client_as("alice").await.unwrap();
+    let bob_client = env().client_as("bob").await.unwrap();
+    for request in [&widened, &deleted] {
+        let pod = request.status.clone().unwrap().pod_name.unwrap();
+        let other = web.iter().find(|p| **p != pod).unwrap();
+        assert!(may_exec(&alice_client, &ns, &pod).await);
+        assert!(!may_exec(&alice_client, &ns, other).await);
+        assert!(!may_exec(&bob_client, &ns, &pod).await);
+    }
+}
+
 #[tokio::test]
 async fn a_template_in_another_namespace_cannot_be_used() {
     let (ns, admin, _, _) = namespace("sec-xns").await;
