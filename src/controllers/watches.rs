@@ -173,7 +173,6 @@ pub async fn request_controller<B: AccessBuilder>(
     )
     .modify(|approval| oz_api::strip_unread_metadata(approval.meta_mut()))
     .reflect(approvals_writer)
-    .filter(skip_first_list())
     .touched_objects();
     // The templates, read by every reconcile; a change to one wakes the requests naming it.
     let (templates, templates_writer) = reflector::store();
@@ -183,7 +182,6 @@ pub async fn request_controller<B: AccessBuilder>(
     )
     .modify(|template| oz_api::strip_unread_metadata(template.meta_mut()))
     .reflect(templates_writer)
-    .filter(skip_first_list())
     .touched_objects();
     // The grants' Roles and RoleBindings, read by the builders instead of the apiserver; a
     // change to one that oz did not make wakes its request, which puts it back. Listed once
@@ -257,7 +255,6 @@ pub async fn request_controller<B: AccessBuilder>(
     .inspect(move |event| match event {
         Ok(watcher::Event::Delete(request)) => {
             forgetting.timers.forget(request);
-            forgetting.listed.started(request);
             let namespace = request.namespace().unwrap_or_default();
             own.forget(&namespace, &request.name_any());
             if let Ok(grant) = grant_identity(request) {
@@ -266,9 +263,6 @@ pub async fn request_controller<B: AccessBuilder>(
         }
         Ok(watcher::Event::InitApply(request)) => forgetting.timers.arm_listed(request),
         Ok(watcher::Event::InitDone) => {
-            forgetting
-                .listed
-                .list_done(cached.state().iter().map(|r| ObjectRef::from_obj(&**r)));
             forgetting.timers.forget_absent(&cached);
             forgetting.timers.report_listed();
             if requests_listed.send_if_modified(|listed| !std::mem::replace(listed, true)) {
@@ -277,15 +271,7 @@ pub async fn request_controller<B: AccessBuilder>(
         }
         _ => {}
     })
-    // A listed request is reconciled once its list is complete, from the listed queue, not as
-    // the list brings it in ([`request::listed_queue`]).
-    .filter_map(|event| {
-        futures::future::ready(match event {
-            Ok(watcher::Event::Apply(request)) => Some(Ok(request)),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        })
-    })
+    .applied_objects()
     // oz's own status writes come back here too: the pass that wrote them has already
     // decided everything they say.
     .filter(move |request| {
@@ -302,8 +288,7 @@ pub async fn request_controller<B: AccessBuilder>(
         })
         .watches_stream(template_changes, requests_naming(&store))
         .watches_stream(decisions, request_decided::<B::Request>)
-        .reconcile_on(revoked_requests)
-        .reconcile_on(reconciler.listed.clone().stream());
+        .reconcile_on(revoked_requests);
     if B::OWNS_PODS {
         controller = controller.owns(scope.api::<Pod>(&client), owned);
     }
@@ -352,7 +337,6 @@ where
             writer.apply(&event);
             event
         })
-        .filter(skip_first_list())
         .filter_map(move |event| {
             let change = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
@@ -364,27 +348,6 @@ where
             };
             futures::future::ready(change)
         })
-}
-
-/// A filter of watch events that skips those of the first LIST (and lets every later one
-/// through, a re-list's too). For the watches of what requests stand on: every request is
-/// reconciled once the requests' own first list is in, and no reconcile reads a cache before
-/// its first list is in, so their first lists would only wake each request a second time (and
-/// fill kube's scheduler with all of them at once: [`request::listed_queue`]).
-fn skip_first_list<K>()
--> impl FnMut(&watcher::Result<watcher::Event<K>>) -> futures::future::Ready<bool> {
-    let mut listed = false;
-    move |event| {
-        let first_list = !listed
-            && matches!(
-                event,
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone)
-            );
-        if matches!(event, Ok(watcher::Event::InitDone)) {
-            listed = true;
-        }
-        futures::future::ready(!first_list)
-    }
 }
 
 /// `stream`, started once `first_list` says the requests have been listed (or at once if the
@@ -601,31 +564,6 @@ mod tests {
             Poll::Ready(Some(1))
         })
         .take(1)
-    }
-
-    #[tokio::test]
-    async fn the_first_list_wakes_nothing_and_every_later_event_does() {
-        use watcher::Event::*;
-        let events: Vec<watcher::Result<watcher::Event<u32>>> = vec![
-            Ok(Init),
-            Ok(InitApply(1)),
-            Ok(InitDone),
-            Ok(Apply(2)),
-            Ok(Delete(1)),
-            Ok(Init),
-            Ok(InitApply(3)),
-            Ok(InitDone),
-        ];
-        let kept: Vec<String> = futures::stream::iter(events)
-            .filter(skip_first_list())
-            .map(|e| format!("{:?}", e.unwrap()))
-            .collect()
-            .await;
-        assert_eq!(
-            kept,
-            ["Apply(2)", "Delete(1)", "Init", "InitApply(3)", "InitDone"],
-            "a re-list's events are changes oz may have missed"
-        );
     }
 
     #[tokio::test]

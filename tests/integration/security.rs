@@ -413,10 +413,9 @@ async fn an_edited_role_or_binding_of_a_grant_is_put_back() {
     assert!(!may_exec(&bob_client, &ns, &pod).await);
 }
 
-/// What changed while oz was down reaches it only as the state its watches first list, which
-/// wakes nothing by itself (`src/controllers/watches.rs`): every request is reconciled once its
-/// list is in, a window at a time (`src/controllers/request/listed_queue.rs`), and that puts each
-/// grant back.
+/// What changed while oz was down reaches it only as the state its watches first list: no
+/// watch event says a grant was edited or deleted. Every request is reconciled once at
+/// start-up, against those lists, and that puts each grant back.
 #[tokio::test]
 async fn a_grant_edited_or_deleted_while_oz_is_down_is_put_back_when_it_starts() {
     let (ns, admin, web, db) = namespace("sec-downedit").await;

@@ -63,7 +63,6 @@ mod approval;
 mod build;
 mod duration;
 mod expire;
-pub mod listed_queue;
 mod notices;
 mod reconciling;
 mod requester;
@@ -72,7 +71,6 @@ pub mod table_timers;
 mod template;
 pub mod timers;
 
-use listed_queue::ListedQueue;
 use reconciling::Reconciling;
 pub use requester::REQUESTER_ALLOWED;
 use status::Pass;
@@ -90,8 +88,6 @@ pub struct RequestReconciler<B: AccessBuilder> {
     pub approvals: Store<AccessApproval>,
     /// The grants' objects, and what they stand on.
     pub cache: GrantCache,
-    /// The requests the last LIST brought in, not yet handed to the controller.
-    pub listed: Arc<ListedQueue<B::Request>>,
     /// Set once every cache above has been filled by its first LIST.
     caches_filled: tokio::sync::OnceCell<()>,
 }
@@ -144,7 +140,6 @@ impl<B: AccessBuilder> RequestReconciler<B> {
             stores,
             approvals,
             cache,
-            listed: Arc::default(),
             caches_filled: tokio::sync::OnceCell::new(),
         }
     }
@@ -174,7 +169,6 @@ pub async fn reconcile<B: AccessBuilder>(
         .ctx
         .metrics
         .count_and_measure("request", &B::Request::kind(&()));
-    this.listed.started(&request);
     let result = reconcile_steps(&request, &this).await;
     let result = result.map(|action| look_again_if_missed(&this, &request, action));
     // Which version of which request was reconciled: what a reader of the log (or a test
