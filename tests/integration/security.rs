@@ -376,31 +376,7 @@ async fn an_edited_role_or_binding_of_a_grant_is_put_back() {
         &rbac_denies("alice", "patch", "roles", "rbac.authorization.k8s.io", &ns),
     );
 
-    // An admin widens the Role (secrets, and exec on every pod) and the binding (bob too).
-    let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
-    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), &ns);
-    roles
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"rules": [
-                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
-                {"apiGroups": [""], "resources": ["pods", "secrets"], "verbs": ["get", "list"]},
-            ]})),
-        )
-        .await
-        .unwrap();
-    bindings
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"},
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
-            ]})),
-        )
-        .await
-        .unwrap();
+    widen_grant(&admin, &ns, &name).await;
     let other = web.iter().find(|p| **p != pod).unwrap();
     eventually(
         SETTLE,
@@ -411,6 +387,35 @@ async fn an_edited_role_or_binding_of_a_grant_is_put_back() {
     assert!(may_exec(&alice_client, &ns, &pod).await);
     assert!(!may_exec(&alice_client, &ns, other).await);
     assert!(!may_exec(&bob_client, &ns, &pod).await);
+}
+
+/// As an admin, widens grant `name`: its Role to secrets and exec on every pod, its RoleBinding
+/// to bob too.
+async fn widen_grant(admin: &Client, ns: &str, name: &str) {
+    let roles: Api<Role> = Api::namespaced(admin.clone(), ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
+    roles
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": [
+                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+                {"apiGroups": [""], "resources": ["pods", "secrets"], "verbs": ["get", "list"]},
+            ]})),
+        )
+        .await
+        .unwrap();
+    bindings
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"},
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
+            ]})),
+        )
+        .await
+        .unwrap();
 }
 
 /// What changed while oz was down reaches it only as the state its watches first list: no
@@ -432,31 +437,9 @@ async fn a_grant_edited_or_deleted_while_oz_is_down_is_put_back_when_it_starts()
     );
     operator.kill();
 
+    widen_grant(&admin, &ns, &grant_name(&widened)).await;
     let roles: Api<Role> = Api::namespaced(admin.clone(), &ns);
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), &ns);
-    let name = grant_name(&widened);
-    roles
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"rules": [
-                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
-                {"apiGroups": [""], "resources": ["pods", "secrets"], "verbs": ["get", "list"]},
-            ]})),
-        )
-        .await
-        .unwrap();
-    bindings
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"},
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
-            ]})),
-        )
-        .await
-        .unwrap();
     let gone = grant_name(&deleted);
     roles.delete(&gone, &Default::default()).await.unwrap();
     bindings.delete(&gone, &Default::default()).await.unwrap();
