@@ -73,13 +73,13 @@ async fn arm_from_table<B: AccessBuilder>(
 /// Why the Table of requests could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    #[error("{0}")]
+    #[error(transparent)]
     Request(#[from] kube::core::request::Error),
-    #[error("{0}")]
+    #[error(transparent)]
     Uri(#[from] http::uri::InvalidUri),
-    #[error("{0}")]
+    #[error(transparent)]
     Api(#[from] kube::Error),
-    #[error("{0}")]
+    #[error(transparent)]
     Columns(#[from] MissingColumn),
 }
 
