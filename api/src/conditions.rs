@@ -14,19 +14,16 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::{condition_reason, condition_type};
 
 /// A status condition: the JSON and schema of Kubernetes' `metav1.Condition`, kept more
-/// compactly. oz-manager holds every request in memory with its six conditions, and their
-/// type, status and reason, words from a short list, were each a heap copy of their own
-/// (`webhooks/examples/cache_bytes.rs`: the conditions were half of a cached request's heap).
-/// Here a known word points at oz's copy, and only a word oz does not know is held as read.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// compactly. oz-manager holds every request in memory with its six conditions, and they were
+/// the largest part of a cached request: 128 bytes each, their type, status and reason each a
+/// string of its own (`webhooks/examples/cache_bytes.rs`). Here the three words take 16 bytes
+/// together when oz knows them all (each is its place in oz's list of words), and a condition
+/// takes 72. Read them with [`Condition::type_`], [`Condition::status`] and
+/// [`Condition::reason`].
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(from = "metav1::Condition", into = "metav1::Condition")]
 pub struct Condition {
-    /// The condition's type, e.g. `AccessStillValid`.
-    pub type_: Cow<'static, str>,
-    /// `True`, `False` or `Unknown`.
-    pub status: Cow<'static, str>,
-    /// Why, in one word, e.g. `Success`.
-    pub reason: Cow<'static, str>,
+    words: Words,
     /// Why, for humans.
     pub message: String,
     /// The generation of the object the condition was set from.
@@ -35,7 +32,17 @@ pub struct Condition {
     pub last_transition_time: Time,
 }
 
-/// The words of a condition's type, status and reason that oz writes.
+/// A condition's type, status and reason.
+#[derive(Clone, PartialEq)]
+enum Words {
+    /// All three are words oz writes: their places in [`WORDS`].
+    Known([u8; 3]),
+    /// One or more is not (someone else wrote the condition): all three, as read.
+    Read(Box<[Box<str>; 3]>),
+}
+
+/// The words of a condition's type, status and reason that oz writes. At most 256: a known
+/// word is kept as its place in this list.
 const WORDS: &[&str] = &[
     "True",
     "False",
@@ -48,6 +55,9 @@ const WORDS: &[&str] = &[
     condition_type::ACCESS_RESOURCES_CREATED,
     condition_type::ACCESS_RESOURCES_READY,
     condition_type::APPROVED,
+    condition_type::REQUESTER_ALLOWED,
+    condition_type::ADOPTED_FROM_OZ,
+    condition_type::ACCESS_COMMAND_VALID,
     condition_reason::SUCCESS,
     condition_reason::NOT_FOUND,
     condition_reason::NOT_ACCEPTABLE,
@@ -59,35 +69,95 @@ const WORDS: &[&str] = &[
     condition_reason::PENDING_APPROVAL,
     condition_reason::DENIED,
     condition_reason::BREAK_GLASS,
+    condition_reason::OZ_GRANT,
 ];
 
-/// `word`, as oz's copy if oz writes it.
-fn known(word: String) -> Cow<'static, str> {
-    match WORDS.iter().find(|known| **known == word) {
-        Some(known) => Cow::Borrowed(*known),
-        None => Cow::Owned(word),
+impl Words {
+    fn new(type_: &str, status: &str, reason: &str) -> Self {
+        let place = |word: &str| WORDS.iter().position(|known| *known == word);
+        match (place(type_), place(status), place(reason)) {
+            // WORDS is far shorter than 256 (a test checks it), so each place fits in a byte.
+            (Some(t), Some(s), Some(r)) => Words::Known([t as u8, s as u8, r as u8]),
+            _ => Words::Read(Box::new([type_.into(), status.into(), reason.into()])),
+        }
+    }
+
+    /// The type, status or reason: `i` is 0, 1 or 2.
+    fn get(&self, i: usize) -> &str {
+        match self {
+            Words::Known(places) => WORDS[usize::from(places[i])],
+            Words::Read(words) => &words[i],
+        }
+    }
+}
+
+impl Condition {
+    /// A condition of `type_`, `status` and `reason`.
+    pub fn new(
+        type_: &str,
+        status: &str,
+        reason: &str,
+        message: String,
+        observed_generation: Option<i64>,
+        last_transition_time: Time,
+    ) -> Self {
+        Self {
+            words: Words::new(type_, status, reason),
+            message,
+            observed_generation,
+            last_transition_time,
+        }
+    }
+
+    /// The condition's type, e.g. `AccessStillValid`.
+    pub fn type_(&self) -> &str {
+        self.words.get(0)
+    }
+
+    /// `True`, `False` or `Unknown`.
+    pub fn status(&self) -> &str {
+        self.words.get(1)
+    }
+
+    /// Why, in one word, e.g. `Success`.
+    pub fn reason(&self) -> &str {
+        self.words.get(2)
+    }
+}
+
+/// Field by field, as `metav1::Condition` shows itself.
+impl std::fmt::Debug for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Condition")
+            .field("type_", &self.type_())
+            .field("status", &self.status())
+            .field("reason", &self.reason())
+            .field("message", &self.message)
+            .field("observed_generation", &self.observed_generation)
+            .field("last_transition_time", &self.last_transition_time)
+            .finish()
     }
 }
 
 impl From<metav1::Condition> for Condition {
     fn from(condition: metav1::Condition) -> Self {
-        Self {
-            type_: known(condition.type_),
-            status: known(condition.status),
-            reason: known(condition.reason),
-            message: condition.message,
-            observed_generation: condition.observed_generation,
-            last_transition_time: condition.last_transition_time,
-        }
+        Self::new(
+            &condition.type_,
+            &condition.status,
+            &condition.reason,
+            condition.message,
+            condition.observed_generation,
+            condition.last_transition_time,
+        )
     }
 }
 
 impl From<Condition> for metav1::Condition {
     fn from(condition: Condition) -> Self {
         Self {
-            type_: condition.type_.into_owned(),
-            status: condition.status.into_owned(),
-            reason: condition.reason.into_owned(),
+            type_: condition.type_().to_owned(),
+            status: condition.status().to_owned(),
+            reason: condition.reason().to_owned(),
             message: condition.message,
             observed_generation: condition.observed_generation,
             last_transition_time: condition.last_transition_time,
@@ -161,19 +231,22 @@ pub fn set(
     now: Timestamp,
 ) {
     let status = if observation.holds { "True" } else { "False" };
-    let transitioned = match conditions.iter().find(|c| c.type_ == observation.type_) {
-        Some(existing) if existing.status == status => existing.last_transition_time.clone(),
+    let transitioned = match conditions.iter().find(|c| c.type_() == observation.type_) {
+        Some(existing) if existing.status() == status => existing.last_transition_time.clone(),
         _ => Time(now),
     };
-    let condition = Condition {
-        type_: observation.type_.into(),
-        status: status.into(),
-        reason: observation.reason.into(),
-        message: observation.message,
-        observed_generation: generation,
-        last_transition_time: transitioned,
-    };
-    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+    let condition = Condition::new(
+        observation.type_,
+        status,
+        observation.reason,
+        observation.message,
+        generation,
+        transitioned,
+    );
+    match conditions
+        .iter_mut()
+        .find(|c| c.type_() == condition.type_())
+    {
         Some(existing) => *existing = condition,
         None => conditions.push(condition),
     }
@@ -181,19 +254,19 @@ pub fn set(
 
 /// Oz's `ready`: every condition present is True (and there is at least one).
 pub fn all_true(conditions: &[Condition]) -> bool {
-    !conditions.is_empty() && conditions.iter().all(|c| c.status == "True")
+    !conditions.is_empty() && conditions.iter().all(|c| c.status() == "True")
 }
 
 /// Whether a condition of this type is present and True.
 pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
     conditions
         .iter()
-        .any(|c| c.type_ == type_ && c.status == "True")
+        .any(|c| c.type_() == type_ && c.status() == "True")
 }
 
 /// The conditions that do not hold, in their order: what a user is told is wrong.
 pub fn failing(conditions: &[Condition]) -> impl Iterator<Item = &Condition> {
-    conditions.iter().filter(|c| c.status != "True")
+    conditions.iter().filter(|c| c.status() != "True")
 }
 
 #[cfg(test)]
@@ -220,11 +293,18 @@ mod tests {
             serde_json::to_value(&ours).unwrap(),
             serde_json::to_value(&theirs).unwrap()
         );
-        // oz's words point at oz's copies; others are kept as read.
-        let borrowed = |word: &Cow<'static, str>| matches!(word, Cow::Borrowed(_));
-        assert!(borrowed(&ours[0].type_) && borrowed(&ours[0].status) && borrowed(&ours[0].reason));
-        assert_eq!(ours[1].type_, "SomeoneElses");
-        assert!(!borrowed(&ours[1].type_) && !borrowed(&ours[1].status));
+        // oz's words are kept as their places in WORDS; a condition with a word oz does not
+        // write keeps all three as read.
+        assert!(matches!(ours[0].words, Words::Known(_)));
+        assert_eq!(
+            (ours[0].type_(), ours[0].status(), ours[0].reason()),
+            ("AccessStillValid", "True", "Success")
+        );
+        assert!(matches!(ours[1].words, Words::Read(_)));
+        assert_eq!(
+            (ours[1].type_(), ours[1].status(), ours[1].reason()),
+            ("SomeoneElses", "Maybe", "Because")
+        );
         assert_eq!(
             <Condition as schemars::JsonSchema>::json_schema(
                 &mut schemars::SchemaGenerator::default()
@@ -275,7 +355,7 @@ mod tests {
             Some(2),
             at("2026-01-01T00:10:00Z"),
         );
-        assert_eq!(conditions[0].status, "False");
+        assert_eq!(conditions[0].status(), "False");
         assert_eq!(
             conditions[0].last_transition_time.0,
             at("2026-01-01T00:10:00Z")
@@ -304,7 +384,32 @@ mod tests {
         assert!(is_true(&conditions, "A"));
         assert!(!is_true(&conditions, "B"));
         assert!(!is_true(&conditions, "C"));
-        let failing: Vec<_> = failing(&conditions).map(|c| c.type_.as_ref()).collect();
+        let failing: Vec<_> = failing(&conditions).map(Condition::type_).collect();
         assert_eq!(failing, ["B"]);
+    }
+
+    #[test]
+    fn every_word_oz_writes_is_kept_in_a_byte() {
+        // A place in WORDS must fit in a u8, and no word may be listed twice (the second
+        // would never be found).
+        assert!(WORDS.len() <= 256);
+        let unique: std::collections::BTreeSet<_> = WORDS.iter().collect();
+        assert_eq!(unique.len(), WORDS.len());
+        // What the controllers write, and what they read back, without a copy of any word.
+        for type_ in [
+            condition_type::REQUESTER_ALLOWED,
+            condition_type::ADOPTED_FROM_OZ,
+            condition_type::ACCESS_COMMAND_VALID,
+        ] {
+            let words = Words::new(type_, "False", condition_reason::OZ_GRANT);
+            assert!(matches!(words, Words::Known(_)), "{type_}");
+        }
+    }
+
+    #[test]
+    fn a_condition_takes_72_bytes() {
+        // Six of them per cached request: 432 bytes, where they took 768 as four strings and
+        // three copy-on-write words each (oz-manager's memory at 10,000 grants, issue 20).
+        assert_eq!(std::mem::size_of::<Condition>(), 72);
     }
 }

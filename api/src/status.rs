@@ -107,6 +107,12 @@ pub mod condition_type {
     pub const ACCESS_RESOURCES_READY: &str = "AccessResourcesReady";
     /// oz only: the approvals the template requires have been made.
     pub const APPROVED: &str = "Approved";
+    /// oz only: the requester is in the template's allowedGroups.
+    pub const REQUESTER_ALLOWED: &str = "RequesterAllowed";
+    /// oz only: the grant was made by Oz and kept as Oz made it, with no requester.
+    pub const ADOPTED_FROM_OZ: &str = "AdoptedFromOz";
+    /// oz only, on templates: the accessCommand is a template oz can render.
+    pub const ACCESS_COMMAND_VALID: &str = "AccessCommandValid";
 }
 
 /// The condition reasons Oz writes, with the same names.
@@ -126,4 +132,6 @@ pub mod condition_reason {
     pub const DENIED: &str = "Denied";
     /// oz only: the requester approved their own request under the template's breakGlass.
     pub const BREAK_GLASS: &str = "BreakGlass";
+    /// oz only: the reason of AdoptedFromOz.
+    pub const OZ_GRANT: &str = "OzGrant";
 }

@@ -456,14 +456,14 @@ mod tests {
         pending.status.pod_name = None;
         pending.status.expires_at = None;
         pending.status.approval_progress = Some("1/2".into());
-        pending.status.conditions = vec![oz_api::Condition {
-            type_: "Approved".into(),
-            status: "False".into(),
-            reason: "PendingApproval".into(),
-            message: "1 of 2 approvals; waiting for a member of leads, ops".into(),
-            last_transition_time: Time(now),
-            observed_generation: None,
-        }];
+        pending.status.conditions = vec![oz_api::Condition::new(
+            "Approved",
+            "False",
+            "PendingApproval",
+            "1 of 2 approvals; waiting for a member of leads, ops".into(),
+            None,
+            Time(now),
+        )];
         pending.status.approvals = vec![ApprovalRecord {
             approver: "dave".into(),
             at: Time(now),

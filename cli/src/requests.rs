@@ -95,8 +95,8 @@ impl RequestView {
             return "being revoked".into();
         }
         match failing(&self.status.conditions).next() {
-            Some(c) if c.message.is_empty() => format!("{}: {}", c.type_, c.reason),
-            Some(c) => format!("{}: {}", c.type_, c.message),
+            Some(c) if c.message.is_empty() => format!("{}: {}", c.type_(), c.reason()),
+            Some(c) => format!("{}: {}", c.type_(), c.message),
             None if self.status.conditions.is_empty() => "waiting for oz to pick it up".into(),
             None => self.phase_word(),
         }
@@ -107,7 +107,7 @@ impl RequestView {
     pub fn problem(&self) -> String {
         failing(&self.status.conditions)
             .next()
-            .map(|c| format!("{} ({})", c.message, c.type_))
+            .map(|c| format!("{} ({})", c.message, c.type_()))
             .unwrap_or_else(|| "oz gave no reason; see the request's events".into())
     }
 }
@@ -232,16 +232,14 @@ mod tests {
     use super::*;
 
     fn condition(type_: &str, status: &str, message: &str) -> Condition {
-        Condition {
-            type_: type_.to_owned().into(),
-            status: status.to_owned().into(),
-            reason: "Reason".into(),
-            message: message.into(),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                Timestamp::UNIX_EPOCH,
-            ),
-            observed_generation: None,
-        }
+        Condition::new(
+            type_,
+            status,
+            "Reason",
+            message.into(),
+            None,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+        )
     }
 
     fn view(conditions: Vec<Condition>) -> RequestView {

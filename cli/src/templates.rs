@@ -46,7 +46,7 @@ impl TemplateView {
                 Some(s) if s.ready => None,
                 Some(s) => Some(failing(&s.conditions).next().map_or_else(
                     || "not ready".into(),
-                    |c| format!("{}: {}", c.type_, c.message),
+                    |c| format!("{}: {}", c.type_(), c.message),
                 )),
             },
             object: object_json(template),

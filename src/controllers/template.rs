@@ -27,8 +27,7 @@ use crate::{
     builders::workload::{self, Lookup},
 };
 
-/// oz-only condition: the accessCommand is a template oz can render.
-pub const ACCESS_COMMAND_VALID: &str = "AccessCommandValid";
+use oz_api::condition_type::ACCESS_COMMAND_VALID;
 
 /// Reconciles one template.
 pub async fn reconcile<T: AccessTemplate>(template: Arc<T>, ctx: Arc<Context>) -> Result<Action> {
@@ -142,7 +141,7 @@ fn readiness_event(
         )
     } else {
         let failing: Vec<_> = conditions::failing(&status.conditions)
-            .map(|c| format!("{}: {}", c.type_, c.message))
+            .map(|c| format!("{}: {}", c.type_(), c.message))
             .collect();
         (EventType::Warning, "TemplateNotReady", failing.join("; "))
     })

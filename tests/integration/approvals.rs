@@ -219,7 +219,7 @@ fn condition<'a>(request: &'a ExecAccessRequest, type_: &str) -> &'a oz_api::Con
         .unwrap()
         .conditions
         .iter()
-        .find(|c| c.type_ == type_)
+        .find(|c| c.type_() == type_)
         .unwrap_or_else(|| panic!("no {type_} condition: {request:?}"))
 }
 
@@ -243,7 +243,7 @@ async fn two_of_three_approvers_grant_from_the_second_approval() {
     assert_eq!(progress(&pending), Some("0/2"));
     let approved = condition(&pending, condition_type::APPROVED);
     assert_eq!(
-        (approved.status.as_ref(), approved.reason.as_ref()),
+        (approved.status(), approved.reason()),
         ("False", "PendingApproval")
     );
     assert_eq!(
@@ -284,7 +284,7 @@ async fn two_of_three_approvers_grant_from_the_second_approval() {
     );
     assert_eq!(approvers(&ready), ["bob", "carol"]);
     assert_eq!(status.approval_progress.as_deref(), Some("2/2"));
-    assert_eq!(condition(&ready, condition_type::APPROVED).status, "True");
+    assert_eq!(condition(&ready, condition_type::APPROVED).status(), "True");
     assert!(status.ready);
     assert!(!f.grants_of(&request).is_empty());
 }
@@ -301,10 +301,7 @@ async fn a_deny_after_one_approval_ends_it_denied_with_nothing_ever_granted() {
     f.decide("carol-no", &request, "carol", "Deny", "").await;
     let denied = f.wait_for("denied", RequestPhase::Denied).await;
     let approved = condition(&denied, condition_type::APPROVED);
-    assert_eq!(
-        (approved.status.as_ref(), approved.reason.as_ref()),
-        ("False", "Denied")
-    );
+    assert_eq!((approved.status(), approved.reason()), ("False", "Denied"));
     assert_eq!(approved.message, "denied by carol: carol decided");
     f.events_once("denied", "Denied").await;
     // Denied is final: a later approval changes nothing.
@@ -329,10 +326,7 @@ async fn an_undecided_request_expires_after_its_pending_timeout() {
     f.wait_for("late", RequestPhase::PendingApproval).await;
     let expired = f.wait_for("late", RequestPhase::Expired).await;
     let approved = condition(&expired, condition_type::APPROVED);
-    assert_eq!(
-        (approved.status.as_ref(), approved.reason.as_ref()),
-        ("False", "Timeout")
-    );
+    assert_eq!((approved.status(), approved.reason()), ("False", "Timeout"));
     assert_eq!(approved.message, "no decision within pendingTimeout 3s");
     assert!(
         f.grants_of(&request).is_empty(),
@@ -435,7 +429,7 @@ async fn a_break_glass_self_approval_grants_at_once_and_is_announced() {
     let ready = f.wait_for("glass", RequestPhase::Ready).await;
     let approved = condition(&ready, condition_type::APPROVED);
     assert_eq!(
-        (approved.status.as_ref(), approved.reason.as_ref()),
+        (approved.status(), approved.reason()),
         ("True", "BreakGlass")
     );
     assert_eq!(
@@ -468,10 +462,7 @@ async fn deleting_the_approval_of_a_granted_request_ends_it_denied_and_revoked()
         .unwrap();
     let denied = f.wait_for("withdrawn", RequestPhase::Denied).await;
     let approved = condition(&denied, condition_type::APPROVED);
-    assert_eq!(
-        (approved.status.as_ref(), approved.reason.as_ref()),
-        ("False", "Denied")
-    );
+    assert_eq!((approved.status(), approved.reason()), ("False", "Denied"));
     assert_eq!(
         approved.message,
         "approval withdrawn: 0 of 1 approvals remain; the grant is revoked"

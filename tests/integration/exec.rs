@@ -175,7 +175,7 @@ fn condition<'a>(request: &'a ExecAccessRequest, type_: &str) -> &'a oz_api::Con
     status
         .conditions
         .iter()
-        .find(|c| c.type_ == type_)
+        .find(|c| c.type_() == type_)
         .unwrap_or_else(|| panic!("no {type_} condition: {status:?}"))
 }
 
@@ -304,8 +304,8 @@ async fn bob_is_denied_and_nothing_is_created() {
     f.request("bob-web", "bob", "").await;
     let denied = f.wait_for("bob-web", RequestPhase::Denied).await;
     let reason = condition(&denied, "RequesterAllowed");
-    assert_eq!(reason.status, "False");
-    assert_eq!(reason.reason, "NotAllowed");
+    assert_eq!(reason.status(), "False");
+    assert_eq!(reason.reason(), "NotAllowed");
     assert!(
         reason
             .message
@@ -358,8 +358,8 @@ async fn access_ends_within_a_second_of_expires_at() {
     let still_valid = condition(&expired, condition_type::ACCESS_STILL_VALID);
     assert_eq!(
         (
-            still_valid.status.as_ref(),
-            still_valid.reason.as_ref(),
+            still_valid.status(),
+            still_valid.reason(),
             still_valid.message.as_str()
         ),
         ("False", "Timeout", "Access expired")
@@ -495,10 +495,7 @@ async fn a_target_pod_is_honoured_and_a_bad_one_is_explained() {
     f.request("ghost", "alice", "  targetPod: ghost\n").await;
     let failed = f.wait_for("ghost", RequestPhase::Failed).await;
     let created = condition(&failed, condition_type::ACCESS_RESOURCES_CREATED);
-    assert_eq!(
-        (created.status.as_ref(), created.reason.as_ref()),
-        ("False", "Failure")
-    );
+    assert_eq!((created.status(), created.reason()), ("False", "Failure"));
     assert!(
         created.message.contains("pod named ghost not found"),
         "{}",
@@ -538,10 +535,7 @@ async fn bad_input_gives_a_condition_and_no_access_resources() {
     create_manifest(&f.admin, &f.ns, yaml).await.unwrap();
     let failed = f.wait_for("nope", RequestPhase::Failed).await;
     let exists = condition(&failed, condition_type::TARGET_TEMPLATE_EXISTS);
-    assert_eq!(
-        (exists.status.as_ref(), exists.reason.as_ref()),
-        ("False", "NotFound")
-    );
+    assert_eq!((exists.status(), exists.reason()), ("False", "NotFound"));
     assert!(
         exists.message.starts_with("Error: template does not exist"),
         "{}",
@@ -669,7 +663,7 @@ async fn a_template_notices_its_target_appearing_without_polling() {
             status
                 .conditions
                 .iter()
-                .any(|c| c.type_ == "TargetRefExists" && c.status == "False")
+                .any(|c| c.type_() == "TargetRefExists" && c.status() == "False")
                 .then_some(status)
         }
     })
@@ -678,9 +672,9 @@ async fn a_template_notices_its_target_appearing_without_polling() {
     let target = missing
         .conditions
         .iter()
-        .find(|c| c.type_ == "TargetRefExists")
+        .find(|c| c.type_() == "TargetRefExists")
         .unwrap();
-    assert_eq!(target.reason, "NotFound");
+    assert_eq!(target.reason(), "NotFound");
     assert!(target.message.starts_with("Error:"), "{}", target.message);
 
     // ...then created: the watch makes the template ready within seconds (Oz: up to 5 minutes).
@@ -707,7 +701,7 @@ async fn a_template_notices_its_target_appearing_without_polling() {
     let durations = ready
         .conditions
         .iter()
-        .find(|c| c.type_ == "TemplateDurationsValid")
+        .find(|c| c.type_() == "TemplateDurationsValid")
         .unwrap();
     assert_eq!(
         durations.message,

@@ -150,7 +150,7 @@ fn condition_message(request: &PodAccessRequest, type_: &str) -> String {
     status
         .conditions
         .iter()
-        .find(|c| c.type_ == type_)
+        .find(|c| c.type_() == type_)
         .map(|c| c.message.clone())
         .unwrap_or_default()
 }

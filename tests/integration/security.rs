@@ -546,7 +546,7 @@ async fn a_template_in_another_namespace_cannot_be_used() {
         .unwrap()
         .conditions
         .into_iter()
-        .find(|c| c.type_ == "TargetTemplateExists")
+        .find(|c| c.type_() == "TargetTemplateExists")
         .unwrap()
         .message;
     assert!(

@@ -45,10 +45,8 @@ use crate::{
     builders::{AccessBuilder, Built, is_ready},
 };
 
-/// oz-only condition: the grant was made by Oz and kept as Oz made it, with no requester.
-pub const ADOPTED_FROM_OZ: &str = "AdoptedFromOz";
-/// The reason of [`ADOPTED_FROM_OZ`].
-const OZ_GRANT: &str = "OzGrant";
+use oz_api::condition_reason::OZ_GRANT;
+use oz_api::condition_type::ADOPTED_FROM_OZ;
 
 /// A grant Oz made, as found: its Role and RoleBinding, and the pod the Role names.
 pub struct OzGrant {

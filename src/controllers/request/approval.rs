@@ -194,7 +194,7 @@ fn was_approved(previous: &RequestStatus) -> bool {
 /// A template whose approval block was removed: its requests are granted as any other, and
 /// their status stops reporting approvals (a stale Approved=False would keep them un-ready).
 fn forget_approval(status: &mut RequestStatus) {
-    status.conditions.retain(|c| c.type_ != kind::APPROVED);
+    status.conditions.retain(|c| c.type_() != kind::APPROVED);
     status.approved_at = None;
     status.approvals.clear();
     status.approval_progress = None;

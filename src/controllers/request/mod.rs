@@ -72,7 +72,6 @@ mod template;
 pub mod timers;
 
 use reconciling::Reconciling;
-pub use requester::REQUESTER_ALLOWED;
 use status::Pass;
 use timers::ExpiryTimers;
 

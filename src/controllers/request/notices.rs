@@ -18,7 +18,7 @@ use crate::notify::{Notice, NoticeKind};
 pub fn notices_for(previous: &RequestStatus, status: &RequestStatus) -> Vec<(NoticeKind, String)> {
     let mut notices = Vec::new();
     fn approved(s: &RequestStatus) -> Option<&Condition> {
-        approved_condition(s).filter(|c| c.status == "True")
+        approved_condition(s).filter(|c| c.status() == "True")
     }
     if became(previous, status, RequestPhase::PendingApproval) {
         notices.push((NoticeKind::PendingApproval, approval_message(status)));
@@ -27,13 +27,13 @@ pub fn notices_for(previous: &RequestStatus, status: &RequestStatus) -> Vec<(Not
         && (approved(previous).is_none() || previous.approved_at != status.approved_at)
     {
         notices.push((NoticeKind::Approved, condition.message.clone()));
-        if condition.reason == reason::BREAK_GLASS {
+        if condition.reason() == reason::BREAK_GLASS {
             notices.push((NoticeKind::BreakGlass, condition.message.clone()));
         }
     }
     if became(previous, status, RequestPhase::Denied) {
         let why = approved_condition(status)
-            .filter(|c| c.status == "False" && c.reason == reason::DENIED)
+            .filter(|c| c.status() == "False" && c.reason() == reason::DENIED)
             .or_else(|| conditions::failing(&status.conditions).next())
             .map(|c| c.message.clone())
             .unwrap_or_else(|| "denied".into());
@@ -44,7 +44,7 @@ pub fn notices_for(previous: &RequestStatus, status: &RequestStatus) -> Vec<(Not
     }
     if became(previous, status, RequestPhase::Expired) {
         let message = match approved_condition(status) {
-            Some(c) if c.reason == reason::TIMEOUT => c.message.clone(),
+            Some(c) if c.reason() == reason::TIMEOUT => c.message.clone(),
             _ => format!("access ended at {}", until(status)),
         };
         notices.push((NoticeKind::Expired, message));
@@ -96,7 +96,10 @@ pub fn notice<R: AccessRequest>(
 }
 
 fn approved_condition(status: &RequestStatus) -> Option<&Condition> {
-    status.conditions.iter().find(|c| c.type_ == kind::APPROVED)
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_() == kind::APPROVED)
 }
 
 fn approval_message(status: &RequestStatus) -> String {

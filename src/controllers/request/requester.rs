@@ -13,8 +13,7 @@ use super::{
 };
 use crate::builders::AccessBuilder;
 
-/// oz-only condition: the requester is in the template's allowedGroups.
-pub const REQUESTER_ALLOWED: &str = "RequesterAllowed";
+use oz_api::condition_type::REQUESTER_ALLOWED;
 
 /// The requester, if `config` admits them; otherwise the request is Denied and its grant, if
 /// any, revoked.

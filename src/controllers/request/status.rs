@@ -282,7 +282,7 @@ pub fn events_for(previous: &RequestStatus, status: &RequestStatus, notes: Vec<N
     fn created(s: &RequestStatus) -> Option<&Condition> {
         s.conditions
             .iter()
-            .find(|c| c.type_ == kind::ACCESS_RESOURCES_CREATED && c.status == "True")
+            .find(|c| c.type_() == kind::ACCESS_RESOURCES_CREATED && c.status() == "True")
     }
     let ready = became(previous, status, RequestPhase::Ready);
     // Made and ready in one pass (exec access always is): `Ready` says both, in one Event.
