@@ -493,7 +493,7 @@ impl AccessLookup for StaticLookup {
             kind: AccessKind::Exec,
             name: "alice-grant".into(),
             template: TEMPLATE.into(),
-            requester: Some(cluster::alice()),
+            requested_by: Some(cluster::alice().username),
             phase: Some(RequestPhase::Ready),
             pod_name: Some(self.pod.clone()),
             approvers: Vec::new(),

@@ -53,11 +53,7 @@ impl AccessLookup for Lookup {
                     kind: AccessKind::Exec,
                     name: "granted".into(),
                     template: "web".into(),
-                    requester: Some(oz_api::Requester {
-                        username: "alice".into(),
-                        uid: None,
-                        groups: vec!["devs".into()],
-                    }),
+                    requested_by: Some("alice".into()),
                     phase: Some(oz_api::RequestPhase::Ready),
                     pod_name: Some("web-0".into()),
                     approvers: Vec::new(),

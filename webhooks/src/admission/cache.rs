@@ -23,8 +23,10 @@
 //! still be named as the grant, and a template's just-changed accessConfig is not yet seen.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    borrow::Borrow,
+    collections::{BTreeMap, HashMap, HashSet},
     fmt::Debug,
+    hash::{Hash, Hasher},
     sync::{
         Arc, PoisonError, RwLock,
         atomic::{AtomicBool, Ordering},
@@ -428,7 +430,7 @@ where
 
 /// The requests of one kind, each as its [`RequestSummary`], by namespace and name.
 struct RequestSummaries {
-    by_namespace: RwLock<HashMap<String, HashMap<String, RequestSummary>>>,
+    by_namespace: RwLock<HashMap<String, Summaries>>,
     /// Becomes true once the watch has listed.
     listed: watch::Receiver<bool>,
 }
@@ -442,7 +444,7 @@ impl RequestSummaries {
             .unwrap_or_else(PoisonError::into_inner);
         by_namespace
             .get(namespace)
-            .map(|requests| requests.values().cloned().collect())
+            .map(|requests| requests.iter().map(|kept| kept.0.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -463,7 +465,7 @@ impl RequestSummaries {
 /// keeps its store: a (re)list replaces everything once complete.
 struct SummaryWriter {
     summaries: Arc<RequestSummaries>,
-    listing: HashMap<String, HashMap<String, RequestSummary>>,
+    listing: HashMap<String, Summaries>,
     listed: watch::Sender<bool>,
 }
 
@@ -493,34 +495,60 @@ impl SummaryWriter {
         match event {
             watcher::Event::Init => self.listing = HashMap::new(),
             watcher::Event::InitApply(request) => {
-                let summary = RequestSummary::of(request);
                 self.listing
                     .entry(namespace(request))
                     .or_default()
-                    .insert(summary.name.clone(), summary);
+                    .replace(ByName(RequestSummary::of(request)));
             }
             watcher::Event::InitDone => {
                 *write() = std::mem::take(&mut self.listing);
                 self.listed.send_replace(true);
             }
             watcher::Event::Apply(request) => {
-                let summary = RequestSummary::of(request);
                 write()
                     .entry(namespace(request))
                     .or_default()
-                    .insert(summary.name.clone(), summary);
+                    .replace(ByName(RequestSummary::of(request)));
             }
             watcher::Event::Delete(request) => {
                 let mut by_namespace = write();
                 let namespace = namespace(request);
                 if let Some(requests) = by_namespace.get_mut(&namespace) {
-                    requests.remove(&request.name_any());
+                    requests.remove(request.name_any().as_str());
                     if requests.is_empty() {
                         by_namespace.remove(&namespace);
                     }
                 }
             }
         }
+    }
+}
+
+/// One namespace's summaries of one kind.
+type Summaries = HashSet<ByName>;
+
+/// A summary in a set, found by its name, which is then not kept a second time as a key.
+#[derive(Debug)]
+struct ByName(RequestSummary);
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for ByName {}
+
+impl Hash for ByName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As the `str` it is borrowed as hashes, so a lookup by name finds it.
+        self.0.name.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        &self.0.name
     }
 }
 
@@ -762,11 +790,7 @@ mod tests {
             kind: AccessKind::Exec,
             name: name.into(),
             template: "web".into(),
-            requester: Some(oz_api::Requester {
-                username: user.into(),
-                uid: None,
-                groups: vec!["devs".into()],
-            }),
+            requested_by: Some(user.into()),
             phase: Some(phase),
             pod_name: Some("web-0".into()),
             approvers: Vec::new(),
@@ -872,11 +896,7 @@ mod tests {
                 kind: AccessKind::Exec,
                 name: "approved".into(),
                 template: "web".into(),
-                requester: Some(oz_api::Requester {
-                    username: "erin".into(),
-                    uid: Some("uid-erin".into()),
-                    groups: vec!["devs".into(), "oncall".into()],
-                }),
+                requested_by: Some("erin".into()),
                 phase: Some(RequestPhase::Ready),
                 pod_name: Some("web-0".into()),
                 approvers: vec!["frank".into()],
@@ -980,6 +1000,21 @@ mod tests {
                 .iter()
                 .all(|r| r.kind == AccessKind::Pod)
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_changed_after_the_list_is_kept_once_as_it_is_now() {
+        let mut fixture = Fixture::new(Apiserver::default()).listed().await;
+        fixture
+            .exec_requests
+            .send(vec![watcher::Event::Apply(exec_request(
+                NS, "alices", "alice", "Expired",
+            ))])
+            .await;
+        let requests = fixture.lookup.requests(NS).await.unwrap();
+        let alices: Vec<_> = requests.iter().filter(|r| r.name == "alices").collect();
+        assert_eq!(alices.len(), 1, "{requests:?}");
+        assert_eq!(alices[0].phase, Some(RequestPhase::Expired));
     }
 
     #[tokio::test]

@@ -112,7 +112,7 @@ pub fn candidates(requests: Vec<RequestSummary>, pod: &str) -> Vec<RequestSummar
 pub fn own_grant<'a>(candidates: &'a [RequestSummary], user: &str) -> Option<&'a RequestSummary> {
     candidates
         .iter()
-        .find(|r| r.requester.as_ref().is_some_and(|q| q.username == user))
+        .find(|r| r.requested_by.as_deref() == Some(user))
 }
 
 /// Whether `request`, through `template`, also lets a user in `groups` in: the user is in one
@@ -124,7 +124,7 @@ pub fn grants_to_groups(
     template: &AccessConfig,
     groups: &[String],
 ) -> bool {
-    let to_groups = template.grant_to() == GrantTo::AllowedGroups || request.requester.is_none();
+    let to_groups = template.grant_to() == GrantTo::AllowedGroups || request.requested_by.is_none();
     to_groups && template.admits(groups)
 }
 
@@ -158,7 +158,7 @@ pub fn denial(enforce: &EnforceSettings, record: &AuditRecord) -> Option<String>
 
 #[cfg(test)]
 mod tests {
-    use oz_api::{AccessKind, Requester};
+    use oz_api::AccessKind;
     use serde_json::json;
 
     use super::*;
@@ -168,11 +168,7 @@ mod tests {
             kind,
             name: name.into(),
             template: "web".into(),
-            requester: Some(Requester {
-                username: user.into(),
-                uid: None,
-                groups: Vec::new(),
-            }),
+            requested_by: Some(user.into()),
             phase: Some(phase),
             pod_name: Some("web-0".into()),
             approvers: Vec::new(),
@@ -251,7 +247,7 @@ mod tests {
         ));
         // A grant Oz made, adopted by oz: Oz bound the allowedGroups, whatever grantTo says.
         let ozs = RequestSummary {
-            requester: None,
+            requested_by: None,
             ..carols
         };
         assert!(grants_to_groups(

@@ -49,11 +49,7 @@ fn grant_request(
         kind,
         name: name.into(),
         template: template.into(),
-        requester: Some(Requester {
-            username: who.into(),
-            uid: None,
-            groups: vec!["devs".into()],
-        }),
+        requested_by: Some(who.into()),
         phase: Some(phase),
         pod_name: Some(pod.into()),
         approvers: Vec::new(),
