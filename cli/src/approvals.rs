@@ -63,8 +63,8 @@ impl Decidable<'_> {
         self.request
             .status
             .approval_progress
-            .clone()
-            .unwrap_or_else(|| format!("0/{}", self.approval.required))
+            .as_deref()
+            .map_or_else(|| format!("0/{}", self.approval.required), str::to_owned)
     }
 
     /// When the request stops waiting and ends Expired: creation plus `pendingTimeout`.

@@ -58,7 +58,7 @@ pub async fn verify_approval<B: AccessBuilder>(
         .map(|a| &**a);
     let tally = tally(approval, request, in_namespace);
     pass.status.approvals = tally.records.clone();
-    pass.status.approval_progress = Some(tally.progress());
+    pass.status.approval_progress = Some(tally.progress().into());
     match &tally.outcome {
         Outcome::Approved { at, break_glass } => {
             approved(pass, &tally, at, *break_glass);
