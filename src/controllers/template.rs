@@ -27,8 +27,6 @@ use crate::{
     builders::workload::{self, Lookup},
 };
 
-use oz_api::condition_type::ACCESS_COMMAND_VALID;
-
 /// Reconciles one template.
 pub async fn reconcile<T: AccessTemplate>(template: Arc<T>, ctx: Arc<Context>) -> Result<Action> {
     let _measure = ctx.metrics.count_and_measure("template", &T::kind(&()));
@@ -112,12 +110,12 @@ fn verify_durations(config: &AccessConfig) -> Observation {
 fn verify_access_command(config: &AccessConfig) -> Observation {
     match validate_access_command(&config.access_command) {
         Ok(()) => Observation::yes(
-            ACCESS_COMMAND_VALID,
+            kind::ACCESS_COMMAND_VALID,
             reason::SUCCESS,
             "spec.accessConfig.accessCommand valid",
         ),
         Err(e) => Observation::no(
-            ACCESS_COMMAND_VALID,
+            kind::ACCESS_COMMAND_VALID,
             reason::NOT_ACCEPTABLE,
             format!("Error on spec.accessConfig.accessCommand: {e}"),
         ),

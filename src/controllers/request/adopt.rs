@@ -45,9 +45,6 @@ use crate::{
     builders::{AccessBuilder, Built, is_ready},
 };
 
-use oz_api::condition_reason::OZ_GRANT;
-use oz_api::condition_type::ADOPTED_FROM_OZ;
-
 /// A grant Oz made, as found: its Role and RoleBinding, and the pod the Role names.
 pub struct OzGrant {
     pub role: Role,
@@ -127,7 +124,11 @@ pub async fn keep_oz_grant<B: AccessBuilder>(
     if !adopted_earlier(pass.previous()) {
         pass.note(EventType::Normal, "AdoptedFromOz", adopted.clone());
     }
-    pass.observe(Observation::yes(ADOPTED_FROM_OZ, OZ_GRANT, adopted));
+    pass.observe(Observation::yes(
+        kind::ADOPTED_FROM_OZ,
+        reason::OZ_GRANT,
+        adopted,
+    ));
     let pod_name = grant.pod.name_any();
     pass.observe(Observation::yes(
         kind::ACCESS_RESOURCES_CREATED,
@@ -191,7 +192,7 @@ pub fn left_by_oz_or_adopted(status: Option<&RequestStatus>) -> bool {
 
 /// Whether oz recorded that it adopted the grant from Oz.
 pub fn adopted_earlier(status: &RequestStatus) -> bool {
-    oz_api::conditions::is_true(&status.conditions, ADOPTED_FROM_OZ)
+    oz_api::conditions::is_true(&status.conditions, kind::ADOPTED_FROM_OZ)
 }
 
 /// Whether `owners` has a controller reference to the object with `uid`.
@@ -250,7 +251,11 @@ mod tests {
         };
         assert!(left_by_oz_or_adopted(Some(&oz)));
         let adopted = RequestStatus {
-            conditions: conditions_of(&[Observation::yes(ADOPTED_FROM_OZ, OZ_GRANT, "")]),
+            conditions: conditions_of(&[Observation::yes(
+                kind::ADOPTED_FROM_OZ,
+                reason::OZ_GRANT,
+                "",
+            )]),
             phase: Some(RequestPhase::Ready),
             ..Default::default()
         };

@@ -4,7 +4,8 @@
 use std::ops::ControlFlow;
 
 use oz_api::{
-    AccessConfig, AccessRequest, Requester, condition_reason as reason, conditions::Observation,
+    AccessConfig, AccessRequest, Requester, condition_reason as reason, condition_type as kind,
+    conditions::Observation,
 };
 
 use super::{
@@ -12,8 +13,6 @@ use super::{
     status::Pass,
 };
 use crate::builders::AccessBuilder;
-
-use oz_api::condition_type::REQUESTER_ALLOWED;
 
 /// The requester, if `config` admits them; otherwise the request is Denied and its grant, if
 /// any, revoked.
@@ -28,7 +27,7 @@ pub async fn verify_requester<'a, B: AccessBuilder>(
             Ok(ControlFlow::Continue(requester))
         }
         Err(message) => {
-            let why = Observation::no(REQUESTER_ALLOWED, reason::NOT_ALLOWED, message);
+            let why = Observation::no(kind::REQUESTER_ALLOWED, reason::NOT_ALLOWED, message);
             Ok(ControlFlow::Break(r.deny(pass, why).await?))
         }
     }
@@ -47,7 +46,7 @@ pub fn admission<'r>(
         Some(group) => Ok((
             requester,
             Observation::yes(
-                REQUESTER_ALLOWED,
+                kind::REQUESTER_ALLOWED,
                 reason::SUCCESS,
                 format!(
                     "user {:?} is in allowed group {group:?}",
@@ -97,7 +96,7 @@ mod tests {
             admission(&config(&["admins", "sre", "devs"]), Some(&alice)).expect("admitted");
         assert_eq!(who.username, "alice");
         assert!(admitted.holds);
-        assert_eq!(admitted.type_, REQUESTER_ALLOWED);
+        assert_eq!(admitted.type_, kind::REQUESTER_ALLOWED);
         assert_eq!(
             admitted.message,
             "user \"alice\" is in allowed group \"sre\""
