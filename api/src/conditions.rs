@@ -231,7 +231,10 @@ pub fn set(
     now: Timestamp,
 ) {
     let status = if observation.holds { "True" } else { "False" };
-    let transitioned = match conditions.iter().find(|c| c.type_() == observation.type_) {
+    let existing = conditions
+        .iter()
+        .position(|c| c.type_() == observation.type_);
+    let transitioned = match existing.map(|i| &conditions[i]) {
         Some(existing) if existing.status() == status => existing.last_transition_time.clone(),
         _ => Time(now),
     };
@@ -243,11 +246,8 @@ pub fn set(
         generation,
         transitioned,
     );
-    match conditions
-        .iter_mut()
-        .find(|c| c.type_() == condition.type_())
-    {
-        Some(existing) => *existing = condition,
+    match existing {
+        Some(i) => conditions[i] = condition,
         None => conditions.push(condition),
     }
 }

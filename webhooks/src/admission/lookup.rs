@@ -22,8 +22,8 @@ pub struct RequestSummary {
     /// `spec.templateName`.
     pub template: String,
     /// `spec.requester.username`: grant matching reads no more of the requester, and the
-    /// uid and groups were most of a summary's heap. `None`: a grant Oz made, which oz
-    /// adopted.
+    /// uid and groups were most of a summary's heap. `None`: the request names no requester
+    /// (of requests that can be Ready, only a grant Oz made, which oz adopted).
     pub requested_by: Option<String>,
     /// `status.phase`.
     pub phase: Option<RequestPhase>,
