@@ -24,8 +24,15 @@ const NAMESPACE: &str = "bench-access";
 const TEMPLATE: &str = "web";
 /// How long one request may take to become Ready before it counts as failed.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The phase label of the bursts' requests.
+const BURST_PHASE: &str = "access-burst";
+/// How long a burst's requests and grants may take to be deleted (the garbage collector
+/// deletes 2,000 Roles and RoleBindings after a burst of 1,000).
+const CLEAR_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long the control plane may take to go quiet before a burst.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Sequential requests, then a burst.
+/// Sequential requests, then bursts.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct AccessResults {
     /// One request at a time: create → Ready.
@@ -33,7 +40,11 @@ pub struct AccessResults {
     /// Of that, the create call alone (admission webhooks + storage).
     pub sequential_create_call: Summary,
     pub sequential_failures: usize,
+    /// The burst with the median rate of [`AccessResults::burst_rates`]: on two shared cores
+    /// one burst's rate swings by a third from run to run (96–149/s measured on one morning).
     pub burst: BurstResults,
+    /// Each burst's rate, in the order they ran.
+    pub burst_rates: Vec<f64>,
     /// oz's own `oz_time_to_ready_seconds` over both (counted from the request's
     /// creationTimestamp, which has whole-second precision, so it reads up to 1 s high).
     pub oz_time_to_ready: HistogramSummary,
@@ -56,7 +67,8 @@ pub struct BurstResults {
     pub apiserver: Window,
 }
 
-/// Runs both parts in namespace `bench-access` (Deployment web, 2 pods, template web).
+/// Runs both parts in namespace `bench-access` (Deployment web, 2 pods, template web), and
+/// deletes their requests afterwards.
 pub async fn run(bench: &mut Bench) -> Result<AccessResults> {
     cluster::create_namespace(&bench.admin, NAMESPACE).await?;
     cluster::workload_with_template(&bench.admin, NAMESPACE, TEMPLATE, 2).await?;
@@ -95,12 +107,24 @@ pub async fn run(bench: &mut Bench) -> Result<AccessResults> {
         results.sequential.p50_ms, results.sequential.p99_ms, results.sequential.count
     ));
 
-    results.burst = burst(bench, &watch).await?;
+    let mut bursts = Vec::with_capacity(bench.sizes.burst_runs);
+    for run in 0..bench.sizes.burst_runs {
+        // Each burst starts on a quiet control plane and on the sequential part's grants alone.
+        bench.settle_down(SETTLE_TIMEOUT).await;
+        bursts.push(burst(bench, &watch, run).await?);
+        let burst_requests = format!("{PHASE_LABEL}={BURST_PHASE}");
+        cluster::clear_requests(&bench.admin, NAMESPACE, &burst_requests, CLEAR_TIMEOUT).await?;
+    }
+    results.burst_rates = bursts.iter().map(|b| b.rate_per_second).collect();
+    results.burst = median_rate(bursts);
     results.oz_time_to_ready = bench
         .oz_histogram("oz_time_to_ready_seconds")
         .await?
         .since(&before)
         .summary();
+    // The scale points count every request in the cluster; these have been measured.
+    cluster::clear_requests(&bench.admin, NAMESPACE, PHASE_LABEL, CLEAR_TIMEOUT).await?;
+    bench.settle_down(SETTLE_TIMEOUT).await;
     Ok(results)
 }
 
@@ -135,20 +159,29 @@ async fn one(
     Ok((ready.duration_since(start), created))
 }
 
-async fn burst(bench: &Bench, watch: &Arc<RequestWatch>) -> Result<BurstResults> {
+/// The burst of the median rate (the lower of the middle two of an even count).
+fn median_rate(mut bursts: Vec<BurstResults>) -> BurstResults {
+    bursts.sort_by(|a, b| a.rate_per_second.total_cmp(&b.rate_per_second));
+    let middle = bursts.len().saturating_sub(1) / 2;
+    bursts.swap_remove(middle)
+}
+
+/// Burst number `run`: its requests' names are its own, since the watch remembers every name
+/// it has seen Ready.
+async fn burst(bench: &Bench, watch: &Arc<RequestWatch>, run: usize) -> Result<BurstResults> {
     let n = bench.sizes.burst;
     let mark = bench.mark();
     let start = Instant::now();
     let tasks = (0..n).map(|i| {
         let (alice, watch) = (bench.alice.clone(), watch.clone());
         tokio::spawn(async move {
-            let name = format!("burst-{i}");
+            let name = format!("burst-{run}-{i}");
             let spec = RequestSpec {
                 name: name.clone(),
                 template: TEMPLATE,
                 duration: None,
                 target_pod: None,
-                phase: "access-burst",
+                phase: BURST_PHASE,
             };
             let sent = Instant::now();
             cluster::create_request(&alice, NAMESPACE, &spec).await?;
@@ -197,8 +230,36 @@ async fn burst(bench: &Bench, watch: &Arc<RequestWatch>) -> Result<BurstResults>
         apiserver,
     };
     bench.progress(&format!(
-        "time to access, burst of {n}: {:.1} s in total ({:.0}/s), p99 {:.0} ms, {} failed",
-        results.total_seconds, results.rate_per_second, results.per_request.p99_ms, failures
+        "time to access, burst {} of {n}: {:.1} s in total ({:.0}/s), p99 {:.0} ms, {} failed",
+        run + 1,
+        results.total_seconds,
+        results.rate_per_second,
+        results.per_request.p99_ms,
+        failures
     ));
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rates(rates: &[f64]) -> Vec<BurstResults> {
+        let burst = |rate| BurstResults {
+            rate_per_second: rate,
+            ..Default::default()
+        };
+        rates.iter().copied().map(burst).collect()
+    }
+
+    #[test]
+    fn the_burst_reported_is_the_median_one() {
+        assert_eq!(
+            median_rate(rates(&[149.0, 96.0, 133.0])).rate_per_second,
+            133.0
+        );
+        assert_eq!(median_rate(rates(&[96.0])).rate_per_second, 96.0);
+        // Of two, the slower: a second run never makes the figure better than the first did.
+        assert_eq!(median_rate(rates(&[133.0, 96.0])).rate_per_second, 96.0);
+    }
 }

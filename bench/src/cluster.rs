@@ -2,18 +2,23 @@
 //! lets group devs create requests, and namespaces with a Deployment (with ready pods, since no
 //! kubelet runs) and an ExecAccessTemplate for devs.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::{
         core::v1::Namespace,
-        rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject},
+        rbac::v1::{
+            ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+        },
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
 };
 use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, Requester};
 use oz_testenv::workloads::{self, Workload, WorkloadSpec};
@@ -216,6 +221,61 @@ pub async fn create_request(
         .await?;
     Ok(())
 }
+
+/// Deletes the requests in `namespace` that `labels` selects and waits, up to `timeout`, until
+/// they and their grants (oz's RoleBindings and Roles, which the garbage collector deletes with
+/// them) are gone, so that what one measurement created is not counted by the next: a burst's
+/// grants by the next burst, a part's by the scale points' memory per grant.
+pub async fn clear_requests(
+    admin: &Client,
+    namespace: &str,
+    labels: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let requests = Api::<ExecAccessRequest>::namespaced(admin.clone(), namespace);
+    let selected = ListParams::default().labels(labels);
+    let names: BTreeSet<String> = requests
+        .list_metadata(&selected)
+        .await?
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    requests
+        .delete_collection(&DeleteParams::background(), &selected)
+        .await?;
+    let roles = Api::<Role>::namespaced(admin.clone(), namespace);
+    let bindings = Api::<RoleBinding>::namespaced(admin.clone(), namespace);
+    let owned = ListParams::default().labels(GRANT_LABEL_SELECTOR);
+    let granting = |labels: &BTreeMap<String, String>| {
+        labels
+            .get(GRANT_REQUEST_LABEL)
+            .is_some_and(|request| names.contains(request))
+    };
+    let gone = crate::poll(timeout, || async {
+        let left = requests.list_metadata(&selected).await.ok()?.items.len()
+            + (roles.list_metadata(&owned).await.ok()?.items.iter())
+                .filter(|role| granting(role.labels()))
+                .count()
+            + (bindings.list_metadata(&owned).await.ok()?.items.iter())
+                .filter(|binding| granting(binding.labels()))
+                .count();
+        (left == 0).then_some(())
+    })
+    .await;
+    gone.ok_or_else(|| {
+        format!(
+            "the {} requests deleted in {namespace} ({labels}), or their grants, were still there after {timeout:?}",
+            names.len()
+        )
+        .into()
+    })
+}
+
+/// oz's label on every object it creates (src/builders/grant.rs, `MANAGED_BY`).
+pub const GRANT_LABEL_SELECTOR: &str = "app.kubernetes.io/managed-by=oz";
+/// oz's label naming the request a Role or RoleBinding grants (`REQUEST_LABEL` there).
+pub const GRANT_REQUEST_LABEL: &str = "oz.wizardofoz.co/request";
 
 /// Who the apiserver's admission makes the requester of a dry-run create by `client` in
 /// `namespace` that names [`FORGED_REQUESTER`]: alice while oz's mutating webhook is called,

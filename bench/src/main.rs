@@ -333,7 +333,8 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
         only.dedup();
         only
     };
-    let mut options = ControlPlaneOptions::default();
+    let extra: Vec<&str> = cli.apiserver_args.iter().map(String::as_str).collect();
+    let mut options = ControlPlaneOptions::default().apiserver_args(&extra);
     let audit_log = if parts.contains(&Part::Calls) {
         let (policy, log) = audit_files(&cli.log_dir, &sizes)?;
         options = options.apiserver_args(&[

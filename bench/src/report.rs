@@ -396,6 +396,13 @@ impl Results {
                     previously(self.was("/access/burst/total_seconds"))
                 ),
             ));
+            if a.burst_rates.len() > 1 {
+                let rates: Vec<String> = a.burst_rates.iter().map(|r| format!("{r:.0}")).collect();
+                rows.push((
+                    format!("  the median of {} bursts (grants/s)", a.burst_rates.len()),
+                    rates.join(", "),
+                ));
+            }
             rows.push(("burst: per request".into(), summary(&a.burst.per_request)));
             rows.push(("burst: oz-manager".into(), window(&a.burst.process)));
             rows.push(("burst: control plane".into(), window(&a.burst.apiserver)));

@@ -210,6 +210,14 @@ pub async fn run(bench: &mut Bench) -> Result<RevocationResults> {
         "revocation lag: binding deleted p99 {:.0} ms, access denied p99 {:.0} ms ({} samples)",
         results.binding_deleted.p99_ms, results.sar_denied.p99_ms, results.sar_denied.count
     ));
+    // Expired and measured: the scale points count every request in the cluster.
+    cluster::clear_requests(
+        &bench.admin,
+        NAMESPACE,
+        cluster::PHASE_LABEL,
+        Duration::from_secs(180),
+    )
+    .await?;
     Ok(results)
 }
 

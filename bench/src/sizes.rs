@@ -83,6 +83,11 @@ pub struct Cli {
     #[arg(long, env = "OZ_BENCH_BURST")]
     pub burst: Option<usize>,
 
+    /// Bursts, each on a namespace cleared of the one before; the median rate is the figure
+    /// (default 3; quick 1).
+    #[arg(long, env = "OZ_BENCH_BURST_RUNS", value_parser = clap::value_parser!(u16).range(1..))]
+    pub burst_runs: Option<u16>,
+
     /// Short grants for revocation lag (default 500; quick 30).
     #[arg(long, env = "OZ_BENCH_REVOCATIONS")]
     pub revocations: Option<usize>,
@@ -132,6 +137,12 @@ pub struct Cli {
     /// Calls through the apiserver per case (default 200; quick 20).
     #[arg(long, env = "OZ_BENCH_APISERVER_CALLS")]
     pub apiserver_calls: Option<usize>,
+
+    /// An extra kube-apiserver flag for the control plane the bench starts, e.g.
+    /// `--apiserver-arg=--profiling=true` to read its pprof endpoints while a part runs
+    /// (repeatable). Figures measured with one are not comparable with a plain run's.
+    #[arg(long = "apiserver-arg", allow_hyphen_values = true)]
+    pub apiserver_args: Vec<String>,
 }
 
 /// The resolved sizes.
@@ -143,6 +154,7 @@ pub struct Sizes {
     pub calls_grant_seconds: u64,
     pub sequential: usize,
     pub burst: usize,
+    pub burst_runs: usize,
     pub revocations: usize,
     pub sar_samples: usize,
     /// Grant durations, uniformly spread in [min, max] seconds.
@@ -212,6 +224,7 @@ impl Sizes {
             calls_grant_seconds: 20,
             sequential: 500,
             burst: 1000,
+            burst_runs: 3,
             revocations: 500,
             sar_samples: 50,
             revocation_durations: (3, 30),
@@ -245,6 +258,7 @@ impl Sizes {
             calls_grant_seconds: 8,
             sequential: 20,
             burst: 50,
+            burst_runs: 1,
             revocations: 30,
             sar_samples: 5,
             revocation_durations: (3, 8),
@@ -284,6 +298,7 @@ impl Sizes {
         set(&mut sizes.calls_grants, cli.calls_grants);
         set(&mut sizes.sequential, cli.sequential);
         set(&mut sizes.burst, cli.burst);
+        set(&mut sizes.burst_runs, cli.burst_runs.map(usize::from));
         set(&mut sizes.revocations, cli.revocations);
         set(&mut sizes.sar_samples, cli.sar_samples);
         set(&mut sizes.in_force_canaries, cli.in_force_canaries);

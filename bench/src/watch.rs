@@ -19,7 +19,7 @@ use kube::{
 use oz_api::{ExecAccessRequest, RequestPhase};
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use crate::Result;
+use crate::{Result, cluster};
 
 /// `namespace/name`.
 pub fn key(namespace: &str, name: &str) -> String {
@@ -194,7 +194,7 @@ impl BindingWatch {
     pub async fn start(api: Api<RoleBinding>) -> Result<Self> {
         let deleted: Arc<Mutex<HashMap<String, Timestamp>>> = Arc::default();
         let (listed, on_listed) = oneshot::channel();
-        let config = watcher::Config::default().labels("app.kubernetes.io/managed-by=oz");
+        let config = watcher::Config::default().labels(cluster::GRANT_LABEL_SELECTOR);
         let stream = watcher(api, config).default_backoff();
         let recorder = deleted.clone();
         let task = tokio::spawn(async move {
@@ -204,7 +204,7 @@ impl BindingWatch {
                 match event {
                     Ok(watcher::Event::Delete(binding)) => {
                         let now = Timestamp::now();
-                        if let Some(request) = binding.labels().get("oz.wizardofoz.co/request") {
+                        if let Some(request) = binding.labels().get(cluster::GRANT_REQUEST_LABEL) {
                             let key = key(&binding.namespace().unwrap_or_default(), request);
                             recorder.lock().unwrap().entry(key).or_insert(now);
                         }
