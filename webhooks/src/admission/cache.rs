@@ -203,9 +203,14 @@ impl Stores {
         }
     }
 
-    fn requests(&self, namespace: &str) -> Vec<RequestSummary> {
-        let mut requests = self.exec_requests.in_namespace(namespace);
-        requests.extend(self.pod_requests.in_namespace(namespace));
+    /// The requests of both kinds in `namespace` that are `wanted`.
+    fn requests(
+        &self,
+        namespace: &str,
+        wanted: impl Fn(&RequestSummary) -> bool,
+    ) -> Vec<RequestSummary> {
+        let mut requests = self.exec_requests.in_namespace(namespace, &wanted);
+        requests.extend(self.pod_requests.in_namespace(namespace, &wanted));
         requests
     }
 }
@@ -326,10 +331,22 @@ impl AccessLookup for CachedLookup {
     fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
         match self.stores(namespace) {
             Some(stores) => {
-                let requests = stores.requests(namespace);
+                let requests = stores.requests(namespace, |_| true);
                 Box::pin(async move { Ok(requests) })
             }
             None => self.live.requests(namespace),
+        }
+    }
+
+    /// Filtered under the stores' lock: an audited exec copies the few summaries that may
+    /// grant it, not every request its namespace has kept (Expired ones stay for days).
+    fn may_grant(&self, namespace: &str, pod: &str) -> Answer<'_, Vec<RequestSummary>> {
+        match self.stores(namespace) {
+            Some(stores) => {
+                let requests = stores.requests(namespace, |r| r.may_grant(pod));
+                Box::pin(async move { Ok(requests) })
+            }
+            None => self.live.may_grant(namespace, pod),
         }
     }
 
@@ -436,15 +453,24 @@ struct RequestSummaries {
 }
 
 impl RequestSummaries {
-    /// The requests in `namespace`.
-    fn in_namespace(&self, namespace: &str) -> Vec<RequestSummary> {
+    /// The requests in `namespace` that are `wanted`.
+    fn in_namespace(
+        &self,
+        namespace: &str,
+        wanted: impl Fn(&RequestSummary) -> bool,
+    ) -> Vec<RequestSummary> {
         let by_namespace = self
             .by_namespace
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         by_namespace
             .get(namespace)
-            .map(|requests| requests.iter().map(|kept| kept.0.clone()).collect())
+            .map(|requests| {
+                (requests.iter().map(|kept| &kept.0))
+                    .filter(|summary| wanted(summary))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -839,6 +865,25 @@ mod tests {
             (1, 1),
             "served from memory once listed"
         );
+    }
+
+    #[tokio::test]
+    async fn an_exec_reads_only_the_ready_requests_for_its_pod() {
+        let fixture = Fixture::new(Apiserver::default()).listed().await;
+        // bob's Pending request names web-0 too, and dave's Ready one is in team-b.
+        let for_web = fixture.lookup.may_grant(NS, "web-0").await.unwrap();
+        assert_eq!(
+            for_web,
+            vec![summary("alices", "alice", RequestPhase::Ready)]
+        );
+        let for_carols = fixture.lookup.may_grant(NS, "carols-pod").await.unwrap();
+        let names: Vec<_> = for_carols
+            .iter()
+            .map(|r| (r.kind, r.name.as_str()))
+            .collect();
+        assert_eq!(names, [(AccessKind::Pod, "carols")]);
+        assert_eq!(fixture.lookup.may_grant(NS, "web-9").await.unwrap(), []);
+        assert_eq!(fixture.apiserver.reads(), (0, 0), "served from memory");
     }
 
     #[tokio::test]

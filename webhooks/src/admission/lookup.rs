@@ -33,6 +33,13 @@ pub struct RequestSummary {
     pub approvers: Vec<String>,
 }
 
+impl RequestSummary {
+    /// Whether this request could grant access to `pod`: it is Ready, and for that pod.
+    pub fn may_grant(&self, pod: &str) -> bool {
+        self.phase == Some(RequestPhase::Ready) && self.pod_name.as_deref() == Some(pod)
+    }
+}
+
 /// One request as the approval handlers read it: what a decision on it is checked against.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestState {
@@ -92,6 +99,18 @@ pub trait AccessLookup: Send + Sync + 'static {
 
     /// Every ExecAccessRequest and PodAccessRequest in `namespace`.
     fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>>;
+
+    /// The requests in `namespace` that [may grant](RequestSummary::may_grant) access to `pod`,
+    /// which is all the audit reads on every exec. The default filters
+    /// [`AccessLookup::requests`]; a cache answers without copying the rest of the namespace.
+    fn may_grant(&self, namespace: &str, pod: &str) -> Answer<'_, Vec<RequestSummary>> {
+        let (requests, pod) = (self.requests(namespace), pod.to_string());
+        Box::pin(async move {
+            let mut requests = requests.await?;
+            requests.retain(|r| r.may_grant(&pod));
+            Ok(requests)
+        })
+    }
 
     /// `kind`'s request `name` in `namespace`, or `None` if there is no such request. The
     /// default answers that this lookup reads no single requests (a lookup that only serves

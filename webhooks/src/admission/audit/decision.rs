@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use oz_api::{AccessConfig, GrantTo, RequestPhase};
+use oz_api::{AccessConfig, GrantTo};
 
 use super::{AuditRecord, Grant};
 use crate::admission::{AccessLookup, LookupError, RequestSummary};
@@ -82,7 +82,7 @@ async fn grant_in(
     user: &str,
     groups: &[String],
 ) -> Result<Option<Grant>, LookupError> {
-    let candidates = candidates(lookup.requests(namespace).await?, pod);
+    let candidates = candidates(lookup.may_grant(namespace, pod).await?, pod);
     if let Some(own) = own_grant(&candidates, user) {
         return Ok(Some(grant_of(own)));
     }
@@ -100,10 +100,8 @@ async fn grant_in(
 /// The requests that could grant access to `pod`: Ready, and for that pod; in the order
 /// grants are chosen, by kind then name.
 pub fn candidates(requests: Vec<RequestSummary>, pod: &str) -> Vec<RequestSummary> {
-    let mut candidates: Vec<RequestSummary> = requests
-        .into_iter()
-        .filter(|r| r.phase == Some(RequestPhase::Ready) && r.pod_name.as_deref() == Some(pod))
-        .collect();
+    let mut candidates: Vec<RequestSummary> =
+        requests.into_iter().filter(|r| r.may_grant(pod)).collect();
     candidates.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     candidates
 }
@@ -158,7 +156,7 @@ pub fn denial(enforce: &EnforceSettings, record: &AuditRecord) -> Option<String>
 
 #[cfg(test)]
 mod tests {
-    use oz_api::AccessKind;
+    use oz_api::{AccessKind, RequestPhase};
     use serde_json::json;
 
     use super::*;
