@@ -140,10 +140,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
             tracing::info!("leading: starting the controllers");
             health.set_leader(true);
             ctx.metrics.leader.set(1);
-            let mut watching = leading.clone();
-            let lost = async move {
-                let _ = wait_for(&mut watching, false).await;
-            };
+            let lost = leadership_lost(leading.clone());
             let stop = futures::future::select(Box::pin(shutdown.clone()), Box::pin(lost))
                 .map(|_| ())
                 .boxed()
@@ -211,9 +208,49 @@ async fn run_controllers(ctx: &Context, config: &ManagerConfig, stop: Shutdown) 
     futures::future::join_all(tasks).await;
 }
 
+/// Resolves once this replica, leading as `leading` last showed, has lost the Lease: on the
+/// first value sent after that, whatever it is. A wait for `false` could miss the loss: the
+/// elector takes the Lease back as soon as another holder's term runs out (3 s in the tests),
+/// and a stop future first polled after that sees `true` again and waits on, so the
+/// controllers would go on running through the other holder's term.
+async fn leadership_lost(mut leading: watch::Receiver<bool>) {
+    // While leading, the elector sends nothing but the loss (`false`): it sends `true` only
+    // to a replica that is not leading.
+    let _ = leading.changed().await;
+}
+
 async fn wait_for(
     leading: &mut watch::Receiver<bool>,
     state: bool,
 ) -> Result<(), watch::error::RecvError> {
     leading.wait_for(|l| *l == state).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use tokio::sync::watch;
+
+    use super::leadership_lost;
+
+    #[tokio::test]
+    async fn a_loss_is_seen_even_when_the_lease_is_back_before_anyone_looks() {
+        let (elector, mut leading) = watch::channel(false);
+        elector.send(true).unwrap();
+        leading.changed().await.unwrap();
+        let lost = leadership_lost(leading.clone());
+        // Stepped down and took the Lease back before the stop future was first polled.
+        elector.send(false).unwrap();
+        elector.send(true).unwrap();
+        assert!(lost.now_or_never().is_some(), "the loss went unseen");
+    }
+
+    #[tokio::test]
+    async fn leading_on_is_not_a_loss() {
+        let (elector, mut leading) = watch::channel(false);
+        elector.send(true).unwrap();
+        leading.changed().await.unwrap();
+        assert!(leadership_lost(leading.clone()).now_or_never().is_none());
+        drop(elector);
+    }
 }
