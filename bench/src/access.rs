@@ -26,9 +26,6 @@ const TEMPLATE: &str = "web";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The phase label of the bursts' requests.
 const BURST_PHASE: &str = "access-burst";
-/// How long a burst's requests and grants may take to be deleted (the garbage collector
-/// deletes 2,000 Roles and RoleBindings after a burst of 1,000).
-const CLEAR_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long the control plane may take to go quiet before a burst.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -108,12 +105,12 @@ pub async fn run(bench: &mut Bench) -> Result<AccessResults> {
     ));
 
     let mut bursts = Vec::with_capacity(bench.sizes.burst_runs);
+    let burst_requests = format!("{PHASE_LABEL}={BURST_PHASE}");
     for run in 0..bench.sizes.burst_runs {
         // Each burst starts on a quiet control plane and on the sequential part's grants alone.
         bench.settle_down(SETTLE_TIMEOUT).await;
         bursts.push(burst(bench, &watch, run).await?);
-        let burst_requests = format!("{PHASE_LABEL}={BURST_PHASE}");
-        cluster::clear_requests(&bench.admin, NAMESPACE, &burst_requests, CLEAR_TIMEOUT).await?;
+        cluster::clear_requests(&bench.admin, NAMESPACE, &burst_requests).await?;
     }
     results.burst_rates = bursts.iter().map(|b| b.rate_per_second).collect();
     results.burst = median_rate(bursts);
@@ -123,7 +120,7 @@ pub async fn run(bench: &mut Bench) -> Result<AccessResults> {
         .since(&before)
         .summary();
     // The scale points count every request in the cluster; these have been measured.
-    cluster::clear_requests(&bench.admin, NAMESPACE, PHASE_LABEL, CLEAR_TIMEOUT).await?;
+    cluster::clear_requests(&bench.admin, NAMESPACE, PHASE_LABEL).await?;
     bench.settle_down(SETTLE_TIMEOUT).await;
     Ok(results)
 }

@@ -222,16 +222,16 @@ pub async fn create_request(
     Ok(())
 }
 
-/// Deletes the requests in `namespace` that `labels` selects and waits, up to `timeout`, until
+/// How long [`clear_requests`] waits: the garbage collector deletes 2,000 Roles and
+/// RoleBindings after a burst of 1,000.
+const CLEAR_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Deletes the requests in `namespace` that `labels` selects and waits, up to [`CLEAR_TIMEOUT`], until
 /// they and their grants (oz's RoleBindings and Roles, which the garbage collector deletes with
 /// them) are gone, so that what one measurement created is not counted by the next: a burst's
 /// grants by the next burst, a part's by the scale points' memory per grant.
-pub async fn clear_requests(
-    admin: &Client,
-    namespace: &str,
-    labels: &str,
-    timeout: Duration,
-) -> Result<()> {
+pub async fn clear_requests(admin: &Client, namespace: &str, labels: &str) -> Result<()> {
+    let timeout = CLEAR_TIMEOUT;
     let requests = Api::<ExecAccessRequest>::namespaced(admin.clone(), namespace);
     let selected = ListParams::default().labels(labels);
     let names: BTreeSet<String> = requests

@@ -211,13 +211,7 @@ pub async fn run(bench: &mut Bench) -> Result<RevocationResults> {
         results.binding_deleted.p99_ms, results.sar_denied.p99_ms, results.sar_denied.count
     ));
     // Expired and measured: the scale points count every request in the cluster.
-    cluster::clear_requests(
-        &bench.admin,
-        NAMESPACE,
-        cluster::PHASE_LABEL,
-        Duration::from_secs(180),
-    )
-    .await?;
+    cluster::clear_requests(&bench.admin, NAMESPACE, cluster::PHASE_LABEL).await?;
     Ok(results)
 }
 
