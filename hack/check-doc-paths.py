@@ -33,7 +33,8 @@ CANDIDATE = re.compile(r"[^/]/|/$")  # has a slash that is not its only characte
 EXTENSION = re.compile(r"\.(" + "|".join(EXTENSIONS) + r")$")
 LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 INLINE_CODE = re.compile(r"(`+)(.+?)\1")
-STRIP = "\"'`,;:.()[]!?"
+LEFT_STRIP = "\"'`([!"
+RIGHT_STRIP = "\"'`,;:.)]!?"
 
 
 def tracked():
@@ -83,7 +84,9 @@ def resolve_short(word):
 
 
 def check_code_word(word):
-    word = word.strip(STRIP) if not word.endswith("/") else word.lstrip(STRIP)
+    word = word.lstrip(LEFT_STRIP)
+    if not word.endswith("/"):
+        word = word.rstrip(RIGHT_STRIP)
     word = re.sub(r":[0-9]+(-[0-9]+)?$", "", word)
     if word.startswith("./"):
         word = word[2:]
