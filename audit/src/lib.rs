@@ -52,7 +52,9 @@
 //! - [`Rotation`]: when the file reaches `max_size` bytes or its first entry is `max_age` old,
 //!   the writer checkpoints, renames it to `PATH.<UTC yyyymmddTHHMMSS.mmmZ>` and starts a new
 //!   `PATH`, keeping the newest `max_files` rotated files. The chain continues into the new
-//!   file.
+//!   file. Rotated names strictly increase, across restarts too: when now is not later than
+//!   the newest rotated name (several rotations in one millisecond, a clock set back), the
+//!   name is that one's time plus a millisecond, so the names sort in rotation order.
 //!
 //! # Verifying
 //!

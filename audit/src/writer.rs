@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, SubsecRound, TimeDelta, Utc};
 use serde_json::{Map, Value};
 use tracing::warn;
 
@@ -47,6 +47,9 @@ impl Default for Rotation {
     }
 }
 
+/// A rotated file's name is the path, a dot and this stamp (UTC, to the millisecond).
+const STAMP_FORMAT: &str = "%Y%m%dT%H%M%S%.3fZ";
+
 /// What time it is; replaced in tests.
 type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
@@ -67,6 +70,8 @@ pub struct AuditFile {
     unsigned: u64,
     /// No rotation is tried before this, after one failed.
     rotation_retry: Option<Instant>,
+    /// The stamp of the last rotation this writer made: the next one names a later time.
+    last_rotation: Option<DateTime<Utc>>,
     clock: Clock,
 }
 
@@ -118,6 +123,7 @@ impl AuditFile {
             last: Hash::GENESIS,
             unsigned: 0,
             rotation_retry: None,
+            last_rotation: None,
             clock,
         };
         file.reopen(true)?;
@@ -305,13 +311,15 @@ impl AuditFile {
     /// logged and tried again after [`ROTATION_RETRY`]; writing goes on in the same file.
     fn rotate(&mut self) -> Result<()> {
         self.checkpoint_unsigned()?;
-        let target = self.rotated_name();
+        let stamp = self.next_rotation_stamp()?;
+        let target = rotated_path(&self.path, stamp);
         if let Err(e) = fs::rename(&self.path, &target) {
             warn!(path = %self.path.display(), error = %e, "could not rotate the audit file; trying again later");
             self.rotation_retry = Some(Instant::now() + ROTATION_RETRY);
             return Ok(());
         }
         self.rotation_retry = None;
+        self.last_rotation = Some(stamp);
         self.file = None;
         let file = OpenOptions::new()
             .create(true)
@@ -337,19 +345,17 @@ impl AuditFile {
         Ok(())
     }
 
-    /// `PATH.<UTC yyyymmddTHHMMSS.mmmZ>` for now, a millisecond later if that is taken.
-    fn rotated_name(&self) -> PathBuf {
-        let mut time = (self.clock)();
-        loop {
-            let stamp = DateTime::<Utc>::from(time).format("%Y%m%dT%H%M%S%.3fZ");
-            let mut name = self.path.clone().into_os_string();
-            name.push(format!(".{stamp}"));
-            let name = PathBuf::from(name);
-            if !name.exists() {
-                return name;
-            }
-            time += Duration::from_millis(1);
-        }
+    /// The stamp of the next rotated name: now, or a millisecond after the newest rotated
+    /// name (this writer's last, or the newest on disk, from before a restart) when now is not
+    /// later, as when several rotations fall within one millisecond or the clock went back.
+    /// So rotated names strictly increase and never repeat: they sort in the order the files
+    /// were rotated, and retention, which deletes the first names, never takes the file just
+    /// rotated.
+    fn next_rotation_stamp(&self) -> Result<DateTime<Utc>> {
+        let now = DateTime::<Utc>::from((self.clock)()).trunc_subsecs(3);
+        let newest_on_disk = newest_rotated(&self.path)?.and_then(|path| rotation_stamp(&path));
+        let after = self.last_rotation.max(newest_on_disk);
+        Ok(after.map_or(now, |after| now.max(after + TimeDelta::milliseconds(1))))
     }
 
     fn timestamp(&self) -> String {
@@ -374,7 +380,7 @@ pub(crate) fn rotated_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
             e.file_name()
                 .to_str()
                 .and_then(|n| n.strip_prefix(&prefix))
-                .is_some_and(is_rotation_stamp)
+                .is_some_and(|stamp| parse_stamp(stamp).is_some())
         })
         .map(|e| e.path())
         .collect();
@@ -387,16 +393,33 @@ fn newest_rotated(path: &Path) -> Result<Option<PathBuf>> {
     Ok(rotated_files(path).map_err(Error::io(path))?.pop())
 }
 
-/// `yyyymmddTHHMMSS.mmmZ`.
-fn is_rotation_stamp(text: &str) -> bool {
+/// `PATH.<stamp>`.
+fn rotated_path(path: &Path, stamp: DateTime<Utc>) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{}", stamp.format(STAMP_FORMAT)));
+    PathBuf::from(name)
+}
+
+/// The time a rotated file's name gives: its last 20 characters.
+fn rotation_stamp(rotated: &Path) -> Option<DateTime<Utc>> {
+    let name = rotated.file_name()?.to_str()?;
+    parse_stamp(name.get(name.len().checked_sub(20)?..)?)
+}
+
+/// `yyyymmddTHHMMSS.mmmZ`, exactly.
+fn parse_stamp(text: &str) -> Option<DateTime<Utc>> {
     let b = text.as_bytes();
-    b.len() == 20
+    let shaped = b.len() == 20
         && b[..8].iter().all(u8::is_ascii_digit)
         && b[8] == b'T'
         && b[9..15].iter().all(u8::is_ascii_digit)
         && b[15] == b'.'
         && b[16..19].iter().all(u8::is_ascii_digit)
-        && b[19] == b'Z'
+        && b[19] == b'Z';
+    shaped
+        .then(|| NaiveDateTime::parse_from_str(text, STAMP_FORMAT).ok())
+        .flatten()
+        .map(|time| time.and_utc())
 }
 
 #[cfg(unix)]

@@ -140,6 +140,84 @@ fn the_file_rotates_at_its_size_keeps_max_files_and_the_chain_runs_through_them(
     assert!(report.is_intact(false), "{report}");
 }
 
+/// The rotated files' names, oldest first, and the first seq each holds.
+fn rotated_names_and_first_seqs(path: &Path) -> Vec<(String, u64)> {
+    rotated_files(path)
+        .unwrap()
+        .iter()
+        .map(|file| {
+            let first = Entry::parse(lines(file)[0].as_bytes()).unwrap().seq;
+            (
+                file.file_name().unwrap().to_string_lossy().into_owned(),
+                first,
+            )
+        })
+        .collect()
+}
+
+/// The kept files and the current one are one unbroken chain up to the last entry, and the
+/// rotated names, sorted, hold ever later seqs: the name order is the rotation order.
+fn assert_the_kept_chain_is_whole(s: &Setup) {
+    let rotated = rotated_names_and_first_seqs(&s.path);
+    for pair in rotated.windows(2) {
+        assert!(
+            pair[0].1 < pair[1].1,
+            "names out of rotation order: {rotated:?}"
+        );
+    }
+    let report = s.verify(&s.all_files());
+    assert!(report.is_intact(true), "{rotated:?}\n{report}");
+    assert_eq!(report.last_seq, Some(file_last_seq(&s.path)));
+}
+
+#[test]
+fn many_rotations_within_one_millisecond_lose_nothing_across_restarts() {
+    let s = setup();
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    // A clock that never moves: every rotation falls within the same millisecond.
+    let (clock, now) = manual_clock(start);
+    let rotation = Rotation {
+        max_size: 600,
+        max_age: None,
+        max_files: 3,
+    };
+    let open = || AuditFile::open_with_clock(&s.path, s.signer(), rotation, clock.clone()).unwrap();
+    let mut file = open();
+    let mut written = 0;
+    for _ in 0..40 {
+        written += 1;
+        file.append(record_at(written, start)).unwrap();
+    }
+    drop(file);
+    assert_the_kept_chain_is_whole(&s);
+    let before_restart = rotated_names_and_first_seqs(&s.path);
+    assert_eq!(before_restart.len(), 3, "{before_restart:?}");
+
+    // A restart, still within that millisecond, then one with the clock set back an hour: the
+    // new names still come after the newest on disk.
+    for back in [Duration::ZERO, Duration::from_secs(3600)] {
+        *now.lock().unwrap() = start - back;
+        let mut file = open();
+        for _ in 0..40 {
+            written += 1;
+            file.append(record_at(written, start)).unwrap();
+        }
+        file.checkpoint().unwrap();
+        drop(file);
+        assert_the_kept_chain_is_whole(&s);
+    }
+    let after = rotated_names_and_first_seqs(&s.path);
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert!(
+        after[0].0 > before_restart[2].0,
+        "a name repeated or went back: {before_restart:?} then {after:?}"
+    );
+    // Signed to the end: nothing kept is outside a checkpoint's word.
+    let report = s.verify(&s.all_files());
+    assert!(report.is_intact(false), "{report}");
+    assert_eq!(report.files.len(), 4, "{report}");
+}
+
 fn file_last_seq(path: &Path) -> u64 {
     Entry::parse(lines(path).last().unwrap().as_bytes())
         .unwrap()
