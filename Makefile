@@ -39,6 +39,7 @@ clippy:
 # The module docs say which file holds each step and link to it: a moved file breaks the build.
 doc-check:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
+	hack/check-doc-paths.py
 
 # The fuzz targets are a workspace of their own (cargo-fuzz instruments them), so nothing else
 # compiles them: checking them here keeps them building as the code they call changes. It shares
