@@ -4,7 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{Stream, StreamExt, TryStreamExt, future::BoxFuture};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt, future::BoxFuture};
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment, StatefulSet},
     core::v1::Pod,
@@ -76,7 +76,7 @@ pub async fn template_controller<T: AccessTemplate>(
     ctx: Context,
     scope: Scope,
     rollouts_installed: bool,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
     let controller = Controller::new(scope.api::<T>(&client), watcher::Config::default());
@@ -106,18 +106,18 @@ pub async fn template_controller<T: AccessTemplate>(
         );
     }
     let label = T::kind(&()).to_string();
-    drain(
+    let run = drain(
         controller
             .trigger_backoff(WatchBackoff::default())
-            .graceful_shutdown_on(shutdown)
+            .graceful_shutdown_on(shutdown.clone())
             .run(
                 template::reconcile::<T>,
                 error_policy::<T, _>("template"),
                 Arc::new(ctx),
             ),
         &label,
-    )
-    .await;
+    );
+    until_stopped(run, shutdown, store).await;
 }
 
 /// Maps a changed workload to the templates that target it.
@@ -145,7 +145,7 @@ pub async fn request_controller<B: AccessBuilder>(
     ctx: Context,
     scope: Scope,
     builder: B,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
     // Only the grants of this controller's kind: the other kind's controller watches its own.
@@ -228,6 +228,7 @@ pub async fn request_controller<B: AccessBuilder>(
         approvals,
         cache,
         revoked,
+        shutdown.clone().boxed().shared(),
     ));
     let (forgetting, cached, own) = (reconciler.clone(), store.clone(), ctx.own_writes.clone());
     let echoes = ctx.own_writes.clone();
@@ -296,7 +297,7 @@ pub async fn request_controller<B: AccessBuilder>(
         controller
             .with_config(controller::Config::default().concurrency(concurrency))
             .trigger_backoff(WatchBackoff::default())
-            .graceful_shutdown_on(shutdown)
+            .graceful_shutdown_on(shutdown.clone())
             .run(
                 request::reconcile::<B>,
                 error_policy::<B::Request, _>("request"),
@@ -310,10 +311,34 @@ pub async fn request_controller<B: AccessBuilder>(
         futures::future::join_all(workload_watches).await;
         futures::future::pending::<()>().await
     };
+    let run = until_stopped(run, shutdown, store.clone());
     let running = futures::future::select(Box::pin(run), Box::pin(filling));
     // The grant count ends with the controller: a controller started again (leadership
     // regained) counts from its own cache, not alongside a stale one.
     futures::future::select(Box::pin(running), Box::pin(counting)).await;
+}
+
+/// Runs a controller (`run`, its stream drained) until it ends, or at once when `stop` comes
+/// before its `store` was filled by the first LIST. kube's runner starts no reconcile before
+/// that LIST, and even once stopping waits for it, while the stop has cut the watch that would
+/// make it: a controller whose LIST had not come (just started, or refused by RBAC or a missing
+/// CRD) never stopped. Then nothing can be in flight, so ending it loses nothing; once the
+/// store is filled, the graceful stop lets the reconciles in flight finish.
+async fn until_stopped<K>(
+    run: impl std::future::Future<Output = ()>,
+    stop: impl std::future::Future<Output = ()>,
+    store: Store<K>,
+) where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let stopped_unlisted = async move {
+        stop.await;
+        if matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
+            futures::future::pending::<()>().await;
+        }
+    };
+    futures::future::select(std::pin::pin!(run), std::pin::pin!(stopped_unlisted)).await;
 }
 
 /// The changes to a grant's objects of kind `K` that someone other than oz made, applied to

@@ -21,8 +21,8 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 
 use crate::grants::free_port;
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, grant, http_get, install_crds,
-    metric_value, role_binding, strict_timing, subject, wait_until_gone,
+    Operator, can_exec, create_manifest, env, eventually, eventually_or_show, grant, http_get,
+    install_crds, metric_value, role_binding, strict_timing, subject, wait_until_gone,
 };
 
 fn template(deployment: &str) -> String {
@@ -508,9 +508,10 @@ async fn granted(admin: &Client, ns: &str, name: &str, duration: &str) -> ExecAc
 /// that this replica reconciled it.
 async fn granted_by(admin: &Client, ns: &str, name: &str, operator: &Operator) {
     granted(admin, ns, name, "5m").await;
-    eventually(
+    eventually_or_show(
         Duration::from_secs(10),
         &format!("{} to log its reconcile of {name}", operator.pid()),
+        &[operator],
         || async { reconciled(operator, ns, name).then_some(()) },
     )
     .await;
@@ -593,9 +594,10 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
     // An admin hands the Lease to the other replica while the leader keeps running.
     hand_lease_to(&admin, &ns, &follower_identity).await;
     // The positive markers: the old leader says its controllers stopped; the new one leads.
-    eventually(
+    eventually_or_show(
         Duration::from_secs(15),
         "the old leader to stop its controllers",
+        &[&leader, &follower],
         || async {
             leader
                 .log_text()
@@ -604,9 +606,10 @@ async fn a_leader_that_loses_its_lease_stops_reconciling() {
         },
     )
     .await;
-    eventually(
+    eventually_or_show(
         Duration::from_secs(15),
         "the new leader to lead",
+        &[&leader, &follower],
         || async {
             follower
                 .log_text()
@@ -644,9 +647,10 @@ async fn a_leader_that_loses_its_lease_and_takes_it_back_runs_its_controllers_ag
     // Another holder takes the Lease and never renews it: oz steps down, waits the 3 s lease
     // out, and takes it back, in the same process.
     hand_lease_to(&admin, &ns, "intruder").await;
-    eventually(
+    eventually_or_show(
         Duration::from_secs(15),
         "oz to stop its controllers",
+        &[&operator],
         || async {
             operator
                 .log_text()
@@ -655,18 +659,134 @@ async fn a_leader_that_loses_its_lease_and_takes_it_back_runs_its_controllers_ag
         },
     )
     .await;
-    eventually(Duration::from_secs(30), "oz to lead again", || async {
-        (operator
-            .log_text()
-            .matches("leading: starting the controllers")
-            .count()
-            >= 2)
-            .then_some(())
-    })
+    eventually_or_show(
+        Duration::from_secs(30),
+        "oz to lead again",
+        &[&operator],
+        || async {
+            (operator
+                .log_text()
+                .matches("leading: starting the controllers")
+                .count()
+                >= 2)
+                .then_some(())
+        },
+    )
     .await;
 
     // Its controllers run again: a request created now is granted, by this replica.
     granted_by(&admin, &ns, "after", &operator).await;
+}
+
+/// [`operator_rules`] without `list` on podaccessrequests and rolebindings: the Pod request
+/// controller's first LIST never comes, and the Exec request controller's grant cache is never
+/// filled, as with a missing CRD or a narrowed install.
+fn operator_rules_that_never_list(ns: &str) -> Vec<PolicyRule> {
+    let mut rules: Vec<PolicyRule> = operator_rules(ns)
+        .into_iter()
+        .filter_map(|mut rule| {
+            let resources = rule.resources.get_or_insert_with(Vec::new);
+            resources.retain(|r| r != "podaccessrequests");
+            if resources.iter().any(|r| r == "rolebindings") {
+                rule.verbs.retain(|v| v != "list" && v != "watch");
+            }
+            (!resources.is_empty()).then_some(rule)
+        })
+        .collect();
+    let lease_verbs = ["get", "list", "watch", "create", "update", "patch"];
+    rules.push(crate::support::rule(
+        &["coordination.k8s.io"],
+        &["leases"],
+        &lease_verbs,
+    ));
+    rules
+}
+
+/// A controller that is stopped before its caches are filled has no reconcile to finish: it
+/// stops at once, on a lost Lease and on SIGTERM. kube's graceful stop waits for the first
+/// LIST (and a reconcile waits for the caches) while the stop itself has cut the watches that
+/// would bring them, so such a replica used to lead on, and never exit, until killed; in a
+/// busy suite, a Lease taken right after the controllers started caught it.
+#[tokio::test]
+async fn controllers_whose_caches_never_fill_stop_at_once_on_a_lost_lease_and_on_sigterm() {
+    let (ns, admin) = namespace_with_template("unlisted").await;
+    grant(
+        &admin,
+        &ns,
+        "oz-manager",
+        operator_rules_that_never_list(&ns),
+        vec![subject("User", "oz-operator")],
+    )
+    .await;
+    let mut operator = Operator::start_with_kubeconfig(
+        &ns,
+        env().kubeconfig_of("oz-operator").unwrap(),
+        &[
+            "--leader-elect",
+            "--leader-elect-lease-duration=3",
+            &format!("--namespace={ns}"),
+        ],
+    );
+    let log_says = |text: &'static str, times: usize| {
+        let operator = &operator;
+        move || async move { (operator.log_text().matches(text).count() >= times).then_some(()) }
+    };
+    eventually_or_show(
+        Duration::from_secs(15),
+        "oz to lead and list its ExecAccessRequests",
+        &[&operator],
+        log_says(
+            "expiry timers armed from the first list kind=ExecAccessRequest",
+            1,
+        ),
+    )
+    .await;
+    // A request the Exec controller takes up, and waits on the grant cache for.
+    create_manifest(&admin, &ns, &request("waiting", "5m"))
+        .await
+        .unwrap();
+    eventually_or_show(
+        Duration::from_secs(15),
+        "a reconcile to wait for the grant cache",
+        &[&operator],
+        log_says(
+            "waiting for the caches' first lists to reconcile kind=ExecAccessRequest",
+            1,
+        ),
+    )
+    .await;
+
+    hand_lease_to(&admin, &ns, "intruder").await;
+    eventually_or_show(
+        Duration::from_secs(15),
+        "oz to stop its controllers",
+        &[&operator],
+        log_says("lost the leadership: controllers stopped", 1),
+    )
+    .await;
+    eventually_or_show(
+        Duration::from_secs(30),
+        "oz to lead again",
+        &[&operator],
+        log_says("leading: starting the controllers", 2),
+    )
+    .await;
+
+    operator.terminate();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !operator.exited() {
+        assert!(
+            Instant::now() < deadline,
+            "oz did not exit within 15 s of SIGTERM{}",
+            operator.log_tail(60)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        operator.log_text().contains("released the Lease"),
+        "{}",
+        operator.log_tail(30)
+    );
 }
 
 fn sum_of(exposition: &str, metric: &str) -> f64 {

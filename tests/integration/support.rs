@@ -24,7 +24,22 @@ pub fn env() -> &'static ControlPlane {
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_or_show(timeout, what, &[], check).await
+}
+
+/// [`eventually`], for something `operators` should do: a timeout's panic ends with the last
+/// lines each of them logged, so that a failure seen once (in CI, say) shows what oz was doing.
+pub async fn eventually_or_show<T, F, Fut>(
+    timeout: Duration,
+    what: &str,
+    operators: &[&Operator],
+    mut check: F,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -35,7 +50,8 @@ where
             return value;
         }
         if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
+            let logs: String = operators.iter().map(|o| o.log_tail(60)).collect();
+            panic!("timed out after {timeout:?} waiting for {what}{logs}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -442,6 +458,19 @@ impl Operator {
     /// What the process has logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The last `lines` lines the process logged, under a heading naming it.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = self.log_text();
+        let all: Vec<&str> = text.lines().collect();
+        let tail = all[all.len().saturating_sub(lines)..].join("\n");
+        format!(
+            "\n--- the last {} lines of oz-manager {} ({}):\n{tail}",
+            lines.min(all.len()),
+            self.pid(),
+            self.log.display()
+        )
     }
 }
 

@@ -89,7 +89,13 @@ pub struct RequestReconciler<B: AccessBuilder> {
     pub cache: GrantCache,
     /// Set once every cache above has been filled by its first LIST.
     caches_filled: tokio::sync::OnceCell<()>,
+    /// Resolves once the controller is asked to stop: a reconcile still waiting for the
+    /// caches then ends, as the stop has cut the watches that would fill them.
+    stopping: Stopping,
 }
+
+/// A controller's stop signal, which any number of reconciles may wait on.
+pub type Stopping = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
 
 /// A request controller's caches of its requests and their templates, shared with its timers.
 pub struct RequestStores<R: AccessRequest> {
@@ -130,6 +136,7 @@ impl<B: AccessBuilder> RequestReconciler<B> {
         approvals: Store<AccessApproval>,
         cache: GrantCache,
         revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<B::Request>>,
+        stopping: Stopping,
     ) -> Self {
         let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone(), revoked);
         Self {
@@ -140,6 +147,7 @@ impl<B: AccessBuilder> RequestReconciler<B> {
             approvals,
             cache,
             caches_filled: tokio::sync::OnceCell::new(),
+            stopping,
         }
     }
 }
@@ -216,12 +224,20 @@ async fn reconcile_steps<B: AccessBuilder>(
     // nothing is taken for missing that is only not listed yet. One reconcile waits for them and
     // the others for it: kube's `Store::wait_until_ready` left all but one of several reconciles
     // waiting at once asleep for good.
-    this.caches_filled
-        .get_or_init(|| async {
-            this.stores.wait_until_ready().await;
-            this.cache.wait_until_ready().await;
-        })
-        .await;
+    let filled = this.caches_filled.get_or_init(|| async {
+        // Said once a start: a controller that stays here (a watch refused by RBAC, say) shows
+        // where it waits.
+        tracing::info!(kind = %B::Request::kind(&()), "waiting for the caches' first lists to reconcile");
+        this.stores.wait_until_ready().await;
+        this.cache.wait_until_ready().await;
+    });
+    tokio::select! {
+        _ = filled => {}
+        // Stopping before they were filled: they never will be (the stop cut their watches),
+        // and this pass has done nothing yet. Without this, the controller's graceful stop
+        // would wait for it for good.
+        () = this.stopping.clone() => return Ok(Action::await_change()),
+    }
     let grant = grant_identity(&**request)?;
     let (namespace, name) = (&grant.namespace, &grant.owner.name);
     if this.ctx.own_writes.ahead_of::<B::Request>(
