@@ -179,6 +179,13 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_AUDIT_ENFORCE_NAMESPACES", value_delimiter = ',')]
     pub audit_enforce_namespaces: Vec<String>,
 
+    /// Groups whose members may create, change and delete templates in the
+    /// --audit-enforce-namespaces; nobody else may there (`edit` and `admin` write templates
+    /// elsewhere). A template decides who is granted, so where exec needs a grant, writing one
+    /// is granting access: keep this to the people who decide that.
+    #[arg(long, env = "OZ_TEMPLATE_ADMIN_GROUPS", value_delimiter = ',', default_values = ["system:masters"])]
+    pub template_admin_groups: Vec<String>,
+
     /// The audit webhook's failurePolicy: `Ignore` (an oz outage never blocks an exec, which
     /// then goes unaudited) or `Fail` (while oz is down, no exec, attach, port-forward or debug
     /// anywhere in its scope, as Oz's pod exec watcher does). Enforced namespaces always fail
@@ -365,6 +372,8 @@ impl RunArgs {
         config.enforce.namespaces = nonblank(&self.audit_enforce_namespaces)
             .into_iter()
             .collect();
+        config.enforce.template_writers =
+            nonblank(&self.template_admin_groups).into_iter().collect();
         config.watch_namespaces = watched.to_vec();
         config.client_ca = match &self.webhook_client_ca_file {
             Some(path) => Some(

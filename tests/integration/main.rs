@@ -9,6 +9,7 @@ mod audit_trail;
 mod brokered_grants;
 mod callers;
 mod crds;
+mod enforced_templates;
 mod exec;
 mod faults;
 mod grants;

@@ -19,7 +19,7 @@ use crate::{
     certs::{self, PemPair},
     registration::{
         AUDIT_PATH, MUTATE_APPROVALS_PATH, MUTATE_REQUESTS_PATH, VALIDATE_APPROVALS_PATH,
-        VALIDATE_REQUESTS_PATH,
+        VALIDATE_REQUESTS_PATH, VALIDATE_TEMPLATES_PATH,
     },
 };
 
@@ -54,12 +54,13 @@ pub const PUBLISH_FAILED: &str = "publish_failed";
 pub const AUDIT_EVENT_DROP_REASONS: [&str; 3] = [RATE_LIMITED, QUEUE_FULL, PUBLISH_FAILED];
 
 /// The paths the apiserver calls, each exported from the start.
-const WEBHOOK_PATHS: [&str; 5] = [
+const WEBHOOK_PATHS: [&str; 6] = [
     MUTATE_REQUESTS_PATH,
     VALIDATE_REQUESTS_PATH,
     MUTATE_APPROVALS_PATH,
     VALIDATE_APPROVALS_PATH,
     AUDIT_PATH,
+    VALIDATE_TEMPLATES_PATH,
 ];
 
 /// The webhook server's metrics. Cloning shares them.

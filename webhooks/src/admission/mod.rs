@@ -11,10 +11,12 @@
 //! | [`MUTATE_APPROVALS_PATH`] | [`APPROVER_WEBHOOK`](crate::registration::APPROVER_WEBHOOK) | [`approvals::mutate`] |
 //! | [`VALIDATE_APPROVALS_PATH`] | [`APPROVALS_WEBHOOK`](crate::registration::APPROVALS_WEBHOOK) | [`approvals::validate`] |
 //! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](crate::registration::AUDIT_WEBHOOK), [`AUDIT_ENFORCED_WEBHOOK`](crate::registration::AUDIT_ENFORCED_WEBHOOK) | [`audit::audit`] |
+//! | [`VALIDATE_TEMPLATES_PATH`] | [`TEMPLATES_ENFORCED_WEBHOOK`](crate::registration::TEMPLATES_ENFORCED_WEBHOOK) | [`templates::validate`] |
 //!
 //! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
 //! - [`approvals`]: stamp who decided on an AccessApproval's create, then validate the decision.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
+//! - [`templates`]: where access is enforced, only the template admin groups write templates.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
 //! - [`events`]: the audit Events, published from a bounded queue.
@@ -32,6 +34,7 @@ pub mod events;
 mod fake_lookup;
 pub mod lookup;
 pub mod requests;
+pub mod templates;
 
 use std::sync::Arc;
 
@@ -58,7 +61,7 @@ use crate::{
     callers::{self, CallerPolicy},
     registration::{
         AUDIT_PATH, MUTATE_APPROVALS_PATH, MUTATE_REQUESTS_PATH, VALIDATE_APPROVALS_PATH,
-        VALIDATE_REQUESTS_PATH,
+        VALIDATE_REQUESTS_PATH, VALIDATE_TEMPLATES_PATH,
     },
 };
 
@@ -84,7 +87,7 @@ pub struct AdmissionState {
 }
 
 /// The routes: [`MUTATE_REQUESTS_PATH`], [`VALIDATE_REQUESTS_PATH`], [`MUTATE_APPROVALS_PATH`],
-/// [`VALIDATE_APPROVALS_PATH`], [`AUDIT_PATH`] and
+/// [`VALIDATE_APPROVALS_PATH`], [`AUDIT_PATH`], [`VALIDATE_TEMPLATES_PATH`] and
 /// [`HEALTHZ_PATH`], answering anyone ([`CallerPolicy::anyone`]).
 pub fn router(state: Arc<AdmissionState>) -> Router {
     guarded_router(state, CallerPolicy::anyone())
@@ -100,6 +103,7 @@ pub fn guarded_router(state: Arc<AdmissionState>, callers: CallerPolicy) -> Rout
         .route(MUTATE_APPROVALS_PATH, post(approvals::mutate))
         .route(VALIDATE_APPROVALS_PATH, post(approvals::validate))
         .route(AUDIT_PATH, post(audit::audit))
+        .route(VALIDATE_TEMPLATES_PATH, post(templates::validate))
         // Before the body is read: a refused caller's review is never parsed.
         .route_layer(middleware::from_fn_with_state(
             Arc::new(callers),

@@ -10,6 +10,7 @@
 //! | Validating `oz-requests` | `requests.oz.wizardofoz.co` | CREATE, UPDATE of the same | Fail |
 //! | Validating `oz-audit` | `audit.oz.wizardofoz.co` | CONNECT of pods/exec, pods/attach, pods/portforward; UPDATE of pods/ephemeralcontainers | Ignore (`--audit-failure-policy`) |
 //! | Validating `oz-audit` | `audit-enforced.oz.wizardofoz.co` (only with enforced namespaces) | the same, in the enforced namespaces alone | Fail |
+//! | Validating `oz-requests` | `templates-enforced.oz.wizardofoz.co` (only with enforced namespaces) | CREATE, UPDATE, DELETE of execaccesstemplates, podaccesstemplates in the enforced namespaces | Fail |
 //!
 //! The audit webhook never has an objectSelector: CONNECT options have no labels, so an
 //! objectSelector would match nothing. Scope it with a namespaceSelector instead.
@@ -53,6 +54,8 @@ pub const MUTATE_APPROVALS_PATH: &str = "/mutate-approvals";
 pub const VALIDATE_APPROVALS_PATH: &str = "/validate-approvals";
 /// Path of the exec/attach/port-forward/debug audit webhook.
 pub const AUDIT_PATH: &str = "/audit";
+/// Path of the webhook that keeps templates in the enforced namespaces to their admin groups.
+pub const VALIDATE_TEMPLATES_PATH: &str = "/validate-templates";
 
 /// Name of the mutating webhook inside its configuration.
 pub const REQUESTER_WEBHOOK: &str = "requester.oz.wizardofoz.co";
@@ -69,6 +72,9 @@ pub const REQUEST_DELETES_WEBHOOK: &str = "request-deletes.oz.wizardofoz.co";
 pub const AUDIT_WEBHOOK: &str = "audit.oz.wizardofoz.co";
 /// Name of the audit webhook for the enforced namespaces (same handler, failurePolicy Fail).
 pub const AUDIT_ENFORCED_WEBHOOK: &str = "audit-enforced.oz.wizardofoz.co";
+/// Name of the webhook that lets only the template admin groups write templates in the
+/// enforced namespaces (failurePolicy Fail).
+pub const TEMPLATES_ENFORCED_WEBHOOK: &str = "templates-enforced.oz.wizardofoz.co";
 
 /// The label the apiserver sets on every Namespace, with its own name: what a namespaceSelector
 /// matches to name namespaces.
@@ -252,32 +258,51 @@ impl Registration {
                     ..Default::default()
                 }
             };
+        let mut request_webhooks = vec![
+            validating_webhook(
+                REQUESTS_WEBHOOK,
+                VALIDATE_REQUESTS_PATH,
+                request_rule(&["CREATE", "UPDATE"]),
+                "Fail",
+            ),
+            // Ignore: deleting a request only removes access, so with oz down a delete (a
+            // revocation, or the garbage collector's cascade) must still go through.
+            validating_webhook(
+                REQUEST_DELETES_WEBHOOK,
+                VALIDATE_REQUESTS_PATH,
+                request_rule(&["DELETE"]),
+                "Ignore",
+            ),
+            // Deletes are not seen: deleting a decision withdraws it, which anyone allowed
+            // to delete it may do, and the garbage collector must.
+            validating_webhook(
+                APPROVALS_WEBHOOK,
+                VALIDATE_APPROVALS_PATH,
+                approval_rule(&["CREATE", "UPDATE"]),
+                "Fail",
+            ),
+        ];
+        let enforced = &self.audit_enforced_namespaces;
+        if !enforced.is_empty() {
+            // Where exec needs a grant, a template is a grant in waiting: fail closed, so that
+            // with oz down nobody but RBAC's own cluster admins rewrites one unseen.
+            request_webhooks.push(ValidatingWebhook {
+                namespace_selector: Some(and_names(
+                    self.request_namespace_selector.clone(),
+                    "In",
+                    enforced,
+                )),
+                ..validating_webhook(
+                    TEMPLATES_ENFORCED_WEBHOOK,
+                    VALIDATE_TEMPLATES_PATH,
+                    template_rule(&["CREATE", "UPDATE", "DELETE"]),
+                    "Fail",
+                )
+            });
+        }
         let mut configurations = vec![ValidatingWebhookConfiguration {
             metadata: metadata(self.requests_name()),
-            webhooks: Some(vec![
-                validating_webhook(
-                    REQUESTS_WEBHOOK,
-                    VALIDATE_REQUESTS_PATH,
-                    request_rule(&["CREATE", "UPDATE"]),
-                    "Fail",
-                ),
-                // Ignore: deleting a request only removes access, so with oz down a delete (a
-                // revocation, or the garbage collector's cascade) must still go through.
-                validating_webhook(
-                    REQUEST_DELETES_WEBHOOK,
-                    VALIDATE_REQUESTS_PATH,
-                    request_rule(&["DELETE"]),
-                    "Ignore",
-                ),
-                // Deletes are not seen: deleting a decision withdraws it, which anyone allowed
-                // to delete it may do, and the garbage collector must.
-                validating_webhook(
-                    APPROVALS_WEBHOOK,
-                    VALIDATE_APPROVALS_PATH,
-                    approval_rule(&["CREATE", "UPDATE"]),
-                    "Fail",
-                ),
-            ]),
+            webhooks: Some(request_webhooks),
         }];
         if self.audit {
             let audit_webhook =
@@ -306,7 +331,6 @@ impl Registration {
                     timeout_seconds: Some(AUDIT_TIMEOUT_SECONDS),
                     ..Default::default()
                 };
-            let enforced = &self.audit_enforced_namespaces;
             let webhooks = if enforced.is_empty() {
                 vec![audit_webhook(
                     AUDIT_WEBHOOK,
@@ -408,6 +432,16 @@ fn request_rule(operations: &[&str]) -> RuleWithOperations {
             "podaccessrequests".into(),
         ]),
         scope: Some("Namespaced".into()),
+    }
+}
+
+fn template_rule(operations: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        resources: Some(vec![
+            "execaccesstemplates".into(),
+            "podaccesstemplates".into(),
+        ]),
+        ..request_rule(operations)
     }
 }
 
@@ -635,10 +669,43 @@ mod tests {
         assert_eq!(enforced.rules, audit.rules);
         assert_eq!(enforced.object_selector, None);
 
-        // Nothing enforced: one audit webhook, as before.
+        // Templates there are written only by their admin groups, failing closed, in the
+        // enforced namespaces alone (within the requests' own scope).
+        let templates = validating[0].webhooks.as_ref().unwrap().last().unwrap();
+        assert_eq!(templates.name, TEMPLATES_ENFORCED_WEBHOOK);
+        assert_eq!(templates.failure_policy.as_deref(), Some("Fail"));
+        let in_enforced = LabelSelector {
+            match_labels: None,
+            ..names("In")
+        };
+        assert_eq!(templates.namespace_selector, Some(in_enforced));
+        let rule = &templates.rules.as_ref().unwrap()[0];
+        assert_eq!(
+            rule.operations.as_deref(),
+            Some(&["CREATE".to_string(), "UPDATE".into(), "DELETE".into()][..])
+        );
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(
+                &[
+                    "execaccesstemplates".to_string(),
+                    "podaccesstemplates".into()
+                ][..]
+            )
+        );
+
+        // Nothing enforced: one audit webhook, as before, and no templates webhook.
         let plain = Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap())
             .enforcing(&BTreeSet::new());
         let validating = plain.validating_configurations("PEM");
         assert_eq!(validating[1].webhooks.as_ref().unwrap().len(), 1);
+        assert!(
+            validating[0]
+                .webhooks
+                .as_ref()
+                .unwrap()
+                .iter()
+                .all(|w| w.name != TEMPLATES_ENFORCED_WEBHOOK)
+        );
     }
 }

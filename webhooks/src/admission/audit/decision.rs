@@ -26,6 +26,9 @@ pub struct EnforceSettings {
     /// attach by one of them is oz opening the stream of a brokered session, whose grant oz
     /// checked itself; it is recorded as `brokered` and never denied. Empty by default.
     pub brokers: BTreeSet<String>,
+    /// Members of these groups may create, change and delete templates in [`Self::namespaces`];
+    /// nobody else may there ([`crate::admission::templates`]). Default `system:masters`.
+    pub template_writers: BTreeSet<String>,
 }
 
 impl Default for EnforceSettings {
@@ -34,6 +37,7 @@ impl Default for EnforceSettings {
             namespaces: BTreeSet::new(),
             exempt_groups: BTreeSet::from(["system:masters".to_string()]),
             brokers: BTreeSet::new(),
+            template_writers: BTreeSet::from(["system:masters".to_string()]),
         }
     }
 }

@@ -25,6 +25,7 @@ mod approval_webhooks;
 mod audit_webhook;
 mod callers;
 mod request_webhooks;
+mod template_webhooks;
 
 fn access_config(groups: &[&str], grant_to: Option<&str>) -> AccessConfig {
     let mut config = json!({
