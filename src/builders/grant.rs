@@ -124,9 +124,30 @@ where
     existed
 }
 
+/// Whether `owners` has a controller reference to the object with `uid`: for a grant's
+/// objects, whether its request controls them, which is what makes them oz's to use and delete.
+pub fn controlled_by(owners: &[OwnerReference], uid: &str) -> bool {
+    owners
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_controller_reference_with_the_uid_controls() {
+        let owner = |uid: &str, controller| OwnerReference {
+            uid: uid.into(),
+            controller: Some(controller),
+            ..Default::default()
+        };
+        assert!(controlled_by(&[owner("u1", true)], "u1"));
+        assert!(!controlled_by(&[owner("u1", false)], "u1"));
+        assert!(!controlled_by(&[owner("u2", true)], "u1"));
+        assert!(!controlled_by(&[], "u1"));
+    }
 
     #[test]
     fn names_follow_oz() {

@@ -22,8 +22,8 @@ pub mod workload;
 pub use cache::GrantCache;
 pub use exec::ExecAccessBuilder;
 pub use grant::{
-    GrantIdentity, MANAGED_BY, blocking, grant_identity, grant_identity_of, resource_name,
-    revoke_grant,
+    GrantIdentity, MANAGED_BY, blocking, controlled_by, grant_identity, grant_identity_of,
+    resource_name, revoke_grant,
 };
 pub use pod::PodAccessBuilder;
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ObjectMeta, PostParams},
+    api::{DeleteParams, ObjectMeta, PostParams, Preconditions},
 };
 use oz_api::{
     AccessTemplate, PodAccessRequest, PodAccessTemplate, SESSIONS_GROUP, SessionMode,
@@ -16,7 +16,8 @@ use oz_api::{
 };
 
 use super::{
-    AccessBuilder, BuildError, Built, GrantCache, GrantIdentity, is_ready, rbac, revoke_grant,
+    AccessBuilder, BuildError, Built, GrantCache, GrantIdentity, controlled_by, is_ready, rbac,
+    revoke_grant,
     workload::{self, Lookup},
 };
 use crate::{Context, Error};
@@ -98,6 +99,12 @@ impl AccessBuilder for PodAccessBuilder {
                 }
             }
         };
+        // The name is predictable (`<request>-<uid8>`, and the request is readable): anyone
+        // who may create pods could have made one first, from an image of their own, for the
+        // grantee to exec into. Only a pod this request controls is the grant's.
+        if !controlled_by(pod.owner_references(), &grant.owner.uid) {
+            return Err(BuildError::Invalid(squatter_message(grant, &pod)));
+        }
         if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
             let why = pod
                 .status
@@ -126,17 +133,46 @@ impl AccessBuilder for PodAccessBuilder {
     async fn revoke(&self, ctx: &Context, grant: &GrantIdentity) -> Result<bool, Error> {
         let granted = revoke_grant(ctx, grant).await?;
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &grant.namespace);
+        // Only the request's own pod: a pod someone else made under the grant's name is theirs.
+        let Some(pod) = pods.get_opt(&grant.name).await? else {
+            return Ok(granted);
+        };
+        if !controlled_by(pod.owner_references(), &grant.owner.uid) {
+            return Ok(granted);
+        }
         // No grace period: the window is over, and deleting the pod ends any session into it.
-        let pod = match pods
-            .delete(&grant.name, &DeleteParams::default().grace_period(0))
-            .await
-        {
+        // The uid precondition: never a pod that replaced it since the read.
+        let delete = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default().grace_period(0)
+        };
+        let deleted = match pods.delete(&grant.name, &delete).await {
             Ok(_) => true,
-            Err(kube::Error::Api(status)) if status.code == 404 => false,
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => false,
             Err(e) => return Err(e.into()),
         };
-        Ok(granted || pod)
+        Ok(granted || deleted)
     }
+}
+
+/// Why a grant cannot use the pod found under its name, which its request does not control.
+fn squatter_message(grant: &GrantIdentity, pod: &Pod) -> String {
+    let made_by = pod
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map_or("nobody oz knows (it has no controller)".to_string(), |o| {
+            format!("{} {}", o.kind, o.name)
+        });
+    format!(
+        "a pod named {:?} that oz did not make is in the way (it is controlled by {made_by}, not \
+         by this request), so oz will not grant access to it; a cluster admin should find out \
+         who made pod {}/{} and delete it, then you create a new request",
+        grant.name, grant.namespace, grant.name
+    )
 }
 
 fn created_message(grant: &GrantIdentity) -> String {

@@ -26,6 +26,7 @@ mod ozctl_approvals;
 mod ozctl_audit;
 mod ozctl_sessions;
 mod pod;
+mod pod_squatting;
 mod recordings;
 mod security;
 mod sessions_broker;

@@ -18,12 +18,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::{
-    api::{
-        core::v1::Pod,
-        rbac::v1::{Role, RoleBinding},
-    },
-    apimachinery::pkg::apis::meta::v1::OwnerReference,
+use k8s_openapi::api::{
+    core::v1::Pod,
+    rbac::v1::{Role, RoleBinding},
 };
 use kube::{
     Api, Resource, ResourceExt,
@@ -42,7 +39,7 @@ use super::{
 };
 use crate::{
     FIELD_MANAGER, Result,
-    builders::{AccessBuilder, Built, is_ready},
+    builders::{AccessBuilder, Built, controlled_by, is_ready},
 };
 
 /// A grant Oz made, as found: its Role and RoleBinding, and the pod the Role names.
@@ -195,13 +192,6 @@ pub fn adopted_earlier(status: &RequestStatus) -> bool {
     oz_api::conditions::is_true(&status.conditions, kind::ADOPTED_FROM_OZ)
 }
 
-/// Whether `owners` has a controller reference to the object with `uid`.
-pub fn controlled_by(owners: &[OwnerReference], uid: &str) -> bool {
-    owners
-        .iter()
-        .any(|o| o.controller == Some(true) && o.uid == uid)
-}
-
 /// The pod a grant's Role names (Oz's rules name it in both).
 fn granted_pod(role: &Role) -> Option<String> {
     role.rules
@@ -282,18 +272,5 @@ mod tests {
             ..Default::default()
         };
         assert!(!left_by_oz_or_adopted(Some(&failed_build)));
-    }
-
-    #[test]
-    fn only_a_controller_reference_with_the_uid_controls() {
-        let owner = |uid: &str, controller| OwnerReference {
-            uid: uid.into(),
-            controller: Some(controller),
-            ..Default::default()
-        };
-        assert!(controlled_by(&[owner("u1", true)], "u1"));
-        assert!(!controlled_by(&[owner("u1", false)], "u1"));
-        assert!(!controlled_by(&[owner("u2", true)], "u1"));
-        assert!(!controlled_by(&[], "u1"));
     }
 }
