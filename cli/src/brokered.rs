@@ -25,6 +25,7 @@ use super::{
     error::{CliError, chain},
     exec::{exit_code, pipe_output},
     session::Session,
+    terminal_text::printable_line,
 };
 
 /// The exit status of `ozctl exec` when oz closed the session (rather than the command ending).
@@ -127,7 +128,7 @@ pub async fn exec(
     match ending(status?.as_ref()).map_err(CliError::Exec)? {
         Ending::Exited(code) => Ok(code),
         Ending::ClosedByOz(message) => {
-            eprintln!("{message}");
+            eprintln!("{}", printable_line(&message));
             Ok(OZ_CLOSED_EXIT_CODE)
         }
     }

@@ -27,7 +27,9 @@ use super::{
     progress::Progress,
     requests::RequestView,
     session::{Hints, Session},
-    templates, timefmt, wait,
+    templates,
+    terminal_text::printable,
+    timefmt, wait,
 };
 
 /// `ozctl create`.
@@ -345,12 +347,16 @@ pub fn check_duration(kind: AccessKind, text: &str) -> Result<(), String> {
 /// What a user is told when access is ready: Oz's banner, the access command between `---`
 /// lines, when access ends, and what to do next.
 pub fn instructions(hints: &Hints, view: &RequestView, now: Timestamp) -> String {
-    let command = view.status.access_message.clone().unwrap_or_else(|| {
-        format!(
-            "(no access command: the template renders none) pod: {}",
-            view.status.pod_name.as_deref().unwrap_or("?")
-        )
-    });
+    // Rendered from the template's accessCommand, which its author wrote.
+    let command = view.status.access_message.as_deref().map_or_else(
+        || {
+            format!(
+                "(no access command: the template renders none) pod: {}",
+                view.status.pod_name.as_deref().unwrap_or("?")
+            )
+        },
+        |message| printable(message).into_owned(),
+    );
     let mut text = format!(
         "Success, your access request is ready! Here are your access instructions:\n---\n{command}\n---\n"
     );

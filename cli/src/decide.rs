@@ -25,7 +25,9 @@ use super::{
     kind_arg, names, output,
     requests::{self, RequestView},
     session::Session,
-    templates, timefmt,
+    templates,
+    terminal_text::printable_line,
+    timefmt,
 };
 
 /// `ozctl approve`.
@@ -311,12 +313,14 @@ pub fn standing(view: &RequestView) -> String {
         Some(RequestPhase::Failed) => format!("failed: {}", view.problem()),
         None => "oz has not looked at it yet".into(),
     };
-    format!(
-        "{} {}: {progress}phase {}; {next}.\n",
+    let line = format!(
+        "{} {}: {progress}phase {}; {next}.",
         view.kind.request_kind(),
         view.name,
         view.phase_word()
-    )
+    );
+    // `next` may quote a condition's message.
+    format!("{}\n", printable_line(&line))
 }
 
 #[cfg(test)]

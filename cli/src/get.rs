@@ -13,6 +13,7 @@ use super::{
     session::Session,
     table::Table,
     templates::{self, TemplateView},
+    terminal_text::printable_line,
     timefmt,
 };
 
@@ -300,7 +301,7 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 3;
     let mut text = String::new();
     for (key, value) in fields {
-        let value = value.replace(['\n', '\r'], " ");
+        let value = printable_line(&value);
         text.push_str(&format!("{:width$}{value}\n", format!("{key}:")));
     }
     if !view.status.approvals.is_empty() {
@@ -512,6 +513,33 @@ mod tests {
         );
         assert!(text.contains("Pod:        web-0\n"), "{text}");
         assert!(text.contains("(in 29m 58s)"), "{text}");
+    }
+
+    #[test]
+    fn what_others_wrote_is_shown_escaped() {
+        use oz_api::ApprovalRecord;
+        let now: Timestamp = "2026-11-21T12:00:00Z".parse().unwrap();
+        let mut view = request("alice-x7k2p", "alice", Some(RequestPhase::Ready));
+        view.reason = Some("INC-42\u{1b}]0;owned\u{7}".into());
+        view.ticket = Some("T\u{1b}[2J".into());
+        view.status.approvals = vec![ApprovalRecord {
+            approver: "dave".into(),
+            at: Time(now),
+            comment: Some("fine\u{1b}[8m".into()),
+            name: "alice-x7k2p-dave".into(),
+            break_glass: false,
+        }];
+        let text = request_details(&view, now);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("Reason:     INC-42\\u{1b}]0;owned\\u{7}\n"),
+            "{text}"
+        );
+        assert!(text.contains("Ticket:     T\\u{1b}[2J\n"), "{text}");
+        assert!(text.contains("fine\\u{1b}[8m"), "{text}");
     }
 
     fn access_config(groups: &[&str]) -> AccessConfig {

@@ -42,6 +42,7 @@ pub mod session;
 pub mod sessions;
 pub mod table;
 pub mod templates;
+pub mod terminal_text;
 pub mod timefmt;
 pub mod wait;
 
@@ -196,10 +197,19 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", e.to_string().replace(['\n', '\r'], " "));
+            eprintln!("{}", error_line(&e));
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// The line an error is shown as: `error: ` and the message, on one line, with what others
+/// wrote in it (an apiserver or webhook message may quote a request) escaped.
+pub fn error_line(error: &CliError) -> String {
+    format!(
+        "error: {}",
+        terminal_text::printable_line(&error.to_string())
+    )
 }
 
 #[cfg(test)]
@@ -540,6 +550,15 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn the_error_line_is_one_line_without_escape_sequences() {
+        let error = CliError::Api("denied: reason \"x\u{1b}[2J\"\nsecond line".into());
+        assert_eq!(
+            error_line(&error),
+            "error: denied: reason \"x\\u{1b}[2J\" second line"
+        );
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::{io::IsTerminal, time::Duration};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::terminal_text::printable_line;
+
 /// A line of progress about one thing, such as `alice-x7k2p: AccessResourcesReady: ...`.
 pub struct Progress {
     subject: String,
@@ -35,8 +37,9 @@ impl Progress {
         }
     }
 
-    /// Shows `message` as the current step.
+    /// Shows `message` as the current step (a condition's message, so on one line, escaped).
     pub fn set(&mut self, message: &str) {
+        let message = printable_line(message);
         if message == self.last {
             return;
         }

@@ -9,7 +9,7 @@ use clap::Args;
 use oz_api::{SESSIONS_GROUP, SESSIONS_VERSION};
 use serde_json::Value;
 
-use super::{error::CliError, session::Session};
+use super::{error::CliError, session::Session, terminal_text::printable_line};
 
 /// Pauses longer than this are cut to it when playing, as asciinema's idle limit does.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(2);
@@ -148,7 +148,9 @@ pub async fn run(session: &Session, args: ReplayArgs) -> Result<(), CliError> {
         stdout.write_all(data.as_bytes())?;
     }
     stdout.flush()?;
-    eprintln!("\r\nreplayed {}", summary(&cast));
+    // The recording itself is what the pod printed, as kubectl exec would show it; its title
+    // (the command) and user are shown escaped.
+    eprintln!("\r\nreplayed {}", printable_line(&summary(&cast)));
     Ok(())
 }
 

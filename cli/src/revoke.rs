@@ -8,7 +8,7 @@ use oz_api::{AccessKind, RequestPhase};
 
 use super::{
     create::WaitArgs, error::CliError, identity::whoami, kind_arg, output, progress::Progress,
-    requests, session::Session, timefmt, wait,
+    requests, session::Session, terminal_text::printable_line, timefmt, wait,
 };
 
 /// `ozctl revoke`.
@@ -43,7 +43,7 @@ pub async fn run(session: &Session, args: RevokeArgs) -> Result<(), CliError> {
         eprintln!(
             "note: {} was requested by {}, not by you",
             view.name,
-            view.requester_name()
+            printable_line(view.requester_name())
         );
     }
     requests::delete(session, &view).await?;

@@ -1,5 +1,8 @@
 //! Plain-text tables in kubectl's style: upper-case headers, columns padded to their widest
-//! cell and three spaces apart, no trailing spaces.
+//! cell and three spaces apart, no trailing spaces. Cells are shown on one line with control
+//! characters escaped ([`printable_line`]): they often hold what users wrote.
+
+use crate::terminal_text::printable_line;
 
 /// A table: headers and rows of cells, rendered with [`Table::render`].
 #[derive(Debug, Clone, Default)]
@@ -39,22 +42,29 @@ impl Table {
 
     /// The table as text, one line per row (and the header), each ending in a newline.
     pub fn render(&self) -> String {
+        // One line per row, whatever a cell holds, and nothing a terminal would act on.
+        let lines: Vec<Vec<String>> = std::iter::once(&self.headers)
+            .chain(&self.rows)
+            .map(|line| {
+                line.iter()
+                    .map(|cell| printable_line(cell).into_owned())
+                    .collect()
+            })
+            .collect();
         let widths: Vec<usize> = (0..self.headers.len())
             .map(|column| {
-                std::iter::once(&self.headers[column])
-                    .chain(self.rows.iter().map(|row| &row[column]))
-                    .map(|cell| cell.chars().count())
+                lines
+                    .iter()
+                    .map(|line| line[column].chars().count())
                     .max()
                     .unwrap_or(0)
             })
             .collect();
         let mut out = String::new();
-        for line in std::iter::once(&self.headers).chain(&self.rows) {
+        for line in &lines {
             let mut text = String::new();
             for (column, cell) in line.iter().enumerate() {
-                // One line per row, whatever a cell holds.
-                let cell = cell.replace(['\n', '\r'], " ");
-                text.push_str(&cell);
+                text.push_str(cell);
                 if column + 1 < line.len() {
                     let pad = widths[column] - cell.chars().count() + 3;
                     text.extend(std::iter::repeat_n(' ', pad));
@@ -97,6 +107,16 @@ mod tests {
         let mut table = Table::new(["USER", "X"]);
         table.row(["jürgen", "1"]);
         assert_eq!(table.render(), "USER     X\njürgen   1\n");
+    }
+
+    #[test]
+    fn escape_sequences_in_cells_are_shown_not_run() {
+        let mut table = Table::new(["REASON", "TICKET"]);
+        table.row(["ok\u{1b}[2J", "INC-1\u{9b}31m"]);
+        assert_eq!(
+            table.render(),
+            "REASON        TICKET\nok\\u{1b}[2J   INC-1\\u{9b}31m\n"
+        );
     }
 
     #[test]

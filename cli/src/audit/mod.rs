@@ -21,6 +21,7 @@ use oz_audit::PublicKey;
 use super::{
     error::CliError,
     session::{ClusterArgs, Session},
+    terminal_text::printable_line,
 };
 
 /// The ConfigMap in oz's namespace where oz publishes the audit signing keys' public halves,
@@ -178,10 +179,12 @@ pub fn problem_line(problem: &oz_audit::Problem) -> String {
         (Some(seq), _) => format!(" (seq {seq})"),
         (None, _) => String::new(),
     };
-    format!(
+    // The detail may quote the file, whose records hold commands users typed.
+    let line = format!(
         "{}:{}{seq}: {}: {}",
         problem.file, problem.line, problem.kind, problem.detail
-    )
+    );
+    printable_line(&line).into_owned()
 }
 
 #[cfg(test)]
