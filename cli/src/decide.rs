@@ -250,13 +250,10 @@ async fn create(
     }
 }
 
-/// A refused decision: oz's webhook says why and what to do, so its message is shown as it is
-/// (not as an RBAC problem, though the apiserver answers 403 for both).
+/// A refused decision. oz's webhook says why and what to do, and [`CliError::from_kube`] shows
+/// its message as it is (not as an RBAC problem, though the apiserver answers 403 for both).
 fn refusal(session: &Session, error: kube::Error) -> CliError {
     match error {
-        kube::Error::Api(status) if status.message.contains("admission webhook") => {
-            CliError::Api(status.message)
-        }
         kube::Error::Api(status) if status.code == 404 => CliError::NotInstalled {
             kind: "AccessApproval",
         },

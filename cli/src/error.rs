@@ -21,6 +21,15 @@ pub enum CliError {
     #[error("{message}; ask a cluster admin to grant it")]
     Forbidden { message: String },
 
+    /// An admission webhook (oz's, usually) refused an operation RBAC allowed: its message says
+    /// why and what to do, so it is shown as it is.
+    #[error("{0}")]
+    Refused(String),
+
+    /// Revoking someone else's request was refused: its requester may end it, or an admin.
+    #[error("{message}; ask {requester} (who requested it) or a cluster admin to revoke it")]
+    NotYours { message: String, requester: String },
+
     /// The oz API is not served by the cluster.
     #[error(
         "this cluster does not serve oz's {kind} (crds.wizardofoz.co/v1alpha1); install oz first, or check your context"
@@ -137,6 +146,10 @@ impl CliError {
                     server: server.to_string(),
                     message: status.message,
                 },
+                // The apiserver's words for any webhook's denial, whatever code it chose.
+                _ if status.message.starts_with("admission webhook ") => {
+                    CliError::Refused(status.message)
+                }
                 403 => CliError::Forbidden {
                     message: status.message,
                 },
@@ -262,6 +275,15 @@ mod tests {
             CliError::from_kube(api_error(500, ""), "s").to_string(),
             "the cluster answered 500 Reason"
         );
+    }
+
+    #[test]
+    fn a_webhook_refusal_is_not_an_rbac_problem() {
+        // RBAC allowed the delete; oz's webhook refused it, and says why.
+        let message = "admission webhook \"request-deletes.oz.wizardofoz.co\" denied the request: \
+                       only the requester (alice) or members of system:masters may revoke this request";
+        let refused = CliError::from_kube(api_error(403, message), "s");
+        assert_eq!(refused.to_string(), message);
     }
 
     #[test]
