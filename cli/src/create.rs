@@ -16,7 +16,7 @@ use oz_api::{
     AccessKind, AccessRequest, ApprovalConfig, ExecAccessRequest, ExecAccessRequestSpec,
     PodAccessRequest, PodAccessRequestSpec, RequestPhase,
     approval::{MAX_REASON_LENGTH, MAX_TICKET_LENGTH},
-    duration::parse_go_duration,
+    duration::{DurationOutcome, decide_access_duration, format_go_duration, parse_go_duration},
 };
 
 use super::{
@@ -27,7 +27,7 @@ use super::{
     progress::Progress,
     requests::RequestView,
     session::{Hints, Session},
-    templates,
+    templates::{self, TemplateView},
     terminal_text::printable,
     timefmt, wait,
 };
@@ -205,6 +205,9 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
         created.template,
         session.namespace
     );
+    if let Some(note) = clamp_note(&template, request.duration.as_deref()) {
+        eprintln!("{note}");
+    }
     if let Some(approval) = &template.access.approval {
         eprintln!("{}", approval_note(&session.hints, approval, &created.name));
     }
@@ -283,6 +286,28 @@ pub fn approval_note(hints: &Hints, approval: &ApprovalConfig, name: &str) -> St
         hints.command("approvals"),
         hints.command(&format!("approve {name}"))
     )
+}
+
+/// What a requester is told when `--duration` is longer than the template's maxDuration: oz
+/// does not refuse the request but clamps it, as Oz did, and says so only in the request's
+/// `AccessDurationsValid` condition. The decision is oz's own
+/// ([`decide_access_duration`]), so the note says what oz will grant.
+pub fn clamp_note(template: &TemplateView, requested: Option<&str>) -> Option<String> {
+    let access = &template.access;
+    let decision =
+        decide_access_duration(requested, &access.default_duration, &access.max_duration).ok()?;
+    if decision.outcome != DurationOutcome::ClampedToMax {
+        return None;
+    }
+    let asked = parse_go_duration(requested?).ok()?;
+    Some(format!(
+        "note: you asked for {}, more than {} {}'s maxDuration ({}): oz clamps it, so access lasts {}",
+        format_go_duration(asked),
+        template.kind.template_kind(),
+        template.name,
+        format_go_duration(decision.duration),
+        format_go_duration(decision.duration),
+    ))
 }
 
 /// Checks `--reason` and `--ticket` against the limits the API server applies, before anything
@@ -471,6 +496,37 @@ mod tests {
             approval_note(&hints, &one, "alice-x7k2p")
                 .starts_with("It needs approval by one member of leads (within 1h): ")
         );
+    }
+
+    #[test]
+    fn a_duration_above_the_maximum_is_said_to_be_clamped() {
+        let template: oz_api::ExecAccessTemplate = serde_json::from_value(serde_json::json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessTemplate",
+            "metadata": {"name": "web-exec", "namespace": "demo"},
+            "spec": {"accessConfig": {"allowedGroups": ["devs"], "defaultDuration": "1h",
+                                      "maxDuration": "4h"},
+                     "controllerTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+        }))
+        .unwrap();
+        let template = TemplateView::of(&template);
+        assert_eq!(
+            clamp_note(&template, Some("10h")).as_deref(),
+            Some(
+                "note: you asked for 10h0m0s, more than ExecAccessTemplate web-exec's maxDuration \
+                 (4h0m0s): oz clamps it, so access lasts 4h0m0s"
+            )
+        );
+        // Within the maximum, the default, or a duration oz refuses: nothing to say here.
+        for requested in [
+            Some("4h"),
+            Some("30m"),
+            None,
+            Some("0"),
+            Some("-1h"),
+            Some("1d"),
+        ] {
+            assert_eq!(clamp_note(&template, requested), None, "{requested:?}");
+        }
     }
 
     #[test]

@@ -285,6 +285,13 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
     if let Some(pod) = &view.status.pod_name {
         fields.push(("Pod", pod.clone()));
     }
+    // oz's duration decision, in its words: the default, the duration asked for, or the maximum
+    // when more was asked for.
+    if let Some(decided) = view.status.conditions.iter().find(|c| {
+        c.type_() == oz_api::condition_type::ACCESS_DURATIONS_VALID && c.status() == "True"
+    }) {
+        fields.push(("Duration", decided.message.clone()));
+    }
     if let Some(expires) = view.expires_at() {
         fields.push((
             "Expires",
@@ -504,14 +511,30 @@ mod tests {
         );
         assert!(!text.contains("Expires"), "{text}");
 
-        // Without approvals: no Approvals section, and Ready shows the pod and the end.
-        let ready = request("bob-aaaaa", "bob", Some(RequestPhase::Ready));
+        // Without approvals: no Approvals section, and Ready shows the pod, how oz decided its
+        // duration, and the end.
+        let mut ready = request("bob-aaaaa", "bob", Some(RequestPhase::Ready));
+        ready.status.conditions = vec![oz_api::Condition::new(
+            "AccessDurationsValid",
+            "True",
+            "Success",
+            "Access requested duration (10h0m0s) larger than template maximum duration (4h0m0s)"
+                .into(),
+            None,
+            Time(now),
+        )];
         let text = request_details(&ready, now);
         assert!(
             !text.contains("Approvals") && !text.contains("Reason"),
             "{text}"
         );
         assert!(text.contains("Pod:        web-0\n"), "{text}");
+        assert!(
+            text.contains(
+                "Duration:   Access requested duration (10h0m0s) larger than template maximum duration (4h0m0s)\n"
+            ),
+            "{text}"
+        );
         assert!(text.contains("(in 29m 58s)"), "{text}");
     }
 
