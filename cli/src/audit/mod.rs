@@ -71,22 +71,24 @@ pub struct KeyArgs {
 pub async fn run(cluster: &ClusterArgs, program: &str, args: AuditArgs) -> Result<u8, CliError> {
     match args.command {
         Some(AuditCommand::Verify(verify)) => {
-            let keys = trusted_keys(&verify.keys, cluster, program).await?;
+            let keys = trusted_keys(&verify.keys, cluster, program, &verify.files).await?;
             verify::run(&verify, &keys)
         }
         None => {
-            let keys = trusted_keys(&args.keys, cluster, program).await?;
+            let keys = trusted_keys(&args.keys, cluster, program, &args.review.files).await?;
             review::run(&args.review, cluster.namespace.clone(), &keys)
         }
     }
 }
 
 /// The keys to trust: those in the `--public-key` files, else every `<keyId>.pub` of the
-/// ConfigMap `oz-audit` in `--oz-namespace`.
+/// ConfigMap `oz-audit` in `--oz-namespace`. When that cannot be read, the error says how to
+/// get the key the audit `files` name.
 pub async fn trusted_keys(
     args: &KeyArgs,
     cluster: &ClusterArgs,
     program: &str,
+    files: &[PathBuf],
 ) -> Result<Vec<PublicKey>, CliError> {
     if !args.public_keys.is_empty() {
         let mut keys = Vec::new();
@@ -95,29 +97,97 @@ pub async fn trusted_keys(
         }
         return Ok(keys);
     }
+    let namespace = &args.oz_namespace;
+    let hint = || public_key_hint(namespace, &checkpoint_key_ids(files));
     let session = Session::connect(cluster, program)
         .await
-        .map_err(|e| CliError::Unverifiable(format!("{e}; or pass --public-key")))?;
-    let configmaps: Api<ConfigMap> = Api::namespaced(session.client.clone(), &args.oz_namespace);
+        .map_err(|e| CliError::Unverifiable(format!("{e}; or {}", hint())))?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(session.client.clone(), namespace);
     let configmap = configmaps
         .get_opt(KEYS_CONFIGMAP)
         .await
-        .map_err(|e| {
-            CliError::Unverifiable(format!(
-                "cannot read the ConfigMap {KEYS_CONFIGMAP} in namespace {} for the audit keys: {}; \
-                 or pass --public-key",
-                args.oz_namespace,
-                session.error(e)
-            ))
-        })?
+        .map_err(|e| keys_unreadable(namespace, session.error(e), &hint()))?
         .ok_or_else(|| {
             CliError::Unverifiable(format!(
-                "there is no ConfigMap {KEYS_CONFIGMAP} in namespace {} to take the audit keys from: \
-                 is oz installed there (--oz-namespace), and has it written an audit file? Or pass --public-key",
-                args.oz_namespace
+                "there is no ConfigMap {KEYS_CONFIGMAP} in namespace {namespace} to take the audit keys from: \
+                 is oz installed there (--oz-namespace), and has it written an audit file? Or {}",
+                hint()
             ))
         })?;
-    keys_in_configmap(&configmap, &args.oz_namespace)
+    keys_in_configmap(&configmap, namespace, hint)
+}
+
+/// The ConfigMap of keys could not be read: for a reader without RBAC on it (most users), what
+/// to ask for, and the key file that does as well.
+pub fn keys_unreadable(namespace: &str, error: CliError, hint: &str) -> CliError {
+    let why = match error {
+        CliError::Forbidden { message } => format!(
+            "{message}; ask a cluster admin for get on it (docs/audit.md, RBAC for security teams)"
+        ),
+        other => other.to_string(),
+    };
+    CliError::Unverifiable(format!(
+        "cannot read the ConfigMap {KEYS_CONFIGMAP} in namespace {namespace}, where oz publishes \
+         the audit keys: {why}; or {hint}"
+    ))
+}
+
+/// Where a key for `--public-key` comes from: someone who may read the ConfigMap saves it, one
+/// file per key id the audit files' checkpoints name (`key_ids`; KEYID when they name none).
+pub fn public_key_hint(namespace: &str, key_ids: &[String]) -> String {
+    let placeholder = ["KEYID".to_string()];
+    let ids = if key_ids.is_empty() {
+        &placeholder[..]
+    } else {
+        key_ids
+    };
+    let commands: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            format!(
+                "kubectl get configmap {KEYS_CONFIGMAP} -n {namespace} \
+                 -o go-template='{{{{index .data \"{id}.pub\"}}}}' > {id}.pub"
+            )
+        })
+        .collect();
+    let what = if key_ids.is_empty() {
+        " (KEYID: the keyId of the files' checkpoints)"
+    } else {
+        ""
+    };
+    format!(
+        "pass --public-key with the key the files name, saved by someone who may read the ConfigMap: {}{what}",
+        commands.join(" and ")
+    )
+}
+
+/// The key ids the checkpoints of `files` name, in the order they first appear; files that
+/// cannot be read and lines that are not checkpoints are passed over (the check says why).
+pub fn checkpoint_key_ids(files: &[PathBuf]) -> Vec<String> {
+    use std::io::BufRead;
+    let mut ids: Vec<String> = Vec::new();
+    for path in files {
+        let Ok(file) = std::fs::File::open(path) else {
+            continue;
+        };
+        for line in std::io::BufReader::new(file)
+            .split(b'\n')
+            .map_while(Result::ok)
+        {
+            // Only a checkpoint has a keyId: parse those lines alone.
+            if !line.windows(7).any(|w| w == b"\"keyId\"") {
+                continue;
+            }
+            if let Some(id) = oz_audit::Entry::parse(&line)
+                .ok()
+                .and_then(|entry| entry.key_id().map(str::to_owned))
+                && !ids.contains(&id)
+            {
+                ids.push(id);
+            }
+        }
+    }
+    ids
 }
 
 /// Every key in a PEM file.
@@ -134,10 +204,11 @@ fn keys_in_file(path: &Path) -> Result<Vec<PublicKey>, CliError> {
 }
 
 /// The keys the ConfigMap publishes: each `<keyId>.pub`, which must be the key it is named
-/// after.
+/// after. `hint` says where else a key comes from, when it publishes none.
 pub fn keys_in_configmap(
     configmap: &ConfigMap,
     namespace: &str,
+    hint: impl FnOnce() -> String,
 ) -> Result<Vec<PublicKey>, CliError> {
     let mut keys = Vec::new();
     for (name, pem) in configmap.data.iter().flatten() {
@@ -160,7 +231,8 @@ pub fn keys_in_configmap(
     }
     if keys.is_empty() {
         return Err(CliError::Unverifiable(format!(
-            "ConfigMap {namespace}/{KEYS_CONFIGMAP} holds no key (<keyId>.pub); pass --public-key"
+            "ConfigMap {namespace}/{KEYS_CONFIGMAP} holds no key (<keyId>.pub); {}",
+            hint()
         )));
     }
     Ok(keys)
@@ -218,7 +290,7 @@ mod tests {
             (&name(&b), b.to_spki_pem()),
             ("current", b.key_id().to_string()),
         ]);
-        let keys = keys_in_configmap(&both, "oz-system").unwrap();
+        let keys = keys_in_configmap(&both, "oz-system", String::new).unwrap();
         let mut ids: Vec<String> = keys.iter().map(|k| k.key_id().to_string()).collect();
         ids.sort();
         let mut want = vec![a.key_id().to_string(), b.key_id().to_string()];
@@ -227,7 +299,7 @@ mod tests {
 
         // b's key published under a's name is refused, not trusted.
         let swapped = configmap(&[(&name(&a), b.to_spki_pem())]);
-        let error = keys_in_configmap(&swapped, "oz-system").unwrap_err();
+        let error = keys_in_configmap(&swapped, "oz-system", String::new).unwrap_err();
         assert_eq!(error.exit_code(), 2);
         assert!(
             error.to_string().contains("under another key's name"),
@@ -235,8 +307,53 @@ mod tests {
         );
 
         let empty = configmap(&[("current", a.key_id().to_string())]);
-        let error = keys_in_configmap(&empty, "oz").unwrap_err().to_string();
+        let error = keys_in_configmap(&empty, "oz", || public_key_hint("oz", &[]))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("pass --public-key"), "{error}");
+    }
+
+    #[test]
+    fn a_reader_without_the_configmap_is_told_where_a_key_comes_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, key) = crate::fixtures::audit_log(dir.path(), 1);
+        let id = key.key_id().to_string();
+        assert_eq!(checkpoint_key_ids(&[file]), [id.as_str()]);
+        assert!(checkpoint_key_ids(&[dir.path().join("missing")]).is_empty());
+
+        let hint = public_key_hint("oz-system", std::slice::from_ref(&id));
+        assert_eq!(
+            hint,
+            format!(
+                "pass --public-key with the key the files name, saved by someone who may read the \
+                 ConfigMap: kubectl get configmap oz-audit -n oz-system -o go-template='{{{{index .data \"{id}.pub\"}}}}' > {id}.pub"
+            )
+        );
+        let forbidden = CliError::Forbidden {
+            message: "configmaps \"oz-audit\" is forbidden: User \"alice\" cannot get resource"
+                .into(),
+        };
+        let error = keys_unreadable("oz-system", forbidden, &hint);
+        assert_eq!(error.exit_code(), 2);
+        let error = error.to_string();
+        assert!(
+            error.starts_with(
+                "cannot read the ConfigMap oz-audit in namespace oz-system, where oz publishes the \
+                 audit keys: configmaps \"oz-audit\" is forbidden"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("ask a cluster admin for get on it"),
+            "{error}"
+        );
+        assert!(error.ends_with(&format!("; or {hint}")), "{error}");
+        // Files without a checkpoint yet: the placeholder, and where the id is found.
+        assert!(
+            public_key_hint("oz", &[]).ends_with(
+                "-n oz -o go-template='{{index .data \"KEYID.pub\"}}' > KEYID.pub (KEYID: the keyId of the files' checkpoints)"
+            )
+        );
     }
 
     #[test]
