@@ -23,7 +23,7 @@ use kube::{
     Api,
     api::{AttachParams, AttachedProcess},
 };
-use oz_api::{AccessKind, RequestPhase, SessionMode};
+use oz_api::{AccessKind, RequestPhase, SessionMode, pod_mutation::DEFAULT_CONTAINER_ANNOTATION};
 use tokio::io::AsyncRead;
 
 use super::{
@@ -77,7 +77,8 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
     let kubectl = || find_program("kubectl", std::env::var_os("PATH").as_deref());
     match exec_path(view.status.session_mode, kubectl) {
         ExecPath::Brokered => {
-            brokered::exec(session, &pod, args.container.as_deref(), command, tty).await
+            let container = container(session, &pod, args.container).await?;
+            brokered::exec(session, &pod, container.as_deref(), command, tty).await
         }
         ExecPath::Kubectl(kubectl) => {
             let kubectl_args = kubectl_args(
@@ -94,8 +95,57 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
             eprintln!(
                 "note: kubectl is not on PATH, so ozctl runs the command itself, without a terminal; install kubectl for an interactive shell"
             );
-            exec_directly(session, &pod, args.container.as_deref(), command).await
+            let container = container(session, &pod, args.container).await?;
+            exec_directly(session, &pod, container.as_deref(), command).await
         }
+    }
+}
+
+/// The container to run in when ozctl opens the stream itself (kubectl chooses its own): the
+/// one named with `-c`, else the pod's default ([`default_container`]). When the pod cannot
+/// be read, none is named and the apiserver decides.
+async fn container(
+    session: &Session,
+    pod: &str,
+    named: Option<String>,
+) -> Result<Option<String>, CliError> {
+    if named.is_some() {
+        return Ok(named);
+    }
+    let Ok(found) = session.api::<Pod>().get(pod).await else {
+        return Ok(None);
+    };
+    default_container(&found).map_err(CliError::Usage)
+}
+
+/// The container of `pod` to exec into when none is named: the one its
+/// `kubectl.kubernetes.io/default-container` annotation names, if the pod has it (as kubectl
+/// exec chooses); else its only container; else an error listing them. kubectl would take the
+/// first container then; ozctl asks, as a shell in the wrong container of an access grant is
+/// easy to miss. `None` for a pod without containers (one not read in full): the apiserver
+/// decides.
+pub fn default_container(pod: &Pod) -> Result<Option<String>, String> {
+    let containers: Vec<&str> = pod
+        .spec
+        .iter()
+        .flat_map(|spec| &spec.containers)
+        .map(|c| c.name.as_str())
+        .collect();
+    let annotated = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DEFAULT_CONTAINER_ANNOTATION))
+        .filter(|name| containers.contains(&name.as_str()));
+    match (annotated, containers.as_slice()) {
+        (Some(name), _) => Ok(Some(name.clone())),
+        (None, []) => Ok(None),
+        (None, [only]) => Ok(Some((*only).to_string())),
+        (None, _) => Err(format!(
+            "pod {} has containers {} and names no default (annotation {DEFAULT_CONTAINER_ANNOTATION}); say which with -c CONTAINER",
+            pod.metadata.name.as_deref().unwrap_or("?"),
+            containers.join(", ")
+        )),
     }
 }
 
@@ -392,6 +442,51 @@ mod tests {
             ["/bin/sh"]
         );
         assert_eq!(default_command(None), ["/bin/sh"]);
+    }
+
+    fn pod(annotation: Option<&str>, containers: &[&str]) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-0",
+                "annotations": annotation
+                    .map(|a| serde_json::json!({"kubectl.kubernetes.io/default-container": a})),
+            },
+            "spec": {"containers": containers.iter().map(|c| serde_json::json!({"name": c}))
+                .collect::<Vec<_>>()},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_default_container_is_the_annotated_one_else_the_only_one() {
+        // The annotation wins, wherever the container is.
+        assert_eq!(
+            default_container(&pod(Some("app"), &["sidecar", "app"])),
+            Ok(Some("app".into()))
+        );
+        assert_eq!(
+            default_container(&pod(None, &["app"])),
+            Ok(Some("app".into()))
+        );
+        // Naming a container the pod does not have: as if it named none.
+        assert_eq!(
+            default_container(&pod(Some("gone"), &["app"])),
+            Ok(Some("app".into()))
+        );
+        for unclear in [
+            pod(None, &["sidecar", "app"]),
+            pod(Some("gone"), &["sidecar", "app"]),
+        ] {
+            assert_eq!(
+                default_container(&unclear),
+                Err(
+                    "pod web-0 has containers sidecar, app and names no default (annotation \
+                     kubectl.kubernetes.io/default-container); say which with -c CONTAINER"
+                        .into()
+                )
+            );
+        }
+        assert_eq!(default_container(&pod(Some("app"), &[])), Ok(None));
     }
 
     #[test]
