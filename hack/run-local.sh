@@ -8,28 +8,76 @@
 # oz granted her; then alice asking through the approval template (with ozctl, saying why), dave
 # (group leads) seeing and approving her request, and alice's exec; then a brokered session of
 # carol's that oz closes when her 30 seconds end, and dave (who may read recordings) replaying it.
-# Ctrl-C stops everything.
+# Ctrl-C stops everything, and leaves nothing running.
 #
 # oz-manager listens on four ports: admission webhooks (9443), the brokered sessions API (9444),
 # metrics (8080) and health probes (8081). When one is taken it uses the next free port above
 # it, and says so. OZ_WEBHOOK_PORT, OZ_SESSIONS_PORT, OZ_METRICS_PORT and OZ_HEALTH_PORT move
 # where that search starts. The apiserver reaches the sessions API through the ExternalName
 # Service oz-system/oz-sessions (localhost), which oz-manager's APIService names.
+#
+# Everything a run makes (the control plane, logs, audit records, recordings) is in one
+# directory: .run/ in the checkout, or OZ_RUN_DIR. One run at a time may use it: a second one
+# says which run has it and stops, as starting would stop the first one's control plane.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-run="$root/.run"
+mkdir -p "${OZ_RUN_DIR:-$root/.run}"
+run=$(cd "${OZ_RUN_DIR:-$root/.run}" && pwd)
 dir="$run/testenv"
 testenv="$root/hack/testenv.sh"
 
-mkdir -p "$run"
-"$testenv" down "$dir" 2>/dev/null || true
+# The lock is on fd 9, which only this script holds: every process that may outlive it is
+# started with fd 9 closed. So a run killed with kill -9 leaves no stale lock (the kernel drops
+# it with the process), and the next run cleans up what it left.
+exec 9>>"$run/lock"
+if ! flock -n 9; then
+  other=$(cat "$run/pid" 2>/dev/null || true)
+  echo "make run: another run (pid ${other:-unknown}) is using $run, and starting would stop its control plane." >&2
+  echo "Stop it with Ctrl-C in its terminal (or: kill ${other:-PID}), or start this one in a directory of its own: OZ_RUN_DIR=/tmp/oz-run make run" >&2
+  exit 1
+fi
+echo $$ >"$run/pid"
+
+# What an earlier run left: its control plane (and kwok, and what was exec'd into its pods) if
+# it was killed, its oz-manager, and its recordings, which name sessions of a cluster that is
+# gone (its audit file goes once the new control plane is up, below).
+"$testenv" down "$dir" 9>&- 2>/dev/null || true
+if [ -f "$run/oz-manager.pid" ]; then
+  old=$(cat "$run/oz-manager.pid")
+  # Only if it is that run's oz-manager still: its command line names this directory.
+  if tr '\0' ' ' <"/proc/$old/cmdline" 2>/dev/null | grep -qF -- "--audit-log-path=$run/audit.jsonl"; then
+    kill -9 "$old" 2>/dev/null || true
+  fi
+  rm -f "$run/oz-manager.pid"
+fi
+rm -rf "$run/recordings"
+
+manager_pid=""
+sleeper=""
+cleanup() {
+  # The wait for Ctrl-C below: a background job of a non-interactive shell ignores SIGINT.
+  [ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null || true
+  if [ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null; then
+    # A graceful stop finishes in-flight reconciles and releases its Lease; don't wait forever.
+    for _ in $(seq 100); do kill -0 "$manager_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$manager_pid" 2>/dev/null || true
+    wait "$manager_pid" 2>/dev/null || true
+  fi
+  rm -f "$run/oz-manager.pid"
+  # Also ends kwok and every command anyone exec'd into a demo pod.
+  "$testenv" down "$dir"
+  echo; echo "stopped."
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
 echo "building oz-manager and ozctl..." >&2
-cargo build --quiet -p oz -p ozctl --bin oz-manager --bin ozctl --manifest-path "$root/Cargo.toml"
+cargo build --quiet -p oz -p ozctl --bin oz-manager --bin ozctl --manifest-path "$root/Cargo.toml" 9>&-
 manager="${CARGO_TARGET_DIR:-$root/target}/debug/oz-manager"
 ozctl="${CARGO_TARGET_DIR:-$root/target}/debug/ozctl"
 
 "$testenv" up "$dir" --user alice:devs --user carol:devs --user bob:qa --user dave:leads --controllers all --nodes 2 \
-  --webhook-client-cert
+  --webhook-client-cert 9>&-
 # The CA of the client certificate the apiserver presents to webhooks: oz answers no one else.
 client_ca=$(sed -n 's/.*"webhookClientCaFile": "\(.*\)".*/\1/p' "$dir/ready.json")
 # Each run's control plane is new, and so is the key oz signs the audit file's checkpoints with
@@ -39,21 +87,6 @@ rm -f "$run"/audit.jsonl*
 source "$dir/env"
 # The demo's users find ozctl next to kubectl.
 ln -sf "$ozctl" "$dir/bin/ozctl"
-manager_pid=""
-cleanup() {
-  if [ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null; then
-    # A graceful stop finishes in-flight reconciles and releases its Lease; don't wait forever.
-    (sleep 10; kill -9 "$manager_pid" 2>/dev/null) &
-    local watchdog=$!
-    wait "$manager_pid" 2>/dev/null || true
-    kill "$watchdog" 2>/dev/null || true
-  fi
-  # Also ends kwok and every command anyone exec'd into a demo pod.
-  "$testenv" down "$dir"
-  echo; echo "stopped."
-}
-trap cleanup EXIT
-trap 'exit 0' INT TERM
 
 # pick_port VAR PORT WHAT: sets VAR to the first port from PORT up that nothing answers on and
 # that no earlier pick_port chose.
@@ -83,8 +116,9 @@ start_manager() {
     --webhook-client-ca-file="$client_ca" \
     --controllers=exec,pod,webhooks,sessions --sessions-port="$sessions_port" \
     --sessions-service=oz-system/oz-sessions --session-recordings="$run/recordings" \
-    --audit-log-path="$run/audit.jsonl" --log-level=info >>"$run/oz-manager.log" 2>&1 &
+    --audit-log-path="$run/audit.jsonl" --log-level=info >>"$run/oz-manager.log" 2>&1 9>&- &
   manager_pid=$!
+  echo "$manager_pid" >"$run/oz-manager.pid"
   local waited=0
   until curl -fs "http://127.0.0.1:$health_port/readyz" >/dev/null; do
     if ! kill -0 "$manager_pid" 2>/dev/null; then
@@ -185,4 +219,9 @@ hack/demo/recording-readers.yaml) lists her sessions and replays one (docs/sessi
 
 Press Ctrl-C to stop everything.
 TXT
-while true; do sleep 3600 & wait $!; done
+# A background sleep and `wait`, so that Ctrl-C runs the trap at once; cleanup ends the sleep.
+while true; do
+  sleep 3600 9>&- &
+  sleeper=$!
+  wait "$sleeper" || true
+done

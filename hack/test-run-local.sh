@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Checks `make run` as a newcomer uses it, on a machine where port 9443 is already taken: it
-# starts anyway on other ports, and its webhooks, metrics and health probes follow them; the
-# commands it prints get alice a Ready request and a real `kubectl exec` into the granted pod
+# starts anyway on other ports, and its webhooks, metrics and health probes follow them; it
+# clears the recordings an earlier run left; a second `make run` over the same directory refuses
+# to start, names the first, and leaves it running; the commands it prints get alice a Ready
+# request and a real `kubectl exec` into the granted pod
 # (and no other), recorded by the audit webhook; bob is refused; the approval demo's commands
 # get alice's request through a template that needs a lead's approval approved by dave (who sees
 # it in `ozctl approvals`), and her exec into the granted pod is recorded with dave as approver;
 # the brokered demo's session of carol's is closed by oz at expiry (its line, exit code 3) and
 # replayed by dave, and its start and end are audited;
-# Ctrl-C leaves nothing running, not even a command still exec'd into a pod.
+# Ctrl-C leaves nothing the run started running, not even a command still exec'd into a pod.
+#
+# The run has a directory of its own (OZ_RUN_DIR, a new one under /tmp unless set), so this test
+# works beside a `make run` of the same checkout; removed when the test passes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-dir="$root/.run/testenv"
+own_run=""
+[ -n "${OZ_RUN_DIR:-}" ] || { OZ_RUN_DIR=$(mktemp -d /tmp/oz-make-run.XXXXXX); own_run=1; }
+export OZ_RUN_DIR
+run=$OZ_RUN_DIR
+dir="$run/testenv"
 out=$(mktemp)
 leader=""
 # On any failure: stop `make run` and show what it printed.
@@ -18,7 +27,7 @@ failed() {
   [ -z "$leader" ] || { kill -INT -- "-$leader" 2>/dev/null || true; sleep 2; }
   echo "--- make run printed:" >&2; cat "$out" >&2
 }
-fail() { echo "$*" >&2; failed; exit 1; }
+fail() { echo "$*" >&2; failed; echo "(the run's logs: $run)" >&2; exit 1; }
 trap failed ERR
 
 # Hold 9443 (oz-manager's default webhook port) the way any other program would. If something
@@ -36,7 +45,11 @@ print("holding", flush=True)
 time.sleep(3600)' >"$out.holder" 2>&1 &
 holder=$!
 trap 'kill $holder 2>/dev/null || true' EXIT
-until grep -q holding "$out.holder"; do kill -0 $holder || fail "the port holder exited"; sleep 0.1; done
+until grep -qs holding "$out.holder"; do kill -0 $holder || fail "the port holder exited"; sleep 0.1; done
+
+# What an earlier run left in the directory: a recording of a session in a cluster now gone.
+mkdir -p "$run/recordings/demo"
+echo stale >"$run/recordings/demo/earlier-run.cast"
 
 # Job control gives `make run` a process group of its own (pgid = its pid), so the whole group can
 # be signalled the way a terminal's Ctrl-C would. In a terminal SIGINT is never ignored; a shell
@@ -49,6 +62,10 @@ set +m
 # Up to 20 minutes: on a new machine make run first builds oz-manager, the control plane and kwok.
 for _ in $(seq 12000); do grep -q 'Press Ctrl-C' "$out" && break; kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
 grep -q 'Press Ctrl-C' "$out" || fail "make run did not get ready"
+# make runs the script itself, without a shell in between.
+script=$(pgrep -P "$leader" -f hack/run-local.sh || true)
+[ -n "$script" ] || fail "hack/run-local.sh is not running under make run ($leader)"
+[ ! -e "$run/recordings/demo/earlier-run.cast" ] || fail "make run kept the recordings of an earlier run"
 
 # 1. The free-port fallback: another webhook port, said so, and registered with the apiserver.
 webhook_port=$(sed -n 's/^oz-manager: webhooks on port \([0-9]*\),.*/\1/p' "$out")
@@ -65,7 +82,29 @@ health_url=$(grep -o 'http://127.0.0.1:[0-9]*/readyz' "$out")
 curl -fsS "$metrics_url" >"$out.metrics" && grep -q '^# TYPE' "$out.metrics" || fail "no metrics at $metrics_url"
 curl -fsS "$health_url" >"$out.health" && grep -qx ok "$out.health" || fail "not ready at $health_url"
 
-# 2. Run exactly the commands it printed for alice, as she would paste them.
+# 2. A second make run over the same directory (a second terminal, or make test beside make run)
+# refuses at once, names the first run and how to stop it, and leaves the first one running,
+# recordings and all. Only the first run's script holds the lock, so killing it frees the lock.
+mkdir -p "$run/recordings/demo"; echo live >"$run/recordings/demo/live-run.cast"
+started=$SECONDS
+if second=$(cd "$root" && timeout 120 make --no-print-directory run 2>&1 </dev/null); then
+  fail "a second make run over $run started: $second"
+fi
+echo "$second"
+[ $((SECONDS - started)) -lt 30 ] || fail "the second make run took $((SECONDS - started)) s to refuse"
+grep -q "another run (pid $script) is using $run" <<<"$second" \
+  || fail "the second make run did not name the first one (pid $script): $second"
+grep -q "kill $script" <<<"$second" || fail "the second make run did not say how to stop the first: $second"
+admin get namespace demo >/dev/null || fail "the second make run stopped the first one's control plane"
+curl -fsS "$health_url" >/dev/null || fail "the second make run stopped the first one's oz-manager"
+[ -e "$run/recordings/demo/live-run.cast" ] || fail "the second make run cleared the live run's recordings"
+rm -f "$run/recordings/demo/live-run.cast"
+holders=$(for fd in /proc/[0-9]*/fd/*; do
+  [ "$(readlink "$fd" 2>/dev/null)" != "$run/lock" ] || { p=${fd#/proc/}; echo "${p%%/*}"; }
+done | sort -u)
+[ "$holders" = "$script" ] || fail "the lock $run/lock is held by $(echo $holders), not by the run's script $script alone"
+
+# 3. Run exactly the commands it printed for alice, as she would paste them.
 alice=$(sed -n '/^Get exec access as alice/,/^bob/p' "$out" | grep '^  ')
 grep -q 'kubectl exec' <<<"$alice" || fail "no kubectl exec among alice's commands"
 alice_out=$(bash -c "$alice" 2>&1) || true
@@ -81,16 +120,16 @@ other=$(admin get pods -n demo -l app=web -o name | grep -v "^pod/$pod\$" | head
 [ -n "$other" ] || fail "the demo has only one pod"
 if kubectl exec -n demo "${other#pod/}" -- true 2>"$out.other"; then fail "alice could exec into $other too"; fi
 grep -q Forbidden "$out.other" || fail "exec into $other failed, but not as Forbidden: $(cat "$out.other")"
-grep '"subresource":"exec"' "$root/.run/audit.jsonl" | grep '"user":"alice"' | grep "\"pod\":\"$pod\"" \
+grep '"subresource":"exec"' "$run/audit.jsonl" | grep '"user":"alice"' | grep "\"pod\":\"$pod\"" \
   | grep -q '"grant":{"kind":"ExecAccessRequest"' || fail "no audit record of alice's exec into $pod"
 
-# 3. bob is refused, and told why.
+# 4. bob is refused, and told why.
 if eval "$(grep -E '^  kubectl --kubeconfig .*bob' "$out")" 2>"$out.bob"; then
   fail "bob's request was accepted"
 fi
 grep -q 'allowedGroups' "$out.bob" || fail "bob's refusal does not say why: $(cat "$out.bob")"
 
-# 4. The approval demo, run exactly as printed: alice asks with a reason, dave sees the request in
+# 5. The approval demo, run exactly as printed: alice asks with a reason, dave sees the request in
 # his queue and approves it, alice's ozctl exec runs in the pod granted after that.
 approval=$(sed -n '/^Access that needs approval/,/^Brokered sessions/p' "$out" | grep '^  ')
 grep -q 'ozctl approve' <<<"$approval" || fail "no ozctl approve among the approval demo's commands"
@@ -108,10 +147,10 @@ approved=$(kubectl get execaccessrequests -n demo "$req" \
 approved_pod=$(kubectl get execaccessrequests -n demo "$req" -o jsonpath='{.status.podName}')
 grep -qx "approved, hello from $approved_pod" <<<"$approval_out" \
   || fail "alice's ozctl exec did not print 'approved, hello from $approved_pod'"
-grep '"subresource":"exec"' "$root/.run/audit.jsonl" | grep '"user":"alice"' | grep "\"name\":\"$req\"" \
+grep '"subresource":"exec"' "$run/audit.jsonl" | grep '"user":"alice"' | grep "\"name\":\"$req\"" \
   | grep -q '"approvers":\["dave"\]' || fail "no audit record of alice's exec under $req naming dave as approver"
 
-# 5. The brokered demo, run exactly as printed, each line it prints stamped with when it came:
+# 6. The brokered demo, run exactly as printed, each line it prints stamped with when it came:
 # carol's request (alice's grants cover both pods by now) through web-exec-brokered is Ready and
 # Brokered, her plain kubectl exec is Forbidden, her session through oz prints its hello and is closed by oz after expiresAt but less
 # than 5 s after it (oz's line, exit code 3); dave lists the session as Expired and its replay
@@ -149,8 +188,8 @@ awk -v e="$expires" -v c="$closed" -v x="${exited%% *}" 'BEGIN { exit !(c >= e &
   || fail "carol's session was closed at $closed and ozctl exited at ${exited%% *}, not within 5 s after expiresAt $expires_at ($expires)"
 echo "oz closed carol's session $(awk -v e="$expires" -v c="$closed" 'BEGIN { printf "%.3f", c - e }') s after expiresAt"
 [ -n "$id" ] || fail "carol's brokered request lists no session"
-grep -q "^[0-9.]* $id  *$breq  *carol  *$bpod .*Expired *$" <<<"$brokered_out" \
-  || fail "dave's ozctl sessions did not list session $id of $breq as Expired"
+grep -q "^[0-9.]* $id  *$breq  *carol  *$bpod/app .*Expired *$" <<<"$brokered_out" \
+  || fail "dave's ozctl sessions did not list session $id of $breq, in container app, as Expired"
 # The replay: what follows the sessions table.
 replayed=$(sed -n "/^[0-9.]* $id /,\$p" <<<"$brokered_out")
 grep -q "^[0-9.]* brokered, hello from $bpod$" <<<"$replayed" || fail "dave's replay of $id did not show carol's hello"
@@ -158,29 +197,37 @@ grep -q "^[0-9.]* oz: your access expired; session closed$" <<<"$replayed" || fa
 grep -q "replayed .* by carol: ended (expired)$" <<<"$replayed" || fail "dave's replay of $id did not say it was carol's, ended at expiry"
 # oz writes the end's audit record just after the request's status: wait for it.
 audit_of() {
-  grep "\"event\":\"$1\"" "$root/.run/audit.jsonl" | grep '"user":"carol"' | grep '"brokered":true' \
+  grep "\"event\":\"$1\"" "$run/audit.jsonl" | grep '"user":"carol"' | grep '"brokered":true' \
     | grep "\"name\":\"$breq\"" | grep "\"id\":\"$id\"" | grep -q "$2"
 }
 for _ in $(seq 100); do audit_of session-end '"endReason":"expired"' && break; sleep 0.1; done
 audit_of session-start "\"pod\":\"$bpod\"" || fail "no session-start audit record of carol's session $id"
 audit_of session-end '"endReason":"expired"' || fail "no session-end audit record of carol's session $id, ended at expiry"
 
-# 6. Ctrl-C, with a command still running in alice's pod, ends everything. Processes exec'd into
-# a pod carry the control plane's work dir in their environment.
+# 7. Ctrl-C, with a command still running in alice's pod, ends everything the run started: its
+# process group (make, the script, oz-manager and the sleep the script waits in, which as a
+# background job of a non-interactive shell ignores SIGINT), the control plane and kwok (started
+# in a session of their own, with this run's directory in their command line) and what was
+# exec'd into pods (which carry the control plane's work dir in their environment).
 in_pods() { grep -lxzF "OZ_TESTENV_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
 sleeping() { for p in $(in_pods); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" != sleep ] || return 0; done; return 1; }
 kubectl exec -n demo "$pod" -- sleep 600 >/dev/null 2>&1 &
 exec_client=$!
 for _ in $(seq 300); do sleeping && break; sleep 0.1; done
 sleeping || fail "alice's kubectl exec -- sleep 600 did not start"
+pids=$({ pgrep -g "$leader"; pgrep -f "$run/"; in_pods; } | sort -u | paste -sd, -)
+# Each with its start time, so that a pid used again meanwhile does not count.
+ps -o pid=,lstart=,args= -p "$pids" | sort >"$out.started"
+grep -q ' sleep 3600$' "$out.started" || fail "the run's sleep 3600 is not among what it started: $(cat "$out.started")"
 kill -INT -- "-$leader"
 wait "$leader" 2>/dev/null || true
-# The script's cleanup stops oz-manager gracefully, then the control plane, kwok and the sleep.
-left() { pgrep -fa "$root/.run/testenv|$root/target/debug/oz-manager" || true; in_pods; }
+left() { { ps -o pid=,lstart=,args= -p "$pids" || true; } | sort | comm -12 - "$out.started"; pgrep -fa "$run/" || true; }
 for _ in $(seq 600); do
   [ -z "$(left)" ] && break
   sleep 0.1
 done
 [ -z "$(left)" ] || fail "Ctrl-C left processes behind: $(left)"
 wait "$exec_client" 2>/dev/null || true
-echo "make run: 6 passed, 0 failed"
+[ -z "$own_run" ] || rm -rf "$run"
+rm -f "$out" "$out".*
+echo "make run: 7 passed, 0 failed"
