@@ -19,6 +19,7 @@ pub mod approval;
 pub mod duration;
 mod exec;
 pub mod expiry_table;
+pub mod grant_rule;
 pub mod kinds;
 mod metadata;
 mod mutation;
@@ -43,6 +44,7 @@ pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
 };
+pub use grant_rule::{Asked, GrantSummary, PodAction, Route, granting};
 pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
 pub use metadata::{LAST_APPLIED_ANNOTATION, strip_unread_metadata};
 pub use mutation::{

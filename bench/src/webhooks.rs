@@ -32,8 +32,8 @@ use kube::{
 use oz_api::{AccessConfig, AccessKind, ExecAccessRequest, PodAccessRequest, RequestPhase};
 use oz_webhooks::{
     admission::{
-        self, AccessLookup, AdmissionState, AuditLog, CachedLookup, EnforceSettings, KubeLookup,
-        LookupError, RequestSummary, audit::find_grant,
+        self, AccessLookup, AdmissionState, AuditLog, CachedLookup, EnforceSettings, GrantSummary,
+        KubeLookup, LookupError, audit::find_grant,
     },
     certs::secrets::CA_CRT,
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
@@ -485,17 +485,16 @@ impl AccessLookup for StaticLookup {
         Box::pin(async { Ok(None) })
     }
 
-    fn requests(
-        &self,
-        _namespace: &str,
-    ) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
-        let summary = RequestSummary {
+    fn requests(&self, _namespace: &str) -> BoxFuture<'_, Result<Vec<GrantSummary>, LookupError>> {
+        let summary = GrantSummary {
             kind: AccessKind::Exec,
             name: "alice-grant".into(),
             template: TEMPLATE.into(),
             requested_by: Some(cluster::alice().username),
             phase: Some(RequestPhase::Ready),
             pod_name: Some(self.pod.clone()),
+            session_mode: None,
+            expires_at: Some(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
             approvers: Vec::new(),
         };
         Box::pin(async move { Ok(vec![summary]) })
@@ -561,7 +560,15 @@ async fn cached_lookup(bench: &Bench, pod: &str, calls: usize) -> Result<Latenci
     let mut missed = false;
     for _ in 0..calls {
         let start = Instant::now();
-        let grant = find_grant(&lookup, DIRECT_NAMESPACE, pod, cluster::REQUESTER, &groups).await;
+        let asked = oz_api::Asked {
+            user: cluster::REQUESTER,
+            groups: &groups,
+            pod,
+            action: oz_api::PodAction::Exec,
+            route: oz_api::Route::Direct,
+            now: chrono::Utc::now(),
+        };
+        let grant = find_grant(&lookup, DIRECT_NAMESPACE, &asked).await;
         latencies.record(start.elapsed());
         missed |= !matches!(grant, Ok(Some(_)));
     }

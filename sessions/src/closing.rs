@@ -25,7 +25,8 @@ pub fn close_reason(
     let request = request.filter(|r| r.uid == uid);
     let expired = now >= expires_at
         || request.is_some_and(|r| {
-            r.phase == Some(RequestPhase::Expired) || r.expires_at.is_some_and(|at| now >= at)
+            r.summary.phase == Some(RequestPhase::Expired)
+                || r.summary.expires_at.is_some_and(|at| now >= at)
         });
     if expired {
         return Some(SessionEndReason::Expired);
@@ -35,7 +36,7 @@ pub fn close_reason(
     }
     match request {
         None => Some(SessionEndReason::Revoked),
-        Some(r) if r.phase != Some(RequestPhase::Ready) => Some(SessionEndReason::Revoked),
+        Some(r) if r.summary.phase != Some(RequestPhase::Ready) => Some(SessionEndReason::Revoked),
         Some(_) => None,
     }
 }
@@ -77,17 +78,19 @@ mod tests {
 
     fn request(phase: RequestPhase) -> RequestView {
         RequestView {
-            kind: oz_api::AccessKind::Exec,
             namespace: "shop".into(),
-            name: "alices".into(),
             uid: "u1".into(),
-            template: "web".into(),
-            requester: Some("alice".into()),
-            phase: Some(phase),
-            pod_name: Some("web-0".into()),
-            session_mode: None,
-            expires_at: Some(now() + TimeDelta::minutes(5)),
-            approvers: Vec::new(),
+            summary: oz_api::GrantSummary {
+                kind: oz_api::AccessKind::Exec,
+                name: "alices".into(),
+                template: "web".into(),
+                requested_by: Some("alice".into()),
+                phase: Some(phase),
+                pod_name: Some("web-0".into()),
+                session_mode: None,
+                expires_at: Some(now() + TimeDelta::minutes(5)),
+                approvers: Vec::new(),
+            },
         }
     }
 

@@ -18,9 +18,9 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
-    GrantTo, PodAccessRequest, PodAccessTemplate, RequestPhase, SessionMode, SessionStream,
-    duration::parse_positive_duration,
+    AccessConfig, AccessKind, AccessRequest, AccessTemplate, Asked, ExecAccessRequest,
+    ExecAccessTemplate, GrantSummary, PodAccessRequest, PodAccessTemplate, PodAction, Route,
+    SessionStream, duration::parse_positive_duration, granting,
 };
 use serde::de::DeserializeOwned;
 use tokio::{sync::watch, task::JoinHandle};
@@ -28,53 +28,25 @@ use tracing::warn;
 
 use crate::Identity;
 
-/// What the broker reads of one request.
+/// What the broker reads of one request: what the grant rule reads ([`GrantSummary`]), and
+/// where the request is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestView {
-    /// Exec or Pod.
-    pub kind: AccessKind,
     /// Its namespace.
     pub namespace: String,
-    /// Its name.
-    pub name: String,
     /// Its uid.
     pub uid: String,
-    /// `spec.templateName`.
-    pub template: String,
-    /// The requester's user name, as the admission webhook recorded it.
-    pub requester: Option<String>,
-    /// `status.phase`.
-    pub phase: Option<RequestPhase>,
-    /// `status.podName`.
-    pub pod_name: Option<String>,
-    /// `status.sessionMode`.
-    pub session_mode: Option<SessionMode>,
-    /// `status.expiresAt`.
-    pub expires_at: Option<DateTime<Utc>>,
-    /// Who approved it (`status.approvals`), oldest first.
-    pub approvers: Vec<String>,
+    /// Its kind, name, template, requester, phase, pod, session mode, end and approvers.
+    pub summary: GrantSummary,
 }
 
 impl RequestView {
     /// The view of `request`.
     pub fn of<R: AccessRequest>(request: &R) -> Self {
-        let status = request.request_status();
         Self {
-            kind: R::KIND,
             namespace: request.namespace().unwrap_or_default(),
-            name: request.name_any(),
             uid: request.uid().unwrap_or_default(),
-            template: request.template_name().to_string(),
-            requester: request.requester().map(|r| r.username.clone()),
-            phase: status.and_then(|s| s.phase),
-            pod_name: status.and_then(|s| s.pod_name.clone()),
-            session_mode: status.and_then(|s| s.session_mode),
-            expires_at: status
-                .and_then(|s| s.expires_at.as_ref())
-                .and_then(|t| DateTime::from_timestamp_micros(t.0.as_microsecond())),
-            approvers: status
-                .map(|s| s.approvals.iter().map(|a| a.approver.clone()).collect())
-                .unwrap_or_default(),
+            summary: GrantSummary::of(request),
         }
     }
 }
@@ -116,11 +88,10 @@ pub struct Grant {
 }
 
 /// The grant under which `identity` may open `stream` into `pod`, from `requests` (those of
-/// the pod's namespace) and their templates (`template(kind, name)`): a request that is Ready,
-/// for `pod`, Brokered (its status says so, or its template does), not past `expiresAt`, and
-/// whose RoleBinding names the user: they are its requester, or its template grants to
-/// allowedGroups and they are in one. Attach only under a PodAccessRequest. Of several, the
-/// one expiring last (then by kind and name, so the choice is stable).
+/// the pod's namespace) and their templates (`template(kind, name)`): the one grant rule
+/// ([`oz_api::granting`]) for the Brokered route, so a Ready Brokered grant for the pod, not
+/// past `expiresAt`, whose kind grants the stream (attach: a PodAccessRequest only), and which
+/// is the user's own or their group's.
 pub fn choose_grant(
     requests: &[RequestView],
     template: impl Fn(AccessKind, &str) -> Option<TemplateView>,
@@ -129,31 +100,29 @@ pub fn choose_grant(
     stream: SessionStream,
     now: DateTime<Utc>,
 ) -> Option<Grant> {
-    requests
-        .iter()
-        .filter(|r| r.phase == Some(RequestPhase::Ready) && r.pod_name.as_deref() == Some(pod))
-        .filter(|r| stream == SessionStream::Exec || r.kind == AccessKind::Pod)
-        .filter(|r| r.expires_at.is_some_and(|at| at > now))
-        .filter_map(|r| {
-            let template = template(r.kind, &r.template);
-            let brokered = r.session_mode == Some(SessionMode::Brokered)
-                || template
-                    .as_ref()
-                    .is_some_and(|t| t.config.session_mode() == SessionMode::Brokered);
-            let own = r.requester.as_deref() == Some(identity.user.as_str());
-            let by_group = template.as_ref().is_some_and(|t| {
-                t.config.grant_to() == GrantTo::AllowedGroups && t.config.admits(&identity.groups)
-            });
-            (brokered && (own || by_group)).then(|| Grant {
-                request: r.clone(),
-                record_input: template.as_ref().is_none_or(|t| t.config.record_input()),
-                idle_timeout: template.as_ref().and_then(TemplateView::idle_timeout),
-            })
-        })
-        .max_by(|a, b| {
-            let key = |g: &Grant| (g.request.expires_at, g.request.kind, g.request.name.clone());
-            key(a).cmp(&key(b))
-        })
+    let asked = Asked {
+        user: &identity.user,
+        groups: &identity.groups,
+        pod,
+        action: match stream {
+            SessionStream::Exec => PodAction::Exec,
+            SessionStream::Attach => PodAction::Attach,
+        },
+        route: Route::Brokered,
+        now,
+    };
+    let chosen = granting(
+        requests.iter().map(|r| &r.summary),
+        |kind, name| template(kind, name).map(|t| t.config),
+        &asked,
+    )?;
+    let request = requests.iter().find(|r| std::ptr::eq(&r.summary, chosen))?;
+    let template = template(chosen.kind, &chosen.template);
+    Some(Grant {
+        request: request.clone(),
+        record_input: template.as_ref().is_none_or(|t| t.config.record_input()),
+        idle_timeout: template.as_ref().and_then(TemplateView::idle_timeout),
+    })
 }
 
 /// The requests and templates this replica has seen, kept current by watches.
@@ -317,6 +286,7 @@ where
 #[cfg(test)]
 mod tests {
     use chrono::TimeDelta;
+    use oz_api::{RequestPhase, SessionMode};
     use serde_json::json;
 
     use super::*;
@@ -329,17 +299,19 @@ mod tests {
 
     fn request(kind: AccessKind, name: &str, user: &str, minutes: i64) -> RequestView {
         RequestView {
-            kind,
             namespace: "shop".into(),
-            name: name.into(),
             uid: format!("uid-{name}"),
-            template: "web".into(),
-            requester: Some(user.into()),
-            phase: Some(RequestPhase::Ready),
-            pod_name: Some("web-0".into()),
-            session_mode: Some(SessionMode::Brokered),
-            expires_at: Some(now() + TimeDelta::minutes(minutes)),
-            approvers: Vec::new(),
+            summary: GrantSummary {
+                kind,
+                name: name.into(),
+                template: "web".into(),
+                requested_by: Some(user.into()),
+                phase: Some(RequestPhase::Ready),
+                pod_name: Some("web-0".into()),
+                session_mode: Some(SessionMode::Brokered),
+                expires_at: Some(now() + TimeDelta::minutes(minutes)),
+                approvers: Vec::new(),
+            },
         }
     }
 
@@ -376,15 +348,15 @@ mod tests {
             stream,
             now(),
         )
-        .map(|g| g.request.name)
+        .map(|g| g.request.summary.name)
     }
 
     #[test]
     fn the_users_ready_brokered_grant_for_the_pod_expiring_last_is_chosen() {
         let mut pending = request(AccessKind::Exec, "pending", "alice", 90);
-        pending.phase = Some(RequestPhase::Pending);
+        pending.summary.phase = Some(RequestPhase::Pending);
         let mut other_pod = request(AccessKind::Exec, "other-pod", "alice", 90);
-        other_pod.pod_name = Some("web-1".into());
+        other_pod.summary.pod_name = Some("web-1".into());
         let expired = request(AccessKind::Exec, "expired", "alice", -1);
         let requests = [
             request(AccessKind::Exec, "short", "alice", 5),
@@ -459,27 +431,19 @@ mod tests {
     #[test]
     fn only_brokered_grants_count_and_attach_needs_a_pod_grant() {
         let mut direct = request(AccessKind::Exec, "direct", "alice", 30);
-        direct.session_mode = None;
-        assert_eq!(
-            choose(
-                std::slice::from_ref(&direct),
-                template("Requester", "Direct"),
-                &alice(),
-                SessionStream::Exec
-            ),
-            None
-        );
-        // The template's mode counts before the controller has written the status's.
-        assert_eq!(
-            choose(
-                &[direct],
-                template("Requester", "Brokered"),
-                &alice(),
-                SessionStream::Exec
-            )
-            .as_deref(),
-            Some("direct")
-        );
+        direct.summary.session_mode = None;
+        // The grant's own mode decides (its RBAC is what was granted), not its template's now.
+        for mode in ["Direct", "Brokered"] {
+            assert_eq!(
+                choose(
+                    std::slice::from_ref(&direct),
+                    template("Requester", mode),
+                    &alice(),
+                    SessionStream::Exec
+                ),
+                None
+            );
+        }
         let exec = [request(AccessKind::Exec, "exec", "alice", 30)];
         assert_eq!(
             choose(

@@ -592,19 +592,22 @@ pub struct WebhookOperator {
 }
 
 impl WebhookOperator {
-    /// Starts it as admin, with `extra` flags.
+    /// Starts it as admin, with `extra` flags (its controllers and webhooks, unless they
+    /// say which `--controllers`).
     pub fn start(ns: &str, extra: &[&str]) -> Self {
         let port = free_port();
-        let args: Vec<String> = [
-            "--controllers=exec,pod,webhooks".to_string(),
-            format!("--namespace={ns}"),
-            format!("--webhook-url-base=https://127.0.0.1:{port}"),
-            format!("--webhook-port={port}"),
-            format!("--webhook-configuration-name={ns}"),
-        ]
-        .into_iter()
-        .chain(extra.iter().map(|a| a.to_string()))
-        .collect();
+        let controllers = (!extra.iter().any(|a| a.starts_with("--controllers")))
+            .then(|| "--controllers=exec,pod,webhooks".to_string());
+        let args: Vec<String> = controllers
+            .into_iter()
+            .chain([
+                format!("--namespace={ns}"),
+                format!("--webhook-url-base=https://127.0.0.1:{port}"),
+                format!("--webhook-port={port}"),
+                format!("--webhook-configuration-name={ns}"),
+            ])
+            .chain(extra.iter().map(|a| a.to_string()))
+            .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Self {
             operator: Operator::start(ns, &args),

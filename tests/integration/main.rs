@@ -12,6 +12,7 @@ mod crds;
 mod enforced_templates;
 mod exec;
 mod faults;
+mod grant_rule;
 mod grants;
 mod harness;
 mod helm;

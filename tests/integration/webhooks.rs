@@ -1014,9 +1014,10 @@ async fn make_alices_request_ready(admin: &Client, ns: &str) {
         .patch_status(
             "alices",
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"status": {"phase": "Ready", "podName": "target", "ready": true}}),
-            ),
+            &Patch::Merge(json!({"status": {
+                "phase": "Ready", "podName": "target", "ready": true,
+                "expiresAt": "2099-01-01T00:00:00Z",
+            }})),
         )
         .await
         .unwrap();

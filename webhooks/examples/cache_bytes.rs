@@ -7,7 +7,7 @@
 use std::{collections::HashMap, sync::Arc};
 
 use oz_api::{ExecAccessRequest, WatchedRequest, strip_unread_metadata};
-use oz_webhooks::admission::RequestSummary;
+use oz_webhooks::admission::GrantSummary;
 use serde_json::json;
 
 #[path = "../../examples/support/counting_alloc.rs"]
@@ -111,8 +111,8 @@ fn main() {
             )
         },
     );
-    let _summary = measure("the webhooks' copy: a RequestSummary", |i| {
-        RequestSummary::of(
+    let _summary = measure("the webhooks' copy: a GrantSummary", |i| {
+        GrantSummary::of(
             &serde_json::from_str::<WatchedRequest<ExecAccessRequest>>(&jsons[i])
                 .unwrap()
                 .0,
@@ -136,7 +136,7 @@ fn main() {
         std::mem::size_of::<ExecAccessRequest>()
     );
     println!(
-        "size_of RequestSummary: {}",
-        std::mem::size_of::<RequestSummary>()
+        "size_of GrantSummary: {}",
+        std::mem::size_of::<GrantSummary>()
     );
 }

@@ -329,10 +329,10 @@ async fn open(
         id: new_session_id(now),
         namespace: namespace.clone(),
         grant: GrantRef {
-            kind: grant.request.kind,
-            name: grant.request.name.clone(),
+            kind: grant.request.summary.kind,
+            name: grant.request.summary.name.clone(),
             uid: grant.request.uid.clone(),
-            template: grant.request.template.clone(),
+            template: grant.request.summary.template.clone(),
         },
         user: identity.user.clone(),
         groups: identity.groups.clone(),

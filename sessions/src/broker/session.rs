@@ -92,7 +92,7 @@ impl Session {
             kind: self.info.grant.kind.request_kind().into(),
             name: self.info.grant.name.clone(),
             template: self.info.grant.template.clone(),
-            approvers: self.grant.request.approvers.clone(),
+            approvers: self.grant.request.summary.approvers.clone(),
         };
         audit::write(
             &config.audit_log,
@@ -199,8 +199,8 @@ impl Session {
                 &self.info.grant.name,
             )
             .filter(|r| r.uid == self.info.grant.uid)
-            .and_then(|r| r.expires_at)
-            .or(self.grant.request.expires_at)
+            .and_then(|r| r.summary.expires_at)
+            .or(self.grant.request.summary.expires_at)
     }
 
     async fn pipe(
@@ -217,7 +217,12 @@ impl Session {
         let info = &self.info;
         let mut changes = grants.subscribe();
         let mut shutdown = inner.shutdown.subscribe();
-        let mut expires_at = self.grant.request.expires_at.unwrap_or_else(Utc::now);
+        let mut expires_at = self
+            .grant
+            .request
+            .summary
+            .expires_at
+            .unwrap_or_else(Utc::now);
         let idle_timeout = self.grant.idle_timeout;
         let mut last_input = Instant::now();
         let end = |reason, client_open, upstream_open| Ended {
@@ -242,7 +247,7 @@ impl Session {
                     let request = grants
                         .request(info.grant.kind, &info.namespace, &info.grant.name)
                         .filter(|r| r.uid == info.grant.uid);
-                    if let Some(at) = request.as_ref().and_then(|r| r.expires_at) {
+                    if let Some(at) = request.as_ref().and_then(|r| r.summary.expires_at) {
                         expires_at = at;
                     }
                     let template = grants.template(info.grant.kind, &info.namespace, &info.grant.template);

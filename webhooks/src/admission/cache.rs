@@ -2,7 +2,7 @@
 //!
 //! Four watches (ExecAccessRequest, PodAccessRequest, ExecAccessTemplate, PodAccessTemplate)
 //! keep what the handlers read of every object in the namespaces served. A request is kept
-//! only as its [`RequestSummary`] (what grant matching reads), by namespace, so an audited exec
+//! only as its [`GrantSummary`] (what grant matching reads), by namespace, so an audited exec
 //! reads its own namespace's requests and costs no apiserver call at all, and a grant in force
 //! costs under 200 bytes here, not a copy of the whole object; templates are kept whole,
 //! without `metadata.managedFields` and the last-applied annotation.
@@ -52,7 +52,7 @@ use tracing::warn;
 
 use oz_api::AccessApproval;
 
-use super::{AccessLookup, Answer, KubeLookup, RequestState, RequestSummary};
+use super::{AccessLookup, Answer, GrantSummary, KubeLookup, RequestState};
 
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
@@ -207,8 +207,8 @@ impl Stores {
     fn requests(
         &self,
         namespace: &str,
-        wanted: impl Fn(&RequestSummary) -> bool,
-    ) -> Vec<RequestSummary> {
+        wanted: impl Fn(&GrantSummary) -> bool,
+    ) -> Vec<GrantSummary> {
         let mut requests = self.exec_requests.in_namespace(namespace, &wanted);
         requests.extend(self.pod_requests.in_namespace(namespace, &wanted));
         requests
@@ -328,7 +328,7 @@ impl AccessLookup for CachedLookup {
         Box::pin(async move { Ok(uid) })
     }
 
-    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<GrantSummary>> {
         match self.stores(namespace) {
             Some(stores) => {
                 let requests = stores.requests(namespace, |_| true);
@@ -340,10 +340,10 @@ impl AccessLookup for CachedLookup {
 
     /// Filtered under the stores' lock: an audited exec copies the few summaries that may
     /// grant it, not every request its namespace has kept (Expired ones stay for days).
-    fn may_grant(&self, namespace: &str, pod: &str) -> Answer<'_, Vec<RequestSummary>> {
+    fn may_grant(&self, namespace: &str, pod: &str) -> Answer<'_, Vec<GrantSummary>> {
         match self.stores(namespace) {
             Some(stores) => {
-                let requests = stores.requests(namespace, |r| r.may_grant(pod));
+                let requests = stores.requests(namespace, |r| r.ready_for(pod));
                 Box::pin(async move { Ok(requests) })
             }
             None => self.live.may_grant(namespace, pod),
@@ -445,7 +445,7 @@ where
     events.map_ok(move |event| writer.apply(&event))
 }
 
-/// The requests of one kind, each as its [`RequestSummary`], by namespace and name.
+/// The requests of one kind, each as its [`GrantSummary`], by namespace and name.
 struct RequestSummaries {
     by_namespace: RwLock<HashMap<String, Summaries>>,
     /// Becomes true once the watch has listed.
@@ -457,8 +457,8 @@ impl RequestSummaries {
     fn in_namespace(
         &self,
         namespace: &str,
-        wanted: impl Fn(&RequestSummary) -> bool,
-    ) -> Vec<RequestSummary> {
+        wanted: impl Fn(&GrantSummary) -> bool,
+    ) -> Vec<GrantSummary> {
         let by_namespace = self
             .by_namespace
             .read()
@@ -524,7 +524,7 @@ impl SummaryWriter {
                 self.listing
                     .entry(namespace(request))
                     .or_default()
-                    .replace(ByName(RequestSummary::of(request)));
+                    .replace(ByName(GrantSummary::of(request)));
             }
             watcher::Event::InitDone => {
                 *write() = std::mem::take(&mut self.listing);
@@ -534,7 +534,7 @@ impl SummaryWriter {
                 write()
                     .entry(namespace(request))
                     .or_default()
-                    .replace(ByName(RequestSummary::of(request)));
+                    .replace(ByName(GrantSummary::of(request)));
             }
             watcher::Event::Delete(request) => {
                 let mut by_namespace = write();
@@ -555,7 +555,7 @@ type Summaries = HashSet<ByName>;
 
 /// A summary in a set, found by its name, which is then not kept a second time as a key.
 #[derive(Debug)]
-struct ByName(RequestSummary);
+struct ByName(GrantSummary);
 
 impl PartialEq for ByName {
     fn eq(&self, other: &Self) -> bool {
@@ -615,6 +615,13 @@ mod tests {
         })
     }
 
+    /// The fixtures' grants end long after the tests do.
+    const FAR_FUTURE: &str = "2099-01-01T00:00:00Z";
+
+    fn far_future() -> Option<chrono::DateTime<chrono::Utc>> {
+        Some(FAR_FUTURE.parse().unwrap())
+    }
+
     fn exec_request(namespace: &str, name: &str, user: &str, phase: &str) -> ExecAccessRequest {
         serde_json::from_value(json!({
             "apiVersion": "crds.wizardofoz.co/v1alpha1",
@@ -623,6 +630,7 @@ mod tests {
             "spec": {"templateName": "web", "requester": {"username": user, "groups": ["devs"]}},
             "status": {
                 "phase": phase, "podName": "web-0", "ready": phase == "Ready",
+                "expiresAt": FAR_FUTURE,
                 "accessMessage": "kubectl exec -ti -n team-a web-0 -- /bin/sh",
                 "conditions": [{
                     "type": "AccessResourcesReady", "status": "True", "reason": "Ready",
@@ -640,7 +648,7 @@ mod tests {
             "kind": "PodAccessRequest",
             "metadata": metadata(namespace, name),
             "spec": {"templateName": "debug", "requester": {"username": user}},
-            "status": {"phase": "Ready", "podName": format!("{name}-pod")},
+            "status": {"phase": "Ready", "podName": format!("{name}-pod"), "expiresAt": FAR_FUTURE},
         }))
         .unwrap()
     }
@@ -796,9 +804,15 @@ mod tests {
 
         async fn grant(&self, user: &str, groups: &[&str]) -> Option<Grant> {
             let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
-            find_grant(&self.lookup, NS, "web-0", user, &groups)
-                .await
-                .unwrap()
+            let asked = oz_api::Asked {
+                user,
+                groups: &groups,
+                pod: "web-0",
+                action: oz_api::PodAction::Exec,
+                route: oz_api::Route::Direct,
+                now: chrono::Utc::now(),
+            };
+            find_grant(&self.lookup, NS, &asked).await.unwrap()
         }
     }
 
@@ -811,14 +825,16 @@ mod tests {
         })
     }
 
-    fn summary(name: &str, user: &str, phase: RequestPhase) -> RequestSummary {
-        RequestSummary {
+    fn summary(name: &str, user: &str, phase: RequestPhase) -> GrantSummary {
+        GrantSummary {
             kind: AccessKind::Exec,
             name: name.into(),
             template: "web".into(),
             requested_by: Some(user.into()),
             phase: Some(phase),
             pod_name: Some("web-0".into()),
+            session_mode: None,
+            expires_at: far_future(),
             approvers: Vec::new(),
         }
     }
@@ -937,13 +953,15 @@ mod tests {
         let kept = requests.iter().find(|r| r.name == "approved").unwrap();
         assert_eq!(
             *kept,
-            RequestSummary {
+            GrantSummary {
                 kind: AccessKind::Exec,
                 name: "approved".into(),
                 template: "web".into(),
                 requested_by: Some("erin".into()),
                 phase: Some(RequestPhase::Ready),
                 pod_name: Some("web-0".into()),
+                session_mode: None,
+                expires_at: far_future(),
                 approvers: vec!["frank".into()],
             }
         );

@@ -12,7 +12,7 @@ use std::{
 
 use oz_api::{AccessApproval, AccessConfig, AccessKind};
 
-use super::{AccessLookup, Answer, LookupError, RequestState, RequestSummary};
+use super::{AccessLookup, Answer, GrantSummary, LookupError, RequestState};
 
 /// The one namespace the fake holds anything in.
 pub(crate) const NS: &str = "team-a";
@@ -22,7 +22,7 @@ pub(crate) const NS: &str = "team-a";
 pub(crate) struct FakeLookup {
     pub(crate) templates: BTreeMap<(AccessKind, String), AccessConfig>,
     /// Behind a lock, so a test can change what is stored while the lookup is shared.
-    pub(crate) requests: Mutex<Vec<RequestSummary>>,
+    pub(crate) requests: Mutex<Vec<GrantSummary>>,
     /// The requests the approval handlers read by name.
     pub(crate) request_states: Mutex<Vec<RequestState>>,
     /// The AccessApprovals stored.
@@ -44,7 +44,7 @@ impl FakeLookup {
         self
     }
 
-    pub(crate) fn with_request(mut self, request: RequestSummary) -> Self {
+    pub(crate) fn with_request(mut self, request: GrantSummary) -> Self {
         self.requests.get_mut().unwrap().push(request);
         self
     }
@@ -92,7 +92,7 @@ impl AccessLookup for FakeLookup {
         self.answer(found)
     }
 
-    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<GrantSummary>> {
         self.request_reads.fetch_add(1, Ordering::SeqCst);
         let found = if namespace == NS {
             self.requests.lock().unwrap().clone()

@@ -11,34 +11,9 @@ use oz_api::{
 };
 
 /// A request of either kind in the compact form [`AccessLookup::requests`] answers with: what
-/// grant matching reads, and no more, so the cache's answer for a namespace is one small copy
-/// per request rather than whole objects.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RequestSummary {
-    /// Its kind.
-    pub kind: AccessKind,
-    /// Its name.
-    pub name: String,
-    /// `spec.templateName`.
-    pub template: String,
-    /// `spec.requester.username`: grant matching reads no more of the requester, and the
-    /// uid and groups were most of a summary's heap. `None`: the request names no requester
-    /// (of requests that can be Ready, only a grant Oz made, which oz adopted).
-    pub requested_by: Option<String>,
-    /// `status.phase`.
-    pub phase: Option<RequestPhase>,
-    /// `status.podName`.
-    pub pod_name: Option<String>,
-    /// The user names in `status.approvals`: who approved the grant, for the audit record.
-    pub approvers: Vec<String>,
-}
-
-impl RequestSummary {
-    /// Whether this request could grant access to `pod`: it is Ready, and for that pod.
-    pub fn may_grant(&self, pod: &str) -> bool {
-        self.phase == Some(RequestPhase::Ready) && self.pod_name.as_deref() == Some(pod)
-    }
-}
+/// the grant rule reads ([`oz_api::grant_rule`]), and no more, so the cache's answer for a
+/// namespace is one small copy per request rather than whole objects.
+pub use oz_api::GrantSummary;
 
 /// One request as the approval handlers read it: what a decision on it is checked against.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,16 +73,16 @@ pub trait AccessLookup: Send + Sync + 'static {
     }
 
     /// Every ExecAccessRequest and PodAccessRequest in `namespace`.
-    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>>;
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<GrantSummary>>;
 
-    /// The requests in `namespace` that [may grant](RequestSummary::may_grant) access to `pod`,
+    /// The requests in `namespace` [Ready for](GrantSummary::ready_for) `pod`,
     /// which is all the audit reads on every exec. The default filters
     /// [`AccessLookup::requests`]; a cache answers without copying the rest of the namespace.
-    fn may_grant(&self, namespace: &str, pod: &str) -> Answer<'_, Vec<RequestSummary>> {
+    fn may_grant(&self, namespace: &str, pod: &str) -> Answer<'_, Vec<GrantSummary>> {
         let (requests, pod) = (self.requests(namespace), pod.to_string());
         Box::pin(async move {
             let mut requests = requests.await?;
-            requests.retain(|r| r.may_grant(&pod));
+            requests.retain(|r| r.ready_for(&pod));
             Ok(requests)
         })
     }
@@ -180,7 +155,7 @@ impl AccessLookup for KubeLookup {
         })
     }
 
-    fn requests(&self, namespace: &str) -> Answer<'_, Vec<RequestSummary>> {
+    fn requests(&self, namespace: &str) -> Answer<'_, Vec<GrantSummary>> {
         let namespace = namespace.to_string();
         Box::pin(async move {
             let mut requests = self.summaries::<ExecAccessRequest>(&namespace).await?;
@@ -245,29 +220,11 @@ impl KubeLookup {
     async fn summaries<R: AccessRequest>(
         &self,
         namespace: &str,
-    ) -> Result<Vec<RequestSummary>, LookupError> {
+    ) -> Result<Vec<GrantSummary>, LookupError> {
         let list = Api::<R>::namespaced(self.client.clone(), namespace)
             .list(&ListParams::default())
             .await?;
-        Ok(list.items.iter().map(RequestSummary::of).collect())
-    }
-}
-
-impl RequestSummary {
-    /// `request`, reduced.
-    pub fn of<R: AccessRequest>(request: &R) -> Self {
-        let status = request.request_status();
-        Self {
-            kind: R::KIND,
-            name: request.name_any(),
-            template: request.template_name().to_string(),
-            requested_by: request.requester().map(|r| r.username.clone()),
-            phase: status.and_then(|s| s.phase),
-            pod_name: status.and_then(|s| s.pod_name.clone()),
-            approvers: status
-                .map(|s| s.approvals.iter().map(|a| a.approver.clone()).collect())
-                .unwrap_or_default(),
-        }
+        Ok(list.items.iter().map(GrantSummary::of).collect())
     }
 }
 

@@ -55,7 +55,7 @@ use tracing::warn;
 pub use audit::{AuditLog, AuditRecord, EnforceSettings, Grant};
 pub use cache::CachedLookup;
 pub use events::AuditEvents;
-pub use lookup::{AccessLookup, Answer, KubeLookup, LookupError, RequestState, RequestSummary};
+pub use lookup::{AccessLookup, Answer, GrantSummary, KubeLookup, LookupError, RequestState};
 
 use crate::{
     callers::{self, CallerPolicy},

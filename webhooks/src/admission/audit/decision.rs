@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use oz_api::{AccessConfig, GrantTo};
+use oz_api::{AccessConfig, AccessKind, Asked, GrantSummary, PodAction, granting};
 
 use super::{AuditRecord, Grant};
-use crate::admission::{AccessLookup, LookupError, RequestSummary};
+use crate::admission::{AccessLookup, LookupError};
 
 /// Which pod accesses are denied without a grant. Off (no namespaces) by default.
 ///
@@ -45,9 +45,8 @@ impl Default for EnforceSettings {
 impl EnforceSettings {
     /// Whether `user`'s `action` is oz's own stream for a brokered session: an exec or attach
     /// by one of [`EnforceSettings::brokers`]. Port-forward and debug never are.
-    pub fn is_broker(&self, user: &str, action: super::PodAction) -> bool {
-        matches!(action, super::PodAction::Exec | super::PodAction::Attach)
-            && self.brokers.contains(user)
+    pub fn is_broker(&self, user: &str, action: PodAction) -> bool {
+        matches!(action, PodAction::Exec | PodAction::Attach) && self.brokers.contains(user)
     }
 
     /// Whether a user in `groups` needs a grant in `namespace`.
@@ -57,23 +56,19 @@ impl EnforceSettings {
     }
 }
 
-/// The active grant that lets `user` (in `groups`) into `pod`: a Ready request in the pod's
-/// namespace whose `status.podName` is the pod, and which `user` created, or whose template
-/// grants to its allowedGroups and `user` is in one of them. The user's own requests win;
-/// ties go to the first by kind and name.
+/// The grant that lets `asked` through ([`oz_api::granting`], the one rule the broker also
+/// asks), from the requests Ready for the pod and their templates.
 ///
 /// When `lookup` is a cache that finds none, its [`AccessLookup::uncached`] lookup is asked
 /// before concluding there is none: the cache may not have seen a request become Ready yet.
 pub async fn find_grant(
     lookup: &dyn AccessLookup,
     namespace: &str,
-    pod: &str,
-    user: &str,
-    groups: &[String],
+    asked: &Asked<'_>,
 ) -> Result<Option<Grant>, LookupError> {
-    let grant = grant_in(lookup, namespace, pod, user, groups).await?;
+    let grant = grant_in(lookup, namespace, asked).await?;
     match (grant, lookup.uncached()) {
-        (None, Some(live)) => grant_in(live, namespace, pod, user, groups).await,
+        (None, Some(live)) => grant_in(live, namespace, asked).await,
         (grant, _) => Ok(grant),
     }
 }
@@ -82,55 +77,32 @@ pub async fn find_grant(
 async fn grant_in(
     lookup: &dyn AccessLookup,
     namespace: &str,
-    pod: &str,
-    user: &str,
-    groups: &[String],
+    asked: &Asked<'_>,
 ) -> Result<Option<Grant>, LookupError> {
-    let candidates = candidates(lookup.may_grant(namespace, pod).await?, pod);
-    if let Some(own) = own_grant(&candidates, user) {
-        return Ok(Some(grant_of(own)));
-    }
-    for candidate in &candidates {
-        let template = lookup
-            .template(candidate.kind, namespace, &candidate.template)
-            .await?;
-        if template.is_some_and(|t| grants_to_groups(candidate, &t, groups)) {
-            return Ok(Some(grant_of(candidate)));
+    let candidates = lookup.may_grant(namespace, asked.pod).await?;
+    // The templates only decide group grants, and one's own grant wins over those: read them
+    // (each once) only when the user has none of their own here.
+    let covering = candidates.iter().filter(|c| c.covers(asked));
+    let own = covering
+        .clone()
+        .any(|c| c.requested_by.as_deref() == Some(asked.user));
+    let mut templates: Vec<(AccessKind, &str, Option<AccessConfig>)> = Vec::new();
+    for candidate in covering.filter(|_| !own) {
+        let (kind, name) = (candidate.kind, candidate.template.as_str());
+        if !templates.iter().any(|(k, n, _)| (*k, *n) == (kind, name)) {
+            templates.push((kind, name, lookup.template(kind, namespace, name).await?));
         }
     }
-    Ok(None)
+    let template = |kind, name: &str| {
+        templates
+            .iter()
+            .find(|(k, n, _)| *k == kind && *n == name)
+            .and_then(|(_, _, t)| t.as_ref())
+    };
+    Ok(granting(&candidates, template, asked).map(grant_of))
 }
 
-/// The requests that could grant access to `pod`: Ready, and for that pod; in the order
-/// grants are chosen, by kind then name.
-pub fn candidates(requests: Vec<RequestSummary>, pod: &str) -> Vec<RequestSummary> {
-    let mut candidates: Vec<RequestSummary> =
-        requests.into_iter().filter(|r| r.may_grant(pod)).collect();
-    candidates.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
-    candidates
-}
-
-/// The first of `candidates` that `user` created: one's own grant wins over a group's.
-pub fn own_grant<'a>(candidates: &'a [RequestSummary], user: &str) -> Option<&'a RequestSummary> {
-    candidates
-        .iter()
-        .find(|r| r.requested_by.as_deref() == Some(user))
-}
-
-/// Whether `request`, through `template`, also lets a user in `groups` in: the user is in one
-/// of the template's allowedGroups, and the template grants to them, or the request is a grant
-/// Oz made and oz adopted (Ready with no requester: nothing else is), which Oz bound to the
-/// allowedGroups and oz keeps so until its end (docs/migrating-from-oz.md).
-pub fn grants_to_groups(
-    request: &RequestSummary,
-    template: &AccessConfig,
-    groups: &[String],
-) -> bool {
-    let to_groups = template.grant_to() == GrantTo::AllowedGroups || request.requested_by.is_none();
-    to_groups && template.admits(groups)
-}
-
-fn grant_of(request: &RequestSummary) -> Grant {
+fn grant_of(request: &GrantSummary) -> Grant {
     Grant {
         kind: request.kind.request_kind().into(),
         name: request.name.clone(),
@@ -160,109 +132,9 @@ pub fn denial(enforce: &EnforceSettings, record: &AuditRecord) -> Option<String>
 
 #[cfg(test)]
 mod tests {
-    use oz_api::{AccessKind, RequestPhase};
     use serde_json::json;
 
     use super::*;
-
-    fn request(kind: AccessKind, name: &str, user: &str, phase: RequestPhase) -> RequestSummary {
-        RequestSummary {
-            kind,
-            name: name.into(),
-            template: "web".into(),
-            requested_by: Some(user.into()),
-            phase: Some(phase),
-            pod_name: Some("web-0".into()),
-            approvers: Vec::new(),
-        }
-    }
-
-    fn groups(names: &[&str]) -> Vec<String> {
-        names.iter().map(|g| g.to_string()).collect()
-    }
-
-    #[test]
-    fn only_ready_requests_for_the_pod_are_candidates_in_kind_then_name_order() {
-        let mut elsewhere = request(
-            AccessKind::Exec,
-            "a-other-pod",
-            "alice",
-            RequestPhase::Ready,
-        );
-        elsewhere.pod_name = Some("web-1".into());
-        let found = candidates(
-            vec![
-                request(AccessKind::Pod, "b", "bob", RequestPhase::Ready),
-                request(AccessKind::Exec, "z", "carol", RequestPhase::Ready),
-                request(
-                    AccessKind::Exec,
-                    "a-pending",
-                    "alice",
-                    RequestPhase::Pending,
-                ),
-                elsewhere,
-                request(AccessKind::Exec, "c", "dave", RequestPhase::Ready),
-            ],
-            "web-0",
-        );
-        let names: Vec<_> = found.iter().map(|r| (r.kind, r.name.as_str())).collect();
-        assert_eq!(
-            names,
-            [
-                (AccessKind::Exec, "c"),
-                (AccessKind::Exec, "z"),
-                (AccessKind::Pod, "b")
-            ]
-        );
-    }
-
-    #[test]
-    fn ones_own_request_is_the_grant() {
-        let found = [
-            request(AccessKind::Exec, "carols", "carol", RequestPhase::Ready),
-            request(AccessKind::Pod, "alices", "alice", RequestPhase::Ready),
-        ];
-        assert_eq!(
-            own_grant(&found, "alice").map(|r| r.name.as_str()),
-            Some("alices")
-        );
-        assert_eq!(own_grant(&found, "mallory"), None);
-    }
-
-    #[test]
-    fn only_a_template_granting_to_its_groups_or_a_grant_oz_made_lets_other_members_in() {
-        let config = |grant_to: &str| -> AccessConfig {
-            serde_json::from_value(json!({
-                "allowedGroups": ["devs"], "defaultDuration": "1h", "maxDuration": "2h",
-                "grantTo": grant_to,
-            }))
-            .unwrap()
-        };
-        let carols = request(AccessKind::Exec, "carols", "carol", RequestPhase::Ready);
-        let shared = config("AllowedGroups");
-        assert!(grants_to_groups(&carols, &shared, &groups(&["qa", "devs"])));
-        assert!(!grants_to_groups(&carols, &shared, &groups(&["qa"])));
-        assert!(!grants_to_groups(
-            &carols,
-            &config("Requester"),
-            &groups(&["devs"])
-        ));
-        // A grant Oz made, adopted by oz: Oz bound the allowedGroups, whatever grantTo says.
-        let ozs = RequestSummary {
-            requested_by: None,
-            ..carols
-        };
-        assert!(grants_to_groups(
-            &ozs,
-            &config("Requester"),
-            &groups(&["devs"])
-        ));
-        assert!(!grants_to_groups(
-            &ozs,
-            &config("Requester"),
-            &groups(&["qa"])
-        ));
-    }
 
     fn record(
         grant: Option<Grant>,
@@ -325,7 +197,7 @@ mod tests {
             brokers: BTreeSet::from([oz.to_string()]),
             ..Default::default()
         };
-        use super::super::PodAction;
+        use oz_api::PodAction;
         assert!(enforce.is_broker(oz, PodAction::Exec));
         assert!(enforce.is_broker(oz, PodAction::Attach));
         assert!(!enforce.is_broker(oz, PodAction::PortForward));

@@ -29,7 +29,10 @@ use kube::core::{
 
 pub use decision::{EnforceSettings, denial, find_grant};
 pub use log::{AuditLog, UNWRITABLE_REASON};
-pub use record::{AuditRecord, Grant, PodAction, SessionAudit, audit_annotations, describe};
+pub use oz_api::PodAction;
+pub use record::{AuditRecord, Grant, SessionAudit, audit_annotations, describe, pod_action};
+
+use oz_api::{Asked, Route};
 
 use super::{AdmissionState, Review, deny, reply};
 use crate::callers::Caller;
@@ -55,18 +58,22 @@ pub async fn audit_decision(
     request: &AdmissionRequest<DynamicObject>,
     caller: &Caller,
 ) -> AdmissionResponse {
-    let Some(action) = PodAction::of(request) else {
+    let Some(action) = pod_action(request) else {
         return AdmissionResponse::from(request);
     };
     let mut record = describe(request, action, caller);
     record.brokered = state.enforce.is_broker(&record.user, action);
-    let lookup = find_grant(
-        state.lookup.as_ref(),
-        &record.namespace,
-        &record.pod,
-        &record.user,
-        &record.groups,
-    );
+    // This webhook sees the core API: the Direct route. (A Brokered session reaches the pod
+    // through oz's own exec, marked `brokered` above; the broker judged its grant.)
+    let asked = Asked {
+        user: &record.user,
+        groups: &record.groups,
+        pod: &record.pod,
+        action,
+        route: Route::Direct,
+        now: chrono::Utc::now(),
+    };
+    let lookup = find_grant(state.lookup.as_ref(), &record.namespace, &asked);
     match tokio::time::timeout(LOOKUP_TIMEOUT, lookup).await {
         Ok(Ok(grant)) => record.grant = grant,
         Ok(Err(e)) => record.grant_error = Some(e.0),

@@ -9,58 +9,24 @@ use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, Operation},
 };
+use oz_api::PodAction;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::callers::{Caller, CallerKind};
 
-/// A way into a pod.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PodAction {
-    /// CONNECT pods/exec.
-    Exec,
-    /// CONNECT pods/attach.
-    Attach,
-    /// CONNECT pods/portforward.
-    PortForward,
-    /// UPDATE pods/ephemeralcontainers (`kubectl debug`).
-    Debug,
-}
-
-impl PodAction {
-    /// The action an admission request is, if it is one that is audited.
-    pub fn of(request: &AdmissionRequest<DynamicObject>) -> Option<Self> {
-        if !request.resource.group.is_empty() || request.resource.resource != "pods" {
-            return None;
-        }
-        match (&request.operation, request.sub_resource.as_deref()?) {
-            (Operation::Connect, "exec") => Some(Self::Exec),
-            (Operation::Connect, "attach") => Some(Self::Attach),
-            (Operation::Connect, "portforward") => Some(Self::PortForward),
-            (Operation::Update, "ephemeralcontainers") => Some(Self::Debug),
-            _ => None,
-        }
+/// The audited action an admission request is, if it is one: CONNECT of `pods/exec`,
+/// `pods/attach`, `pods/portforward`, or UPDATE of `pods/ephemeralcontainers` (`kubectl debug`).
+pub fn pod_action(request: &AdmissionRequest<DynamicObject>) -> Option<PodAction> {
+    if !request.resource.group.is_empty() || request.resource.resource != "pods" {
+        return None;
     }
-
-    /// The Event reason, as Oz names the first two: `PodExec`, `PodAttach`, `PodPortForward`,
-    /// `PodDebug`.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Self::Exec => "PodExec",
-            Self::Attach => "PodAttach",
-            Self::PortForward => "PodPortForward",
-            Self::Debug => "PodDebug",
-        }
-    }
-
-    /// The Event action, as Oz names the first two.
-    pub fn event_action(self) -> &'static str {
-        match self {
-            Self::Exec => "RecordedExec",
-            Self::Attach => "RecordedAttach",
-            Self::PortForward => "RecordedPortForward",
-            Self::Debug => "RecordedDebug",
-        }
+    match (&request.operation, request.sub_resource.as_deref()?) {
+        (Operation::Connect, "exec") => Some(PodAction::Exec),
+        (Operation::Connect, "attach") => Some(PodAction::Attach),
+        (Operation::Connect, "portforward") => Some(PodAction::PortForward),
+        (Operation::Update, "ephemeralcontainers") => Some(PodAction::Debug),
+        _ => None,
     }
 }
 

@@ -44,20 +44,22 @@ fn grant_request(
     who: &str,
     phase: RequestPhase,
     pod: &str,
-) -> RequestSummary {
-    RequestSummary {
+) -> GrantSummary {
+    GrantSummary {
         kind,
         name: name.into(),
         template: template.into(),
         requested_by: Some(who.into()),
         phase: Some(phase),
         pod_name: Some(pod.into()),
+        session_mode: None,
+        expires_at: Some(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
         approvers: Vec::new(),
     }
 }
 
 /// A Ready request for pod web-0.
-fn ready(kind: AccessKind, name: &str, template: &str, who: &str) -> RequestSummary {
+fn ready(kind: AccessKind, name: &str, template: &str, who: &str) -> GrantSummary {
     grant_request(kind, name, template, who, RequestPhase::Ready, "web-0")
 }
 
@@ -308,7 +310,7 @@ async fn enforcement_allows_a_granted_user_and_fails_closed_on_lookup_errors() {
 fn the_event_reads_like_ozs() {
     let review = alice_exec();
     let request = parse_review(review.to_string().as_bytes()).unwrap();
-    let action = audit::PodAction::of(&request).unwrap();
+    let action = audit::pod_action(&request).unwrap();
     let mut record = audit::describe(&request, action, &Caller::Unverified);
     assert_eq!(
         events::event_note(&record, 0),
@@ -351,6 +353,7 @@ async fn the_record_names_the_approvers_of_the_grant() {
         "spec": {"templateName": "web", "requester": {"username": "alice", "groups": ["devs"]}},
         "status": {
             "phase": "Ready", "podName": "web-0", "approvedAt": "2026-11-21T00:01:00Z",
+            "expiresAt": "2099-01-01T00:00:00Z",
             "approvals": [
                 {"approver": "bob", "at": "2026-11-21T00:00:00Z", "name": "alices-bob"},
                 {"approver": "dave", "at": "2026-11-21T00:01:00Z", "name": "alices-dave", "comment": "ok"},
@@ -358,7 +361,7 @@ async fn the_record_names_the_approvers_of_the_grant() {
         },
     }))
     .unwrap();
-    let lookup = standard_lookup().with_request(RequestSummary::of(&request));
+    let lookup = standard_lookup().with_request(GrantSummary::of(&request));
     let h = harness(lookup, EnforceSettings::default()).await;
     let response = h.review(AUDIT_PATH, alice_exec()).await;
     assert_eq!(
