@@ -4,6 +4,7 @@
 # presents its webhook client certificate), and a demo namespace with Deployment web,
 # whose pods the controllers create and the nodes run, two templates for group devs, a third
 # that needs the approval of a member of group leads, and a fourth whose sessions go through oz.
+# The demo users' kubeconfigs work in namespace demo, and ozctl is also `kubectl oz` there.
 # It prints the commands that get alice access, ending with a real `kubectl exec` into the pod
 # oz granted her; then alice asking through the approval template (with ozctl, saying why), dave
 # (group leads) seeing and approving her request, and alice's exec; then a brokered session of
@@ -11,10 +12,12 @@
 # Ctrl-C stops everything, and leaves nothing running.
 #
 # oz-manager listens on four ports: admission webhooks (9443), the brokered sessions API (9444),
-# metrics (8080) and health probes (8081). When one is taken it uses the next free port above
+# metrics (9445) and health probes (8081). When one is taken it uses the next free port above
 # it, and says so. OZ_WEBHOOK_PORT, OZ_SESSIONS_PORT, OZ_METRICS_PORT and OZ_HEALTH_PORT move
-# where that search starts. The apiserver reaches the sessions API through the ExternalName
-# Service oz-system/oz-sessions (localhost), which oz-manager's APIService names.
+# where that search starts. Metrics are not on 8080, oz-manager's usual port: kubectl without a
+# kubeconfig falls back to localhost:8080, and would get oz's metrics server for an apiserver.
+# The apiserver reaches the sessions API through the ExternalName Service oz-system/oz-sessions
+# (localhost), which oz-manager's APIService names.
 #
 # Everything a run makes (the control plane, logs, audit records, recordings) is in one
 # directory: .run/ in the checkout, or OZ_RUN_DIR. One run at a time may use it: a second one
@@ -85,8 +88,14 @@ client_ca=$(sed -n 's/.*"webhookClientCaFile": "\(.*\)".*/\1/p' "$dir/ready.json
 rm -f "$run"/audit.jsonl*
 # shellcheck disable=SC1091
 source "$dir/env"
-# The demo's users find ozctl next to kubectl.
+# The demo's users find ozctl next to kubectl, also as the kubectl plugin `kubectl oz` (which
+# oz's access instructions for brokered grants name).
 ln -sf "$ozctl" "$dir/bin/ozctl"
+ln -sf "$ozctl" "$dir/bin/kubectl-oz"
+# The demo's users work in namespace demo: their contexts say so, so no command needs -n demo.
+for user in alice bob carol dave; do
+  kubectl config set-context --current --namespace=demo --kubeconfig="$dir/users/$user.kubeconfig" >/dev/null
+done
 
 # pick_port VAR PORT WHAT: sets VAR to the first port from PORT up that nothing answers on and
 # that no earlier pick_port chose.
@@ -106,7 +115,7 @@ pick_port() {
 start_manager() {
   pick_port webhook_port "${OZ_WEBHOOK_PORT:-9443}" webhooks
   pick_port sessions_port "${OZ_SESSIONS_PORT:-9444}" sessions
-  pick_port metrics_port "${OZ_METRICS_PORT:-8080}" metrics
+  pick_port metrics_port "${OZ_METRICS_PORT:-9445}" metrics
   pick_port health_port "${OZ_HEALTH_PORT:-8081}" "health probes"
   # The apiserver calls the webhooks at this URL; oz-manager registers it, with its CA, itself.
   "$manager" --namespace=oz-system \
@@ -174,48 +183,51 @@ whose client certificate they verify, so each record says "caller":"apiserver").
 Namespace demo has Deployment web (pods ${pods// /, }), templates web-exec and web-debug for group devs,
 web-exec-approved for group devs, which needs the approval of one member of group leads (dave),
 and web-exec-brokered for group devs, whose sessions go through oz (recordings: $run/recordings).
+The users' kubeconfigs (alice, bob, carol, dave in $dir/users/) work in namespace demo.
+ozctl is also the kubectl plugin: \`kubectl oz get\` is \`ozctl get\`.
 
 Get exec access as alice (in group devs), in another terminal:
 
   export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/alice.kubeconfig"
-  kubectl create -n demo -f $root/config/samples/exec_access_request.yaml
-  kubectl wait -n demo execaccessrequests --all --for=jsonpath='{.status.phase}'=Ready --timeout=60s
-  kubectl get execaccessrequests -n demo          # PHASE Ready, with POD and EXPIRES
-  kubectl describe execaccessrequests -n demo     # the access command and the conditions
-  kubectl auth can-i create pods/exec -n demo     # no: only the granted pod
-  pod=\$(kubectl get execaccessrequests -n demo -o jsonpath='{.items[0].status.podName}')
-  kubectl exec -n demo "\$pod" -- sh -c 'echo "hello from \$POD_NAME"'
+  kubectl create -f $root/config/samples/exec_access_request.yaml
+  kubectl wait execaccessrequests --all --for=jsonpath='{.status.phase}'=Ready --timeout=60s
+  kubectl get execaccessrequests           # PHASE Ready, with POD and EXPIRES
+  kubectl describe execaccessrequests      # the access command and the conditions
+  kubectl auth can-i create pods/exec      # no: only the granted pod
+  pod=\$(kubectl get execaccessrequests -o jsonpath='{.items[0].status.podName}')
+  kubectl exec "\$pod" -- sh -c 'echo "hello from \$POD_NAME"'
+  ozctl get                                # alice's requests
 
 bob (group qa) is refused at creation:
-  kubectl --kubeconfig $dir/users/bob.kubeconfig create -n demo -f $root/config/samples/exec_access_request.yaml
+  kubectl --kubeconfig $dir/users/bob.kubeconfig create -f $root/config/samples/exec_access_request.yaml
 
 Access that needs approval: alice asks through web-exec-approved, saying why; dave (group leads)
 sees her request and approves it; then alice gets her shell (docs/approvals.md):
 
   export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/alice.kubeconfig"
-  req=\$(ozctl create exec web-exec-approved -n demo --reason 'INC-42: web returns 502s' --ticket INC-42 --no-wait | head -1)
-  ozctl get requests "\$req" -n demo                                   # its reason; PendingApproval (0/1) once oz has seen it
-  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approvals -n demo       # dave's queue: alice's request, her reason
-  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approve "\$req" -n demo --comment 'ok for INC-42'
-  ozctl exec "\$req" -n demo -- sh -c 'echo "approved, hello from \$POD_NAME"'
-  ozctl get requests "\$req" -n demo                                   # Ready, approved by dave
+  req=\$(ozctl create exec web-exec-approved --reason 'INC-42: web returns 502s' --ticket INC-42 --no-wait | head -1)
+  ozctl get requests "\$req"                                   # its reason; PendingApproval (0/1) once oz has seen it
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approvals       # dave's queue: alice's request, her reason
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl approve "\$req" --comment 'ok for INC-42'
+  ozctl exec "\$req" -- sh -c 'echo "approved, hello from \$POD_NAME"'
+  kubectl oz get requests "\$req"                              # Ready, approved by dave
 
 Brokered sessions: carol (group devs; alice's grants above already let her exec into both pods)
-asks for 30 seconds through web-exec-brokered. Plain kubectl exec is Forbidden; ozctl exec goes
-through oz, which records the session and, when her access expires, closes it with a line of its
-own (ozctl then exits with 3). dave (group leads, who may read recordings:
+asks for 30 seconds through web-exec-brokered. Plain kubectl exec is Forbidden; kubectl oz exec
+(ozctl exec) goes through oz, which records the session and, when her access expires, closes it
+with a line of its own (exit code 3). dave (group leads, who may read recordings:
 hack/demo/recording-readers.yaml) lists her sessions and replays one (docs/sessions.md):
 
   export PATH="$dir/bin:\$PATH" KUBECONFIG="$dir/users/carol.kubeconfig"
-  req=\$(ozctl create exec web-exec-brokered -n demo --duration 30s --no-wait | head -1)
-  kubectl wait -n demo execaccessrequest "\$req" --for=jsonpath='{.status.phase}'=Ready --timeout=60s
-  pod=\$(kubectl get execaccessrequest -n demo "\$req" -o jsonpath='{.status.podName}')
-  kubectl exec -n demo "\$pod" -- true                                 # Forbidden: only through oz
-  ozctl exec "\$req" -n demo -- sh -c 'echo "brokered, hello from \$POD_NAME"; sleep 3600'; echo "ozctl exit code: \$?"
-  kubectl wait -n demo execaccessrequest "\$req" --for=jsonpath='{.status.sessions[0].endReason}'=Expired --timeout=30s
-  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl sessions "\$req" -n demo     # the session's id first; REASON Expired
-  id=\$(kubectl get execaccessrequest -n demo "\$req" -o jsonpath='{.status.sessions[0].id}')
-  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl replay "\$id" -n demo        # what carol saw, pauses cut to 2s
+  req=\$(ozctl create exec web-exec-brokered --duration 30s --no-wait | head -1)
+  kubectl wait execaccessrequest "\$req" --for=jsonpath='{.status.phase}'=Ready --timeout=60s
+  pod=\$(kubectl get execaccessrequest "\$req" -o jsonpath='{.status.podName}')
+  kubectl exec "\$pod" -- true                                 # Forbidden: only through oz
+  kubectl oz exec "\$req" -- sh -c 'echo "brokered, hello from \$POD_NAME"; sleep 3600'; echo "exit code: \$?"
+  kubectl wait execaccessrequest "\$req" --for=jsonpath='{.status.sessions[0].endReason}'=Expired --timeout=30s
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl sessions "\$req"     # the session's id first; REASON Expired
+  id=\$(kubectl get execaccessrequest "\$req" -o jsonpath='{.status.sessions[0].id}')
+  KUBECONFIG="$dir/users/dave.kubeconfig" ozctl replay "\$id"        # what carol saw, pauses cut to 2s
 
 Press Ctrl-C to stop everything.
 TXT

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Checks `make run` as a newcomer uses it, on a machine where port 9443 is already taken: it
-# starts anyway on other ports, and its webhooks, metrics and health probes follow them; it
-# clears the recordings an earlier run left; a second `make run` over the same directory refuses
-# to start, names the first, and leaves it running; the commands it prints get alice a Ready
-# request and a real `kubectl exec` into the granted pod
+# starts anyway on other ports, and its webhooks, metrics and health probes follow them (metrics
+# not on 8080, where kubectl without a kubeconfig looks for an apiserver); it clears the
+# recordings an earlier run left; a second `make run` over the same directory refuses to start,
+# names the first, and leaves it running; the commands it prints (without -n demo: the users'
+# contexts name it) get alice a Ready request and a real `kubectl exec` into the granted pod
 # (and no other), recorded by the audit webhook; bob is refused; the approval demo's commands
 # get alice's request through a template that needs a lead's approval approved by dave (who sees
 # it in `ozctl approvals`), and her exec into the granted pod is recorded with dave as approver;
-# the brokered demo's session of carol's is closed by oz at expiry (its line, exit code 3) and
-# replayed by dave, and its start and end are audited;
+# the brokered demo's session of carol's (`kubectl oz exec`) is closed by oz at expiry (its
+# line, exit code 3) and replayed by dave, and its start and end are audited;
 # Ctrl-C leaves nothing the run started running, not even a command still exec'd into a pod.
 #
 # The run has a directory of its own (OZ_RUN_DIR, a new one under /tmp unless set), so this test
@@ -81,6 +82,8 @@ metrics_url=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$out")
 health_url=$(grep -o 'http://127.0.0.1:[0-9]*/readyz' "$out")
 curl -fsS "$metrics_url" >"$out.metrics" && grep -q '^# TYPE' "$out.metrics" || fail "no metrics at $metrics_url"
 curl -fsS "$health_url" >"$out.health" && grep -qx ok "$out.health" || fail "not ready at $health_url"
+metrics_port=${metrics_url##*:}; metrics_port=${metrics_port%%/*}
+[ "$metrics_port" != 8080 ] || fail "make run serves oz's metrics on 8080, where kubectl without a kubeconfig looks for an apiserver"
 
 # 2. A second make run over the same directory (a second terminal, or make test beside make run)
 # refuses at once, names the first run and how to stop it, and leaves the first one running,
@@ -122,6 +125,10 @@ if kubectl exec -n demo "${other#pod/}" -- true 2>"$out.other"; then fail "alice
 grep -q Forbidden "$out.other" || fail "exec into $other failed, but not as Forbidden: $(cat "$out.other")"
 grep '"subresource":"exec"' "$run/audit.jsonl" | grep '"user":"alice"' | grep "\"pod\":\"$pod\"" \
   | grep -q '"grant":{"kind":"ExecAccessRequest"' || fail "no audit record of alice's exec into $pod"
+# Her ozctl get, without -n: her context names namespace demo.
+first_req=$(kubectl get execaccessrequests -n demo -o jsonpath='{.items[0].metadata.name}')
+grep -q "^$first_req  *exec  *web-exec  *$pod  *Ready " <<<"$alice_out" \
+  || fail "alice's ozctl get (no -n) did not list $first_req as Ready"
 
 # 4. bob is refused, and told why.
 if eval "$(grep -E '^  kubectl --kubeconfig .*bob' "$out")" 2>"$out.bob"; then
@@ -149,12 +156,16 @@ grep -qx "approved, hello from $approved_pod" <<<"$approval_out" \
   || fail "alice's ozctl exec did not print 'approved, hello from $approved_pod'"
 grep '"subresource":"exec"' "$run/audit.jsonl" | grep '"user":"alice"' | grep "\"name\":\"$req\"" \
   | grep -q '"approvers":\["dave"\]' || fail "no audit record of alice's exec under $req naming dave as approver"
+# The last line, `kubectl oz get requests`: ozctl as the kubectl plugin.
+grep -q 'kubectl oz get requests' <<<"$approval" || fail "no kubectl oz command among the approval demo's commands"
+[ "$(grep -c '^Phase: *Ready' <<<"$approval_out")" = 1 ] || fail "kubectl oz get requests $req did not show it Ready"
 
 # 6. The brokered demo, run exactly as printed, each line it prints stamped with when it came:
 # carol's request (alice's grants cover both pods by now) through web-exec-brokered is Ready and
-# Brokered, her plain kubectl exec is Forbidden, her session through oz prints its hello and is closed by oz after expiresAt but less
-# than 5 s after it (oz's line, exit code 3); dave lists the session as Expired and its replay
-# shows what carol saw; the audit file has the session's start and end.
+# Brokered, her plain kubectl exec is Forbidden, her session through oz (`kubectl oz exec`, no -c:
+# ozctl names the pod's container, app) prints its hello and is closed by oz after expiresAt
+# but less than 5 s after it (oz's line, exit code 3); dave lists the session as Expired and its
+# replay shows what carol saw; the audit file has the session's start and end.
 brokered=$(sed -n '/^Brokered sessions/,/^Press Ctrl-C/p' "$out" | grep '^  ')
 grep -q 'ozctl replay' <<<"$brokered" || fail "no ozctl replay among the brokered demo's commands"
 stamped() { while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME/,/.}" "${line%$'\r'}"; done; }
@@ -177,12 +188,13 @@ sed '/Forbidden/q' <<<"$brokered_out" | grep -q "/$breq condition met$" \
 grep -q "(Forbidden): .*User \"carol\"" <<<"$brokered_out" || fail "carol's plain kubectl exec into $bpod was not Forbidden"
 grep -q "^[0-9.]* brokered, hello from $bpod$" <<<"$brokered_out" \
   || fail "carol's session through oz did not print 'brokered, hello from $bpod'"
+grep -q 'kubectl oz exec' <<<"$brokered" || fail "no kubectl oz exec among the brokered demo's commands"
 closed=$(grep -m1 "^[0-9.]* oz: your access expired; session closed$" <<<"$brokered_out" | cut -d' ' -f1)
 [ -n "$closed" ] || fail "carol's session did not end with oz's line"
 grep -q "^[0-9.]* oz closed the session: your access expired$" <<<"$brokered_out" \
   || fail "ozctl exec did not print why oz closed the session"
-exited=$(grep -m1 "^[0-9.]* ozctl exit code: " <<<"$brokered_out") || fail "ozctl exec's exit code was not printed"
-[ "${exited#* ozctl exit code: }" = 3 ] || fail "ozctl exec exited with ${exited#* ozctl exit code: }, not 3"
+exited=$(grep -m1 "^[0-9.]* exit code: " <<<"$brokered_out") || fail "kubectl oz exec's exit code was not printed"
+[ "${exited#* exit code: }" = 3 ] || fail "kubectl oz exec exited with ${exited#* exit code: }, not 3"
 expires=$(date -d "$expires_at" +%s.%N)
 awk -v e="$expires" -v c="$closed" -v x="${exited%% *}" 'BEGIN { exit !(c >= e && x < e + 5) }' \
   || fail "carol's session was closed at $closed and ozctl exited at ${exited%% *}, not within 5 s after expiresAt $expires_at ($expires)"
