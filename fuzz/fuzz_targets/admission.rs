@@ -20,7 +20,7 @@ use http::Request;
 use libfuzzer_sys::fuzz_target;
 use oz_api::{AccessConfig, AccessKind};
 use oz_webhooks::admission::{
-    AccessLookup, AdmissionState, AuditLog, EnforceSettings, LookupError, RequestSummary,
+    AccessLookup, AdmissionState, AuditLog, EnforceSettings, GrantSummary, LookupError,
     requests::DeletePolicy, router,
 };
 use serde_json::{Value, json};
@@ -45,17 +45,19 @@ impl AccessLookup for Lookup {
         Box::pin(async move { Ok(found) })
     }
 
-    fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<RequestSummary>, LookupError>> {
+    fn requests(&self, namespace: &str) -> BoxFuture<'_, Result<Vec<GrantSummary>, LookupError>> {
         let mine = namespace == "team";
         Box::pin(async move {
             Ok(if mine {
-                vec![RequestSummary {
+                vec![GrantSummary {
                     kind: AccessKind::Exec,
                     name: "granted".into(),
                     template: "web".into(),
                     requested_by: Some("alice".into()),
                     phase: Some(oz_api::RequestPhase::Ready),
                     pod_name: Some("web-0".into()),
+                    session_mode: None,
+                    expires_at: chrono::DateTime::from_timestamp(4_102_444_800, 0),
                     approvers: Vec::new(),
                 }]
             } else {
