@@ -8,8 +8,8 @@
 # It prints the commands that get alice access, ending with a real `kubectl exec` into the pod
 # oz granted her; then alice asking through the approval template (with ozctl, saying why), dave
 # (group leads) seeing and approving her request, and alice's exec; then a brokered session of
-# carol's that oz closes when her 30 seconds end, and dave (who may read recordings) replaying it.
-# Ctrl-C stops everything, and leaves nothing running.
+# carol's (in the pod's default container of two) that oz closes when her 30 seconds end, and
+# dave (who may read recordings) replaying it. Ctrl-C stops everything, and leaves nothing running.
 #
 # oz-manager listens on four ports: admission webhooks (9443), the brokered sessions API (9444),
 # metrics (9445) and health probes (8081). When one is taken it uses the next free port above
@@ -180,7 +180,8 @@ oz is running against a real kube-apiserver $(kubectl version -o json 2>/dev/nul
 oz-manager: webhooks on port $webhook_port, metrics http://127.0.0.1:$metrics_port/metrics, health http://127.0.0.1:$health_port/readyz
 (logs: $run/oz-manager.log, audit records: $run/audit.jsonl; its webhooks answer only the apiserver,
 whose client certificate they verify, so each record says "caller":"apiserver").
-Namespace demo has Deployment web (pods ${pods// /, }), templates web-exec and web-debug for group devs,
+Namespace demo has Deployment web (pods ${pods// /, }, each with containers app and sidecar, app
+the default that kubectl exec and ozctl exec use), templates web-exec and web-debug for group devs,
 web-exec-approved for group devs, which needs the approval of one member of group leads (dave),
 and web-exec-brokered for group devs, whose sessions go through oz (recordings: $run/recordings).
 The users' kubeconfigs (alice, bob, carol, dave in $dir/users/) work in namespace demo.

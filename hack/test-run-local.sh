@@ -8,8 +8,9 @@
 # (and no other), recorded by the audit webhook; bob is refused; the approval demo's commands
 # get alice's request through a template that needs a lead's approval approved by dave (who sees
 # it in `ozctl approvals`), and her exec into the granted pod is recorded with dave as approver;
-# the brokered demo's session of carol's (`kubectl oz exec`) is closed by oz at expiry (its
-# line, exit code 3) and replayed by dave, and its start and end are audited;
+# ozctl's hints point at the right fix; the brokered demo's session of carol's (`kubectl oz
+# exec`, into the pod's default container of two) is closed by oz at expiry (its line, exit
+# code 3) and replayed by dave, and its start and end are audited;
 # Ctrl-C leaves nothing the run started running, not even a command still exec'd into a pod.
 #
 # The run has a directory of its own (OZ_RUN_DIR, a new one under /tmp unless set), so this test
@@ -160,10 +161,23 @@ grep '"subresource":"exec"' "$run/audit.jsonl" | grep '"user":"alice"' | grep "\
 grep -q 'kubectl oz get requests' <<<"$approval" || fail "no kubectl oz command among the approval demo's commands"
 [ "$(grep -c '^Phase: *Ready' <<<"$approval_out")" = 1 ] || fail "kubectl oz get requests $req did not show it Ready"
 
-# 6. The brokered demo, run exactly as printed, each line it prints stamped with when it came:
+# 6. ozctl's hints point at the fix that works: bob, revoking alice's request, is told to ask
+# alice or an admin; a duration above the template's maxDuration is said to be clamped; alice,
+# who may not read oz's audit keys, is told where a key comes from.
+bob_kc="$dir/users/bob.kubeconfig"
+if ozctl --kubeconfig "$bob_kc" revoke "$req" 2>"$out.revoke"; then fail "bob revoked alice's request $req"; fi
+grep -q "ask alice (who requested it) or " "$out.revoke" && ! grep -q "ask a cluster admin to grant it" "$out.revoke" \
+  || fail "bob's refused revoke does not tell him to ask alice: $(cat "$out.revoke")"
+ozctl create exec web-exec --duration 10h --no-wait >/dev/null 2>"$out.clamp" || fail "ozctl create --duration 10h failed: $(cat "$out.clamp")"
+grep -q "10h0m0s.* maxDuration (4h0m0s).* 4h0m0s" "$out.clamp" || fail "ozctl create --duration 10h did not say it was clamped to 4h: $(cat "$out.clamp")"
+if ozctl audit "$run/audit.jsonl" >/dev/null 2>"$out.audit"; then fail "alice read oz's audit keys"; fi
+grep -q "kubectl get configmap oz-audit -n oz-system" "$out.audit" \
+  || fail "ozctl audit does not say where a public key comes from: $(cat "$out.audit")"
+
+# 7. The brokered demo, run exactly as printed, each line it prints stamped with when it came:
 # carol's request (alice's grants cover both pods by now) through web-exec-brokered is Ready and
 # Brokered, her plain kubectl exec is Forbidden, her session through oz (`kubectl oz exec`, no -c:
-# ozctl names the pod's container, app) prints its hello and is closed by oz after expiresAt
+# the pod's default container, app, of two) prints its hello and is closed by oz after expiresAt
 # but less than 5 s after it (oz's line, exit code 3); dave lists the session as Expired and its
 # replay shows what carol saw; the audit file has the session's start and end.
 brokered=$(sed -n '/^Brokered sessions/,/^Press Ctrl-C/p' "$out" | grep '^  ')
@@ -216,7 +230,7 @@ for _ in $(seq 100); do audit_of session-end '"endReason":"expired"' && break; s
 audit_of session-start "\"pod\":\"$bpod\"" || fail "no session-start audit record of carol's session $id"
 audit_of session-end '"endReason":"expired"' || fail "no session-end audit record of carol's session $id, ended at expiry"
 
-# 7. Ctrl-C, with a command still running in alice's pod, ends everything the run started: its
+# 8. Ctrl-C, with a command still running in alice's pod, ends everything the run started: its
 # process group (make, the script, oz-manager and the sleep the script waits in, which as a
 # background job of a non-interactive shell ignores SIGINT), the control plane and kwok (started
 # in a session of their own, with this run's directory in their command line) and what was
@@ -242,4 +256,4 @@ done
 wait "$exec_client" 2>/dev/null || true
 [ -z "$own_run" ] || rm -rf "$run"
 rm -f "$out" "$out".*
-echo "make run: 7 passed, 0 failed"
+echo "make run: 8 passed, 0 failed"
