@@ -101,6 +101,15 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
                      sessions will be refused in --audit-enforce-namespaces"
                 ),
             }
+            if webhooks.client_ca.is_none() {
+                tracing::warn!(
+                    "webhook callers are not verified (no --webhook-client-ca-file): anyone who \
+                     reaches the webhook port can send reviews; audit records and Events say \
+                     `unverified`, and refusals for templates name no details. Verify the \
+                     apiserver where the cluster allows it, or keep the port closed with a \
+                     NetworkPolicy (docs/security.md)"
+                );
+            }
             let server = oz_webhooks::WebhookServer::start(client.clone(), webhooks)
                 .await
                 .map_err(|e| format!("cannot start the webhook server: {e}"))?;

@@ -129,7 +129,16 @@ impl Audited {
 /// POSTs `review` to oz's audit path with `client`: the HTTP status and body, or why the
 /// connection failed.
 async fn post_review(client: &Client, review: &Value) -> Result<(u16, String), String> {
-    let request = http::Request::post("/audit")
+    post_review_to(client, "/audit", review).await
+}
+
+/// [`post_review`] to `path`.
+async fn post_review_to(
+    client: &Client,
+    path: &str,
+    review: &Value,
+) -> Result<(u16, String), String> {
+    let request = http::Request::post(path)
         .header("content-type", "application/json")
         .body(kube::client::Body::from(review.to_string().into_bytes()))
         .unwrap();
@@ -396,5 +405,92 @@ async fn without_caller_verification_the_record_says_unverified() {
     let record = alices_recorded_exec(&a).await;
     assert_eq!(record["caller"], "unverified", "{record}");
     assert!(record.get("callerName").is_none(), "{record}");
+    a.oz.remove_configurations().await;
+}
+
+/// What a pod that reaches the webhook port learns and leaves behind without caller
+/// verification: its forged exec Event says it came from an unverified caller, and a forged
+/// request for a template gets the same refusal whether the template exists or not. oz warns
+/// at start-up that callers are not verified.
+#[tokio::test]
+async fn without_caller_verification_forged_reviews_say_so_and_reveal_no_templates() {
+    let a = Audited::start("callers-forged", &[]).await;
+    crate::support::create_manifest(
+        &a.admin,
+        &a.ns,
+        &crate::grants::exec_template("web-exec", "web"),
+    )
+    .await
+    .unwrap();
+    let client = a.webhook_client(None).await;
+
+    // An exec into a pod that does not exist: accepted (oz cannot tell), and said to be
+    // unverified in the Event anyone reading the namespace sees.
+    let forged = bob_execs(&a.ns, "no-such-pod", "forged", "forged-1");
+    let (status, body) = post_review(&client, &forged).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let note = eventually(WAIT, "the forged exec's Event", || async {
+        a.event_notes()
+            .await
+            .into_iter()
+            .find(|n| n.contains("no-such-pod"))
+    })
+    .await;
+    assert!(
+        note.ends_with(oz_webhooks::admission::events::UNVERIFIED_NOTE),
+        "{note}"
+    );
+
+    // Forged request creates for bob (in qa): a template that exists but admits devs only,
+    // and one that does not exist, get the same answer, naming no allowedGroups.
+    let create = |template: &str| {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": format!("forged-{template}"),
+                "kind": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "kind": "ExecAccessRequest"},
+                "resource": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "resource": "execaccessrequests"},
+                "name": "probe",
+                "namespace": a.ns,
+                "operation": "CREATE",
+                "userInfo": {"username": "bob", "groups": ["qa", "system:authenticated"]},
+                "object": {
+                    "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
+                    "metadata": {"name": "probe", "namespace": a.ns},
+                    "spec": {"templateName": template, "requester": {"username": "bob", "groups": ["qa", "system:authenticated"]}},
+                },
+                "dryRun": false,
+            }
+        })
+    };
+    let mut answers = Vec::new();
+    for template in ["web-exec", "no-such-template"] {
+        let (status, body) = post_review_to(&client, "/validate-requests", &create(template))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["response"]["allowed"], false, "{body}");
+        let message = body["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            !message.contains("devs"),
+            "the allowedGroups leaked: {message}"
+        );
+        answers.push(message.replace(template, "TEMPLATE"));
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "the answers tell the templates apart"
+    );
+    assert!(
+        a.oz.operator
+            .log_text()
+            .contains("webhook callers are not verified"),
+        "no start-up warning"
+    );
     a.oz.remove_configurations().await;
 }

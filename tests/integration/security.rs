@@ -145,7 +145,7 @@ async fn a_forged_requester_is_overwritten_and_grants_only_the_real_user() {
     assert!(
         status
             .message
-            .contains("bob is not a member of any of the allowedGroups"),
+            .contains("does not exist or does not admit bob"),
         "{}",
         status.message
     );
@@ -495,7 +495,7 @@ async fn a_template_in_another_namespace_cannot_be_used() {
             "plain",
             "elsewhere".to_string(),
             403,
-            "does not exist in namespace",
+            "does not exist or does not admit",
         ),
         (
             "qualified",

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use axum::{Json, extract::State};
+use axum::{Extension, Json, extract::State};
 use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
 use k8s_openapi::{
     api::authentication::v1::UserInfo, apimachinery::pkg::apis::meta::v1::OwnerReference,
@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 use tracing::info;
 
 use super::{AccessLookup, AdmissionState, Review, deny, parse_object, reply};
+use crate::callers::{Caller, CallerKind};
 
 /// Oz's message for a changed `spec.targetPod`, kept as the CRD schema words it.
 pub const TARGET_POD_IMMUTABLE: &str =
@@ -79,9 +80,11 @@ async fn template_owner(
 /// The validating handler.
 pub async fn validate(
     State(state): State<Arc<AdmissionState>>,
+    caller: Option<Extension<Caller>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    reply(validation(state.lookup.as_ref(), &state.deletes, &request).await)
+    let verified = caller.is_some_and(|Extension(caller)| caller.kind() == CallerKind::Apiserver);
+    reply(validation(state.lookup.as_ref(), &state.deletes, &request, verified).await)
 }
 
 /// The mutating decision: on CREATE of a request, a JSON patch that sets `spec.requester`, and
@@ -116,10 +119,15 @@ pub fn mutation(
 }
 
 /// The validating decision for a request CREATE, UPDATE or DELETE; subresources are allowed.
+/// For a caller that is not `verified` to be the apiserver, a CREATE refused for its template
+/// gets the same answer whether the template is missing or does not admit the user
+/// ([`UNVERIFIED_TEMPLATE_REFUSAL`]): anyone who reaches the port could otherwise ask which
+/// templates exist and whom they admit.
 pub async fn validation(
     lookup: &dyn AccessLookup,
     deletes: &DeletePolicy,
     request: &AdmissionRequest<DynamicObject>,
+    verified: bool,
 ) -> AdmissionResponse {
     let Some(kind) = AccessKind::of_request(&request.kind) else {
         return deny(request, unknown_kind(request));
@@ -129,8 +137,10 @@ pub async fn validation(
     }
     let decision = match request.operation {
         Operation::Create => match kind {
-            AccessKind::Exec => validate_create::<ExecAccessRequest>(lookup, request).await,
-            AccessKind::Pod => validate_create::<PodAccessRequest>(lookup, request).await,
+            AccessKind::Exec => {
+                validate_create::<ExecAccessRequest>(lookup, request, verified).await
+            }
+            AccessKind::Pod => validate_create::<PodAccessRequest>(lookup, request, verified).await,
         },
         Operation::Update => check_update(
             kind,
@@ -160,6 +170,7 @@ pub async fn validation(
 async fn validate_create<R: AccessRequest>(
     lookup: &dyn AccessLookup,
     request: &AdmissionRequest<DynamicObject>,
+    verified: bool,
 ) -> Result<(), String> {
     let object = request
         .object
@@ -177,7 +188,35 @@ async fn validate_create<R: AccessRequest>(
                 R::KIND.template_kind(),
             )
         })?;
-    check_create(namespace, &created, &request.user_info, template.as_ref())
+    let checked = check_create(namespace, &created, &request.user_info, template.as_ref());
+    let groups = request.user_info.groups.as_deref().unwrap_or_default();
+    let about_the_template = template.as_ref().is_none_or(|t| !t.admits(groups));
+    if checked.is_err() && about_the_template && !verified {
+        return Err(unverified_template_refusal::<R>(
+            namespace,
+            template_name,
+            &request.user_info,
+        ));
+    }
+    checked
+}
+
+/// The one answer an unverified caller gets for a template that is missing or does not admit
+/// the user: it says what to do without saying which it is.
+pub const UNVERIFIED_TEMPLATE_REFUSAL: &str = "does not exist or does not admit";
+
+fn unverified_template_refusal<R: AccessRequest>(
+    namespace: &str,
+    template: &str,
+    user: &UserInfo,
+) -> String {
+    let kind = R::KIND.template_kind();
+    format!(
+        "spec.templateName: {kind} {template:?} in namespace {namespace:?} \
+         {UNVERIFIED_TEMPLATE_REFUSAL} {user}; list the templates you may use with `ozctl get \
+         templates -n {namespace}`, and ask whoever manages access there if yours is missing",
+        user = user.username.as_deref().unwrap_or("you"),
+    )
 }
 
 const NO_USER: &str =

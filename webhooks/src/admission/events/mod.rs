@@ -39,6 +39,7 @@ pub use limits::{ACCESS_EVENT_BURST, ACCESS_EVENT_PERIOD, EVENT_BURST, EVENTS_PE
 use super::audit::{AuditRecord, PodAction};
 use crate::{
     WebhookMetrics,
+    callers::CallerKind,
     metrics::{PUBLISH_FAILED, QUEUE_FULL, RATE_LIMITED},
 };
 use limits::{AccessLimit, TokenBucket};
@@ -228,9 +229,14 @@ async fn publish_event(
     }
 }
 
+/// What an Event's note adds when the review came from an unverified caller.
+pub const UNVERIFIED_NOTE: &str = " [reported by an unverified caller: oz cannot tell the \
+     apiserver from anyone who reaches its webhook port; see --webhook-client-ca-file]";
+
 /// The note of the Event, in Oz's words:
 /// `CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)`; when
-/// `folded` Events of the same access were not published since its last one, it says so.
+/// the review's caller was not verified, or `folded` Events of the same access were not
+/// published since its last one, it says so.
 pub fn event_note(record: &AuditRecord, folded: u64) -> String {
     let mut note = format!(
         "{}/{} operation on Pod {} (container: {}) by {} (interactive: {})",
@@ -241,6 +247,10 @@ pub fn event_note(record: &AuditRecord, folded: u64) -> String {
         record.user,
         record.tty
     );
+    if record.caller == CallerKind::Unverified {
+        // Anyone who reaches the webhook port can send a review: say so where people read it.
+        note.push_str(UNVERIFIED_NOTE);
+    }
     if folded > 0 {
         let (s, were) = if folded == 1 {
             ("", "was")

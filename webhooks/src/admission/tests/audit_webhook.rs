@@ -311,7 +311,16 @@ fn the_event_reads_like_ozs() {
     let review = alice_exec();
     let request = parse_review(review.to_string().as_bytes()).unwrap();
     let action = audit::pod_action(&request).unwrap();
-    let mut record = audit::describe(&request, action, &Caller::Unverified);
+    let unverified = audit::describe(&request, action, &Caller::Unverified);
+    assert_eq!(
+        events::event_note(&unverified, 0),
+        format!(
+            "CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true){}",
+            events::UNVERIFIED_NOTE
+        ),
+        "anyone could have sent it: the Event says so"
+    );
+    let mut record = audit::describe(&request, action, &apiserver());
     assert_eq!(
         events::event_note(&record, 0),
         "CONNECT/exec operation on Pod web-0 (container: app) by alice (interactive: true)"

@@ -11,13 +11,6 @@ use crate::{
 
 const APISERVER: &str = "kube-apiserver-webhook-client";
 
-fn apiserver() -> Caller {
-    Caller::Verified {
-        common_name: Some(APISERVER.into()),
-        dns_names: vec![],
-    }
-}
-
 fn verified_only(names: &[&str], metrics: &WebhookMetrics) -> CallerPolicy {
     CallerPolicy {
         verified_only: true,

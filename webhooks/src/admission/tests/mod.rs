@@ -115,7 +115,12 @@ impl Harness {
 
     /// Posts a review and returns its `response`, which must come with HTTP 200.
     async fn review(&self, path: &str, review: Value) -> Value {
-        let (status, body) = self.post(path, review.to_string()).await;
+        self.review_from(None, path, review).await
+    }
+
+    /// [`Harness::review`], as `caller` (see [`Harness::post_from`]).
+    async fn review_from(&self, caller: Option<Caller>, path: &str, review: Value) -> Value {
+        let (status, body) = self.post_from(caller, path, review.to_string()).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(body["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(body["kind"], "AdmissionReview");
@@ -209,12 +214,31 @@ fn stamped(spec: Value, who: &str, groups: &[&str]) -> Value {
 }
 
 async fn create_as(h: &Harness, who: &str, groups: &[&str], spec: Value) -> Value {
+    create_from(h, None, who, groups, spec).await
+}
+
+/// [`create_as`], reviewed as sent by `caller` (`None`: unverified).
+async fn create_from(
+    h: &Harness,
+    caller: Option<Caller>,
+    who: &str,
+    groups: &[&str],
+    spec: Value,
+) -> Value {
     let review = create_review(
         "ExecAccessRequest",
         user(who, groups),
         exec_request(stamped(spec, who, groups)),
     );
-    h.review(VALIDATE_REQUESTS_PATH, review).await
+    h.review_from(caller, VALIDATE_REQUESTS_PATH, review).await
+}
+
+/// The kube-apiserver, its webhook client certificate verified.
+fn apiserver() -> Caller {
+    Caller::Verified {
+        common_name: Some("kube-apiserver-webhook-client".into()),
+        dns_names: vec![],
+    }
 }
 
 fn message(response: &Value) -> String {

@@ -107,7 +107,8 @@ async fn a_member_of_the_allowed_groups_may_create_a_request() {
 #[tokio::test]
 async fn a_request_for_a_missing_template_is_refused() {
     let h = harness(standard_lookup(), EnforceSettings::default()).await;
-    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "nope"})).await;
+    let create = |spec| create_from(&h, Some(apiserver()), "alice", &["devs"], spec);
+    let response = create(json!({"templateName": "nope"})).await;
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
     assert_eq!(
@@ -115,15 +116,51 @@ async fn a_request_for_a_missing_template_is_refused() {
         r#"spec.templateName: ExecAccessTemplate "nope" does not exist in namespace "team-a""#
     );
     // The template must be of the request's own family: "debug" is a PodAccessTemplate.
-    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "debug"})).await;
+    let response = create(json!({"templateName": "debug"})).await;
     assert_eq!(response["allowed"], false);
     assert!(message(&response).contains(r#"ExecAccessTemplate "debug" does not exist"#));
 }
 
 #[tokio::test]
+async fn an_unverified_caller_learns_nothing_of_which_templates_exist_or_whom_they_admit() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    // A forged review (no client certificate): a missing template and one that does not admit
+    // the user get one answer, naming neither the allowedGroups nor whether it exists.
+    let missing = create_as(&h, "bob", &["qa"], json!({"templateName": "nope"})).await;
+    let not_admitted = create_as(&h, "bob", &["qa"], json!({"templateName": "web"})).await;
+    for (response, template) in [(&missing, "nope"), (&not_admitted, "web")] {
+        assert_eq!(response["allowed"], false);
+        assert_eq!(
+            message(response),
+            format!(
+                "spec.templateName: ExecAccessTemplate {template:?} in namespace \"team-a\" does \
+                 not exist or does not admit bob; list the templates you may use with `ozctl get \
+                 templates -n team-a`, and ask whoever manages access there if yours is missing"
+            )
+        );
+    }
+    // What does not depend on the template is still said plainly.
+    let response = create_as(
+        &h,
+        "alice",
+        &["devs"],
+        json!({"templateName": "web", "duration": "abc"}),
+    )
+    .await;
+    assert!(message(&response).contains("duration"), "{response}");
+}
+
+#[tokio::test]
 async fn a_user_outside_the_allowed_groups_is_refused() {
     let h = harness(standard_lookup(), EnforceSettings::default()).await;
-    let response = create_as(&h, "bob", &["qa"], json!({"templateName": "web"})).await;
+    let response = create_from(
+        &h,
+        Some(apiserver()),
+        "bob",
+        &["qa"],
+        json!({"templateName": "web"}),
+    )
+    .await;
     assert_eq!(response["allowed"], false);
     let message = message(&response);
     assert!(
