@@ -86,6 +86,16 @@ pub struct AccessConfig {
 }
 
 impl AccessConfig {
+    /// The groups its grants bind besides their requester: the allowedGroups when it grants to
+    /// AllowedGroups, else none. A member of them who approves a request approves access of
+    /// their own.
+    pub fn shared_with(&self) -> &[String] {
+        match self.grant_to() {
+            GrantTo::AllowedGroups => &self.allowed_groups,
+            GrantTo::Requester => &[],
+        }
+    }
+
     /// `grantTo`, with its default applied.
     pub fn grant_to(&self) -> GrantTo {
         self.grant_to.unwrap_or_default()

@@ -21,6 +21,10 @@ pub struct TalliedRequest<'a> {
     pub uid: &'a str,
     /// Its requester's user name.
     pub requester: &'a str,
+    /// The groups its grant binds besides the requester: the template's allowedGroups when it
+    /// grants to AllowedGroups, else none. A member who approves it approves access of their
+    /// own, which counts only where self-approval is allowed.
+    pub shared_with: &'a [String],
 }
 
 /// What the decisions on a request add up to.
@@ -80,8 +84,9 @@ struct Valid<'a> {
 ///
 /// 1. only decisions naming this request (kind, name and stamped uid), with a stamped
 ///    approver, and not being deleted, are considered;
-/// 2. only valid ones count: the approver is in `approverGroups`, and is not the requester,
-///    unless the template allows self-approval or it is a break-glass Approve (stamped so, the
+/// 2. only valid ones count: the approver is in `approverGroups`, and is not the requester
+///    (nor, for an Approve, a member of the groups the grant also binds), unless the template
+///    allows self-approval or it is the requester's break-glass Approve (stamped so, the
 ///    template still allows it, with a comment);
 /// 3. in (creationTimestamp, name) order, each approver's first Approve counts once;
 /// 4. approved when `required` distinct approvers have approved, or at the first break-glass
@@ -175,7 +180,9 @@ fn is_valid(config: &ApprovalConfig, request: TalliedRequest<'_>, v: &mut Valid<
         .unwrap_or_default();
     let approver = config.approving_group(groups).is_some();
     if v.approver != request.requester {
-        return approver;
+        let beneficiary = groups.iter().any(|g| request.shared_with.contains(g));
+        let approves_own_access = beneficiary && spec.decision == Decision::Approve;
+        return approver && (!approves_own_access || config.allow_self_approval);
     }
     if config.allow_self_approval {
         return approver;
@@ -202,6 +209,7 @@ mod tests {
             name: "r",
             uid: UID,
             requester: "alice",
+            shared_with: &[],
         }
     }
 
@@ -350,6 +358,41 @@ mod tests {
         let mut pod = approve("b", "carol", 1);
         pod.spec.request_ref.kind = ApprovedKind::PodAccessRequest;
         assert_eq!(outcome(&config(1), &[other, pod]), Outcome::Pending);
+    }
+
+    #[test]
+    fn an_approver_the_grant_also_binds_approves_their_own_access_only_under_self_approval() {
+        // alice's request under a template that grants to its allowedGroups, devs: dave, a
+        // lead who is also in devs, would be granted by the approval he gives.
+        let devs = ["devs".to_string()];
+        let shared = TalliedRequest {
+            shared_with: &devs,
+            ..request()
+        };
+        let mut dave = approve("dave-ok", "dave", 1);
+        dave.spec.approver.as_mut().unwrap().groups = vec!["leads".into(), "devs".into()];
+        let approvals = [dave.clone()];
+        let tally_of = |config: &ApprovalConfig, request| tally(config, request, &approvals);
+        assert_eq!(tally_of(&config(1), shared).outcome, Outcome::Pending);
+        assert_eq!(tally_of(&config(1), shared).records, []);
+        // Where the grant is the requester's alone, or self-approval is allowed, he counts.
+        assert!(matches!(
+            tally_of(&config(1), request()).outcome,
+            Outcome::Approved { .. }
+        ));
+        let mut allowing = config(1);
+        allowing.allow_self_approval = true;
+        assert!(matches!(
+            tally_of(&allowing, shared).outcome,
+            Outcome::Approved { .. }
+        ));
+        // His Deny still counts: refusing access grants him nothing.
+        let mut dave_says_no = deny("dave-no", "dave", 1);
+        dave_says_no.spec.approver = dave.spec.approver.clone();
+        assert!(matches!(
+            tally(&config(1), shared, [&dave_says_no]).outcome,
+            Outcome::Denied { .. }
+        ));
     }
 
     #[test]

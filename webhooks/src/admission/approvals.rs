@@ -353,6 +353,19 @@ pub fn check_decision(
              requests through {template_kind} {template_name:?}",
             config.approver_groups.join(", ")
         ));
+    } else if spec.decision == Decision::Approve
+        && !config.allow_self_approval
+        && let Some(group) = caller
+            .groups
+            .iter()
+            .find(|g| template.shared_with().contains(g))
+    {
+        return Err(format!(
+            "you cannot approve request {request_name:?}: {template_kind} {template_name:?} \
+             grants to its allowedGroups and you are in {group}, so approving it would grant you \
+             access too, and it does not allowSelfApproval; ask an approver outside its \
+             allowedGroups"
+        ));
     }
     if spec.decision == Decision::Deny && !has_comment {
         return Err("a Deny needs spec.comment: say why, for the requester".into());

@@ -35,6 +35,13 @@ fn approval_lookup() -> FakeLookup {
         .with_request_state(waiting("g", "glass"))
         .with_request_state(waiting("s", "selfish"))
         .with_request_state(waiting("open", "web"))
+        .with_template(AccessKind::Exec, "shared", {
+            let mut config = access_config(&["devs"], Some("AllowedGroups"));
+            config.approval =
+                Some(serde_json::from_value(json!({"approverGroups": ["leads"]})).unwrap());
+            config
+        })
+        .with_request_state(waiting("sh", "shared"))
 }
 
 /// alice's request `name` through `template`, waiting for approval.
@@ -235,6 +242,27 @@ async fn the_requester_cannot_approve_their_own_request() {
         message.starts_with("you cannot approve your own request"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn an_approver_the_grant_would_also_bind_cannot_approve_it() {
+    // Template `shared` grants to its allowedGroups (devs): dave, a lead also in devs, would
+    // grant himself access by approving alice's request.
+    let h = harness(approval_lookup(), EnforceSettings::default()).await;
+    let dave = user("dave", &["leads", "devs"]);
+    let message =
+        refused(&decide(&h, dave.clone(), approval("sh-dave", "sh", "Approve", None)).await);
+    assert_eq!(
+        message,
+        "you cannot approve request \"sh\": ExecAccessTemplate \"shared\" grants to its \
+         allowedGroups and you are in devs, so approving it would grant you access too, and it \
+         does not allowSelfApproval; ask an approver outside its allowedGroups"
+    );
+    // He may still deny it, and a lead outside devs may approve it.
+    let response = decide(&h, dave, approval("sh-dave", "sh", "Deny", Some("no"))).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let response = decide(&h, bob(), approval("sh-bob", "sh", "Approve", None)).await;
+    assert_eq!(response["allowed"], true, "{response}");
 }
 
 #[tokio::test]
