@@ -79,7 +79,7 @@ pub enum FrontProxyError {
 pub struct FrontProxyConfig {
     /// `requestheader-client-ca-file`: the PEM bundle that signs the front-proxy certificate.
     pub ca_pem: String,
-    /// `requestheader-allowed-names`: the CNs (or DNS names) one of which the certificate must
+    /// `requestheader-allowed-names`: the CNs one of which the certificate must
     /// have; empty: any certificate the CA signed.
     pub allowed_names: Vec<String>,
     /// `requestheader-username-headers`: the first one present names the user.
@@ -278,7 +278,11 @@ impl FrontProxy {
             return Err(NO_CERTIFICATE);
         }
         let config = self.config.load();
-        if !config.allowed_names.is_empty() && !caller.has_any_name(&config.allowed_names) {
+        // CNs only, as the apiserver reads the same list: a certificate the front-proxy CA
+        // signed for some other purpose with the name as a DNS SAN is not the apiserver.
+        if !config.allowed_names.is_empty()
+            && !caller.has_allowed_common_name(&config.allowed_names)
+        {
             return Err(NAME_NOT_ALLOWED);
         }
         Ok(())

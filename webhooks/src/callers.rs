@@ -400,6 +400,13 @@ impl Caller {
         }
     }
 
+    /// Whether the verified certificate's CN is in `allowed` (never, unverified): how
+    /// kube-apiserver itself reads `--requestheader-allowed-names`, which names CNs only.
+    pub fn has_allowed_common_name(&self, allowed: &[String]) -> bool {
+        self.name()
+            .is_some_and(|cn| allowed.iter().any(|a| a == cn))
+    }
+
     /// Whether the verified certificate's CN or one of its DNS names is in `allowed` (never,
     /// unverified).
     pub fn has_any_name(&self, allowed: &[String]) -> bool {

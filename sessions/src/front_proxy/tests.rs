@@ -199,6 +199,15 @@ async fn only_the_apiserver_is_answered_and_refusals_are_counted() {
     );
     assert_eq!(count(NO_CERTIFICATE), 2);
 
+    // The allowed name as a DNS SAN, under another CN: not the apiserver (it checks CNs).
+    let dns_only = Caller::Verified {
+        common_name: Some("some-other-client".into()),
+        dns_names: vec!["front-proxy-client".into()],
+    };
+    let (status, _) = call(app(front_proxy.clone()), whoami, Some(dns_only)).await;
+    assert_eq!(status, 403);
+    assert_eq!(count(NAME_NOT_ALLOWED), 2);
+
     // The allowed names follow the ConfigMap.
     front_proxy
         .update(FrontProxyConfig {
