@@ -56,10 +56,7 @@ fi
 rm -rf "$run/recordings"
 
 manager_pid=""
-sleeper=""
 cleanup() {
-  # The wait for Ctrl-C below: a background job of a non-interactive shell ignores SIGINT.
-  [ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null || true
   if [ -n "$manager_pid" ] && kill "$manager_pid" 2>/dev/null; then
     # A graceful stop finishes in-flight reconciles and releases its Lease; don't wait forever.
     for _ in $(seq 100); do kill -0 "$manager_pid" 2>/dev/null || break; sleep 0.1; done
@@ -232,9 +229,10 @@ hack/demo/recording-readers.yaml) lists her sessions and replays one (docs/sessi
 
 Press Ctrl-C to stop everything.
 TXT
-# A background sleep and `wait`, so that Ctrl-C runs the trap at once; cleanup ends the sleep.
-while true; do
-  sleep 3600 9>&- &
-  sleeper=$!
-  wait "$sleeper" || true
-done
+# Until Ctrl-C, which runs the trap at once (`wait` returns on a signal), or until oz-manager
+# exits on its own. Waiting on oz-manager, not on a sleep, leaves nothing to end: a background
+# sleep ignores the terminal's SIGINT, and outlived the run if this script was killed.
+wait "$manager_pid" || true
+manager_pid=""
+echo "oz-manager exited; its log: $run/oz-manager.log" >&2
+exit 1

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Checks `make run` as a newcomer uses it, on a machine where port 9443 is already taken: it
 # starts anyway on other ports, and its webhooks, metrics and health probes follow them (metrics
-# not on 8080, where kubectl without a kubeconfig looks for an apiserver); it clears the
-# recordings an earlier run left; a second `make run` over the same directory refuses to start,
-# names the first, and leaves it running; the commands it prints (without -n demo: the users'
-# contexts name it) get alice a Ready request and a real `kubectl exec` into the granted pod
-# (and no other), recorded by the audit webhook; bob is refused; the approval demo's commands
-# get alice's request through a template that needs a lead's approval approved by dave (who sees
-# it in `ozctl approvals`), and her exec into the granted pod is recorded with dave as approver;
-# ozctl's hints point at the right fix; the brokered demo's session of carol's (`kubectl oz
-# exec`, into the pod's default container of two) is closed by oz at expiry (its line, exit
-# code 3) and replayed by dave, and its start and end are audited;
+# not on 8080, where kubectl without a kubeconfig looks for an apiserver); it starts over what a
+# killed earlier run left (lock, control plane, oz-manager, recordings) and cleans it up; a second
+# `make run` over the same directory refuses to start, names the first, and leaves it running;
+# the commands it prints (without -n demo: the users' contexts name it) get alice a Ready request
+# and a real `kubectl exec` into the granted pod (and no other), recorded by the audit webhook;
+# bob is refused; the approval demo's commands get alice's request through a template that needs
+# a lead's approval approved by dave (who sees it in `ozctl approvals`), and her exec into the
+# granted pod is recorded with dave as approver; ozctl's hints point at the right fix; the
+# brokered demo's session of carol's (`kubectl oz exec`, into the pod's default container of two)
+# is closed by oz at expiry (its line, exit code 3) and replayed by dave, and its start and end
+# are audited;
 # Ctrl-C leaves nothing the run started running, not even a command still exec'd into a pod.
 #
 # The run has a directory of its own (OZ_RUN_DIR, a new one under /tmp unless set), so this test
@@ -27,6 +28,9 @@ leader=""
 # On any failure: stop `make run` and show what it printed.
 failed() {
   [ -z "$leader" ] || { kill -INT -- "-$leader" 2>/dev/null || true; sleep 2; }
+  # The earlier run's stand-ins, if make run did not stop them.
+  [ -z "${earlier_manager:-}" ] || kill "$earlier_manager" 2>/dev/null || true
+  [ -n "$leader" ] || "$root/hack/testenv.sh" down "$dir" >/dev/null 2>&1 || true
   echo "--- make run printed:" >&2; cat "$out" >&2
 }
 fail() { echo "$*" >&2; failed; echo "(the run's logs: $run)" >&2; exit 1; }
@@ -49,9 +53,18 @@ holder=$!
 trap 'kill $holder 2>/dev/null || true' EXIT
 until grep -qs holding "$out.holder"; do kill -0 $holder || fail "the port holder exited"; sleep 0.1; done
 
-# What an earlier run left in the directory: a recording of a session in a cluster now gone.
+# What an earlier run that was killed (kill -9) left in the directory: its lock file and pid, a
+# control plane, an oz-manager (a stand-in with its command line), and a recording of a session
+# in that cluster.
 mkdir -p "$run/recordings/demo"
 echo stale >"$run/recordings/demo/earlier-run.cast"
+: >"$run/lock"
+sh -c 'exit 0' & echo $! >"$run/pid"
+"$root/hack/testenv.sh" up "$run/testenv" >/dev/null 2>&1 || fail "cannot start the earlier run's control plane"
+earlier_plane=$(cat "$run/testenv/pid")
+# Not this script's child, as the killed run's was not.
+(python3 -c 'import time; time.sleep(600)' "--audit-log-path=$run/audit.jsonl" & echo $! >"$run/oz-manager.pid")
+earlier_manager=$(cat "$run/oz-manager.pid")
 
 # Job control gives `make run` a process group of its own (pgid = its pid), so the whole group can
 # be signalled the way a terminal's Ctrl-C would. In a terminal SIGINT is never ignored; a shell
@@ -68,6 +81,10 @@ grep -q 'Press Ctrl-C' "$out" || fail "make run did not get ready"
 script=$(pgrep -P "$leader" -f hack/run-local.sh || true)
 [ -n "$script" ] || fail "hack/run-local.sh is not running under make run ($leader)"
 [ ! -e "$run/recordings/demo/earlier-run.cast" ] || fail "make run kept the recordings of an earlier run"
+# A process killed but not yet reaped (a zombie) is not running.
+running() { local state; state=$(ps -o stat= -p "$1") && [[ $state != Z* ]]; }
+! running "$earlier_plane" || fail "make run left the earlier run's control plane ($earlier_plane) running"
+! running "$earlier_manager" || fail "make run left the earlier run's oz-manager ($earlier_manager) running"
 
 # 1. The free-port fallback: another webhook port, said so, and registered with the apiserver.
 webhook_port=$(sed -n 's/^oz-manager: webhooks on port \([0-9]*\),.*/\1/p' "$out")
@@ -231,12 +248,13 @@ audit_of session-start "\"pod\":\"$bpod\"" || fail "no session-start audit recor
 audit_of session-end '"endReason":"expired"' || fail "no session-end audit record of carol's session $id, ended at expiry"
 
 # 8. Ctrl-C, with a command still running in alice's pod, ends everything the run started: its
-# process group (make, the script, oz-manager and the sleep the script waits in, which as a
-# background job of a non-interactive shell ignores SIGINT), the control plane and kwok (started
-# in a session of their own, with this run's directory in their command line) and what was
-# exec'd into pods (which carry the control plane's work dir in their environment).
+# process group (make, the script, oz-manager, and anything else the script started, such as a
+# background sleep, which ignores SIGINT), the control plane and kwok (started in a session of
+# their own, with this run's directory in their command line) and what was exec'd into pods
+# (which carry the control plane's work dir in their environment).
 in_pods() { grep -lxzF "OZ_TESTENV_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
-sleeping() { for p in $(in_pods); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" != sleep ] || return 0; done; return 1; }
+# alice's `sleep 600`, not the brokered demo's `sleep 3600`, which is still running in its pod.
+sleeping() { for p in $(in_pods); do [ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" != "sleep 600 " ] || return 0; done; return 1; }
 kubectl exec -n demo "$pod" -- sleep 600 >/dev/null 2>&1 &
 exec_client=$!
 for _ in $(seq 300); do sleeping && break; sleep 0.1; done
@@ -244,7 +262,9 @@ sleeping || fail "alice's kubectl exec -- sleep 600 did not start"
 pids=$({ pgrep -g "$leader"; pgrep -f "$run/"; in_pods; } | sort -u | paste -sd, -)
 # Each with its start time, so that a pid used again meanwhile does not count.
 ps -o pid=,lstart=,args= -p "$pids" | sort >"$out.started"
-grep -q ' sleep 3600$' "$out.started" || fail "the run's sleep 3600 is not among what it started: $(cat "$out.started")"
+for what in hack/run-local.sh target/debug/oz-manager 'kube-testenv run' /kwok ' sleep 600$'; do
+  grep -q -- "$what" "$out.started" || fail "$what is not among what the run started: $(cat "$out.started")"
+done
 kill -INT -- "-$leader"
 wait "$leader" 2>/dev/null || true
 left() { { ps -o pid=,lstart=,args= -p "$pids" || true; } | sort | comm -12 - "$out.started"; pgrep -fa "$run/" || true; }
