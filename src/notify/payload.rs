@@ -105,7 +105,16 @@ pub fn cloud_event(notice: &Notice, time: Timestamp) -> Value {
 /// `{"text": ...}` for a Slack incoming webhook: one line saying what happened to which
 /// request, then the reason, ticket, approvers and expiry when there are any.
 pub fn slack_message(notice: &Notice) -> Value {
-    json!({ "text": slack_text(notice) })
+    json!({ "text": slack_escaped(&slack_text(notice)) })
+}
+
+/// `text` with Slack's three control characters escaped, as Slack asks of any text it should
+/// show as written: the reason, ticket and comments are users' words, and unescaped they could
+/// mention `<!channel>` or dress a link as `<https://...|Approve>`.
+fn slack_escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn slack_text(notice: &Notice) -> String {
@@ -256,5 +265,22 @@ mod tests {
              approved by bob, carol\nReason: INC-42 card declines\nTicket: INC-42\n\
              Approvers: bob, carol\nPod: debug-1-pod\nExpires at: 2026-11-23T10:00:00Z"
         );
+    }
+
+    #[test]
+    fn users_words_cannot_mention_the_channel_or_forge_a_link_in_slack() {
+        let mut n = notice(NoticeKind::PendingApproval);
+        n.reason = Some("<!channel> urgent & <https://evil.example/|Approve>".into());
+        n.ticket = Some("INC-1 <@U123>".into());
+        let value = slack_message(&n);
+        let text = value["text"].as_str().unwrap();
+        assert!(
+            text.contains(
+                "Reason: &lt;!channel&gt; urgent &amp; &lt;https://evil.example/|Approve&gt;"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("Ticket: INC-1 &lt;@U123&gt;"), "{text}");
+        assert!(!text.contains('<') && !text.contains('>'), "{text}");
     }
 }
