@@ -95,12 +95,29 @@ impl Session {
 
     /// A client error in words, with the fix.
     pub fn error(&self, error: kube::Error) -> CliError {
-        CliError::from_kube(error, &self.server)
+        let error = CliError::from_kube(error, &self.server);
+        namespace_hint(error, &self.namespace, self.cluster.namespace.is_some())
     }
 
     /// An ozctl command line the user can run next, in this namespace: `ozctl get -n team`.
     pub fn hint(&self, args: &str) -> String {
         self.hints.command(args)
+    }
+}
+
+/// An RBAC refusal in namespace `default` that the user did not ask for (no `-n`; the context
+/// names none, or names default): most often the user meant another namespace, where they have
+/// the rights, rather than needing new ones. Other errors are left as they are.
+pub fn namespace_hint(error: CliError, namespace: &str, explicit: bool) -> CliError {
+    match error {
+        CliError::Forbidden { message } if !explicit && namespace == "default" => {
+            CliError::Forbidden {
+                message: format!(
+                    "{message} (the namespace is default: pass -n NAMESPACE if you meant another)"
+                ),
+            }
+        }
+        other => other,
     }
 }
 
@@ -163,6 +180,30 @@ fn kubeconfig_error(error: KubeconfigError) -> CliError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_in_a_namespace_nobody_chose_suggests_another() {
+        let forbidden = || CliError::Forbidden {
+            message: "execaccessrequests is forbidden: User \"alice\" cannot list resource \
+                      \"execaccessrequests\" in the namespace \"default\""
+                .into(),
+        };
+        let hinted = namespace_hint(forbidden(), "default", false).to_string();
+        assert!(
+            hinted.ends_with(
+                "in the namespace \"default\" (the namespace is default: pass -n NAMESPACE if you \
+                 meant another); ask a cluster admin to grant it"
+            ),
+            "{hinted}"
+        );
+        // Asked for with -n, or another namespace: as it was.
+        for (namespace, explicit) in [("default", true), ("team", false)] {
+            let plain = namespace_hint(forbidden(), namespace, explicit).to_string();
+            assert!(!plain.contains("pass -n"), "{plain}");
+        }
+        let other = namespace_hint(CliError::Api("gone".into()), "default", false);
+        assert_eq!(other.to_string(), "gone");
+    }
 
     #[test]
     fn hints_name_the_program_and_namespace() {
