@@ -188,17 +188,19 @@ async fn validate_create<R: AccessRequest>(
                 R::KIND.template_kind(),
             )
         })?;
-    let checked = check_create(namespace, &created, &request.user_info, template.as_ref());
-    let groups = request.user_info.groups.as_deref().unwrap_or_default();
-    let about_the_template = template.as_ref().is_none_or(|t| !t.admits(groups));
-    if checked.is_err() && about_the_template && !verified {
+    let requester = stamped_requester(&created, &request.user_info)?;
+    if !verified
+        && template
+            .as_ref()
+            .is_none_or(|t| !t.admits(&requester.groups))
+    {
         return Err(unverified_template_refusal::<R>(
             namespace,
             template_name,
             &request.user_info,
         ));
     }
-    checked
+    check_create(namespace, &created, &request.user_info, template.as_ref())
 }
 
 /// The one answer an unverified caller gets for a template that is missing or does not admit
@@ -270,14 +272,8 @@ pub fn owner_patch(object: &Value, owner: OwnerReference) -> Patch {
     })])
 }
 
-/// Checks a new request in `namespace` against its template (`None`: it does not exist). The
-/// error names the field at fault.
-pub fn check_create<R: AccessRequest>(
-    namespace: &str,
-    created: &R,
-    user: &UserInfo,
-    template: Option<&AccessConfig>,
-) -> Result<(), String> {
+/// The requester of `created`, which must be `user` as oz's mutating webhook stamped them.
+fn stamped_requester<R: AccessRequest>(created: &R, user: &UserInfo) -> Result<Requester, String> {
     let requester = requester_of(user).ok_or(NO_USER)?;
     if created.requester() != Some(&requester) {
         return Err(format!(
@@ -286,6 +282,18 @@ pub fn check_create<R: AccessRequest>(
             requester.username
         ));
     }
+    Ok(requester)
+}
+
+/// Checks a new request in `namespace` against its template (`None`: it does not exist). The
+/// error names the field at fault.
+pub fn check_create<R: AccessRequest>(
+    namespace: &str,
+    created: &R,
+    user: &UserInfo,
+    template: Option<&AccessConfig>,
+) -> Result<(), String> {
+    let requester = stamped_requester(created, user)?;
     let template_kind = R::KIND.template_kind();
     let template_name = created.template_name();
     let Some(template) = template else {
