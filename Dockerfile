@@ -20,23 +20,26 @@ WORKDIR /src
 # member (or explicitly declared target) needs a line here too.
 COPY Cargo.toml Cargo.lock ./
 COPY api/Cargo.toml api/
+COPY audit/Cargo.toml audit/
 COPY webhooks/Cargo.toml webhooks/
+COPY sessions/Cargo.toml sessions/
 COPY cli/Cargo.toml cli/
 COPY tests/support/Cargo.toml tests/support/
 COPY bench/Cargo.toml bench/
-RUN mkdir -p src/bin api/src webhooks/src cli/src tests/support/src tests/integration bench/src \
+RUN mkdir -p src/bin api/src audit/src webhooks/src sessions/src cli/src tests/support/src \
+          tests/integration bench/src \
  && echo 'fn main() {}' > src/bin/oz-manager.rs \
  && echo 'fn main() {}' > bench/src/main.rs \
  && echo 'fn main() {}' > cli/src/main.rs \
- && touch src/lib.rs api/src/lib.rs webhooks/src/lib.rs cli/src/lib.rs tests/support/src/lib.rs \
-          tests/integration/main.rs \
+ && touch src/lib.rs api/src/lib.rs audit/src/lib.rs webhooks/src/lib.rs sessions/src/lib.rs \
+          cli/src/lib.rs tests/support/src/lib.rs tests/integration/main.rs \
  && cargo build --release --locked --bin oz-manager \
- && rm -rf src api/src webhooks/src cli/src tests bench/src
+ && rm -rf src api/src audit/src webhooks/src sessions/src cli/src tests bench/src
 
 # Then oz itself. COPY keeps the files' own modification times, which can be older than the
 # stand-ins' build: touching the sources makes cargo rebuild oz's crates (and only those).
 COPY . .
-RUN find src api/src webhooks/src -name '*.rs' -exec touch {} + \
+RUN find src api/src audit/src webhooks/src sessions/src -name '*.rs' -exec touch {} + \
  && cargo build --release --locked --bin oz-manager \
  && install -D target/release/oz-manager /out/oz-manager
 
@@ -47,6 +50,6 @@ LABEL org.opencontainers.image.title="oz" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/oz-manager /usr/local/bin/oz-manager
 USER 65532:65532
-# Metrics, health probes, webhooks (the ports config/default uses).
-EXPOSE 8080 8081 9443
+# Metrics, health probes, webhooks, the brokered sessions API (the ports config/default uses).
+EXPOSE 8080 8081 9443 9444
 ENTRYPOINT ["/usr/local/bin/oz-manager"]
