@@ -16,7 +16,7 @@ use crate::{
     Settings,
     controllers::Scope,
     install::{self, Component},
-    notify::NotifierConfig,
+    notify::{NotifierConfig, SinkNetworks},
 };
 
 /// Everything oz-manager was asked to run.
@@ -231,6 +231,12 @@ pub struct RunArgs {
     /// How long one POST to a sink may take (a Go duration).
     #[arg(long, env = "OZ_NOTIFICATIONS_TIMEOUT", default_value = "10s", value_parser = parse_positive)]
     pub notifications_timeout: Duration,
+
+    /// Networks notification sinks may be in besides public addresses: `private` (RFC 1918,
+    /// 100.64.0.0/10 and IPv6 ULA: in-cluster sinks) and `loopback`. Link-local addresses
+    /// (cloud metadata) never: whoever writes a sink Secret chooses where oz posts.
+    #[arg(long, env = "OZ_NOTIFICATIONS_ALLOW_SINKS_IN", value_delimiter = ',', value_parser = parse_sink_network)]
+    pub notifications_allow_sinks_in: Vec<String>,
 }
 
 /// How oz-manager writes its logs. (No doc comments on the variants: clap would show them in
@@ -331,6 +337,8 @@ impl RunArgs {
             .initial
             .min(self.notifications_retry_max_interval);
         config.delivery.post_timeout = self.notifications_timeout;
+        config.delivery.sink_networks = SinkNetworks::allowing(&self.notifications_allow_sinks_in)
+            .expect("each name was checked as the flag was parsed");
         config
     }
 
@@ -476,6 +484,12 @@ fn parse_bind(flag: &str, text: &str) -> Result<Option<SocketAddr>, String> {
                 .map_err(|e| format!("--{flag} {text:?}: {e}"))
         }
     }
+}
+
+/// One `--notifications-allow-sinks-in` name, checked.
+fn parse_sink_network(text: &str) -> Result<String, String> {
+    SinkNetworks::allowing(&[text.to_string()])?;
+    Ok(text.trim().to_string())
 }
 
 #[cfg(test)]

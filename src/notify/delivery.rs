@@ -13,6 +13,8 @@ use http::{Request, Uri, header};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+
+use super::sink_addresses::{CheckedResolver, RefusedAddress, SinkNetworks};
 use hyper_util::{
     client::legacy::{Client, connect::HttpConnector},
     rt::TokioExecutor,
@@ -44,6 +46,8 @@ impl Backoff {
 pub struct DeliveryConfig {
     /// How long one POST may take.
     pub post_timeout: Duration,
+    /// The networks a sink may be in besides public addresses ([`SinkNetworks`]).
+    pub sink_networks: SinkNetworks,
     /// How long a notice is retried, from its first attempt, before it is dead-lettered.
     pub retry_for: Duration,
     pub backoff: Backoff,
@@ -77,6 +81,8 @@ pub enum PostError {
     Status(u16),
     /// Failed otherwise (connection reset mid-way...).
     Failed,
+    /// The sink's address is of a kind oz does not post to (see [`SinkNetworks`]).
+    AddressRefused(RefusedAddress),
 }
 
 impl fmt::Display for PostError {
@@ -86,6 +92,7 @@ impl fmt::Display for PostError {
             PostError::Timeout(after) => write!(f, "the sink did not answer within {after:?}"),
             PostError::Status(code) => write!(f, "the sink answered HTTP {code}"),
             PostError::Failed => write!(f, "the POST failed"),
+            PostError::AddressRefused(refused) => refused.fmt(f),
         }
     }
 }
@@ -95,24 +102,31 @@ impl PostError {
     pub fn retryable(&self) -> bool {
         match self {
             PostError::Status(code) => matches!(code, 408 | 429 | 500..),
+            PostError::AddressRefused(_) => false,
             _ => true,
         }
     }
 }
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<HttpsConnector<HttpConnector<CheckedResolver>>, Full<Bytes>>;
 
 /// A lane's identity: the sink's URL, and whether it takes Slack's format.
 type LaneKey = (Uri, bool);
 
 /// The HTTP client: https with the OS's root certificates, and plain http (sinks inside the
-/// cluster, tests).
-fn http_client() -> HttpClient {
+/// cluster, tests), connecting only to the addresses `networks` allows.
+fn http_client(networks: SinkNetworks) -> HttpClient {
+    let mut http = HttpConnector::new_with_resolver(CheckedResolver::new(networks));
+    // https is the https connector's to say, not this one's.
+    http.enforce_http(false);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let connector = match HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(provider.clone())
     {
-        Ok(builder) => builder.https_or_http().enable_http1().build(),
+        Ok(builder) => builder
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http.clone()),
         Err(error) => {
             tracing::warn!(target: "oz::notify", %error, "no OS root certificates: notification sinks over https will fail");
             let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -124,7 +138,7 @@ fn http_client() -> HttpClient {
                 .with_tls_config(config)
                 .https_or_http()
                 .enable_http1()
-                .build()
+                .wrap_connector(http)
         }
     };
     Client::builder(TokioExecutor::new()).build(connector)
@@ -142,8 +156,8 @@ pub struct Lanes {
 impl Lanes {
     pub fn new(config: DeliveryConfig, metrics: NotifyMetrics) -> Self {
         Self {
+            client: http_client(config.sink_networks),
             config,
-            client: http_client(),
             metrics,
             lanes: Arc::default(),
         }
@@ -232,6 +246,16 @@ impl Lanes {
     }
 
     async fn post(&self, url: &Uri, payload: &Payload) -> Result<(), PostError> {
+        // A literal address never reaches the resolver, which checks names.
+        let literal = url
+            .host()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'));
+        if let Some(kind) = literal
+            .and_then(|h| h.parse::<std::net::IpAddr>().ok())
+            .and_then(|ip| self.config.sink_networks.refuses(ip))
+        {
+            return Err(PostError::AddressRefused(RefusedAddress(kind)));
+        }
         let request = Request::post(url.clone())
             .header(header::CONTENT_TYPE, payload.content_type)
             .header(header::USER_AGENT, "oz-notifier")
@@ -240,7 +264,8 @@ impl Lanes {
         let timeout = self.config.post_timeout;
         match tokio::time::timeout(timeout, self.client.request(request)).await {
             Err(_) => Err(PostError::Timeout(timeout)),
-            Ok(Err(error)) if error.is_connect() => Err(PostError::Connect),
+            Ok(Err(error)) if error.is_connect() => Err(RefusedAddress::behind(&error)
+                .map_or(PostError::Connect, PostError::AddressRefused)),
             Ok(Err(_)) => Err(PostError::Failed),
             Ok(Ok(response)) if response.status().is_success() => Ok(()),
             Ok(Ok(response)) => Err(PostError::Status(response.status().as_u16())),

@@ -21,11 +21,13 @@ pub mod delivery;
 pub mod metrics;
 pub mod namespace_sinks;
 pub mod payload;
+pub mod sink_addresses;
 pub mod sinks;
 
 pub use delivery::{Backoff, DeliveryConfig};
 pub use metrics::NotifyMetrics;
 use namespace_sinks::NamespaceSinks;
+pub use sink_addresses::SinkNetworks;
 use sinks::SinkResolver;
 
 use crate::controllers::Scope;
@@ -101,6 +103,7 @@ impl Default for NotifierConfig {
                 },
                 lane_capacity: 256,
                 lane_idle: Duration::from_secs(300),
+                sink_networks: SinkNetworks::default(),
             },
         }
     }

@@ -116,6 +116,11 @@ mod lanes {
             },
             lane_capacity: 8,
             lane_idle: Duration::from_secs(5),
+            // The test sinks listen on 127.0.0.1.
+            sink_networks: SinkNetworks {
+                private: false,
+                loopback: true,
+            },
         }
     }
 
@@ -211,6 +216,54 @@ mod lanes {
         ] {
             assert!(!error.to_string().contains("http"), "{error}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_sink_on_loopback_is_refused_by_address_and_by_name_unless_allowed() {
+        // A sink that would take anything, on 127.0.0.1.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let posts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = posts.clone();
+        let app = Router::new().fallback(post(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { StatusCode::OK }
+        }));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let by_address = Sink {
+            secret: "payments/sink".into(),
+            url: format!("http://127.0.0.1:{port}/").parse().unwrap(),
+            format: SinkFormat::CloudEvents,
+        };
+        // The resolver's check: a name that resolves to loopback.
+        let by_name = Sink {
+            url: format!("http://localhost:{port}/").parse().unwrap(),
+            ..by_address.clone()
+        };
+        let public_only = DeliveryConfig {
+            sink_networks: SinkNetworks::default(),
+            ..fast()
+        };
+        let metrics = NotifyMetrics::default();
+        let lanes = delivery::Lanes::new(public_only, metrics.clone());
+        lanes.push(&by_address, delivery(NoticeKind::Ready));
+        lanes.push(&by_name, delivery(NoticeKind::Ready));
+        // Refused for good, at once, not retried until retry_for runs out.
+        wait_for("both refusals", || {
+            metrics.dead_lettered_count("rejected") == 2
+        })
+        .await;
+        assert_eq!(metrics.dead_lettered_count("gave_up"), 0);
+        assert_eq!(posts.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // Allowed: delivered.
+        let metrics = NotifyMetrics::default();
+        let lanes = delivery::Lanes::new(fast(), metrics.clone());
+        lanes.push(&by_name, delivery(NoticeKind::Ready));
+        wait_for("the delivery", || {
+            posts.load(std::sync::atomic::Ordering::SeqCst) == 1
+        })
+        .await;
     }
 
     #[tokio::test]

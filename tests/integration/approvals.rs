@@ -64,9 +64,13 @@ impl Fixture {
         create_manifest(&admin, &ns, &template).await.unwrap();
         let grants = record_grants(&admin, &ns).await;
         let metrics = free_port();
+        // Its test sinks listen on 127.0.0.1.
         let operator = Operator::start(
             &ns,
-            &[&format!("--metrics-bind-address=127.0.0.1:{metrics}")],
+            &[
+                &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
+                "--notifications-allow-sinks-in=loopback",
+            ],
         );
         Fixture {
             ns,

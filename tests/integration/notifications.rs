@@ -168,6 +168,11 @@ fn notifier_with(
                 initial: Duration::from_millis(50),
                 max: Duration::from_millis(200),
             },
+            // The test sinks listen on 127.0.0.1.
+            sink_networks: oz::notify::SinkNetworks {
+                private: false,
+                loopback: true,
+            },
             ..NotifierConfig::default().delivery
         },
         ..NotifierConfig::default()
