@@ -449,3 +449,36 @@ async fn sessions_close_when_the_grant_expires_is_revoked_or_idles_or_its_templa
         SessionEndReason::TemplateDeleted,
     );
 }
+
+/// One client message larger than the broker takes ends the session instead of being held in
+/// memory (copied, escaped and recorded); messages of kubectl's sizes go through.
+#[tokio::test]
+async fn a_message_larger_than_the_broker_takes_ends_the_session_unread() {
+    let b = Brokered::new("sessions-big").await;
+    b.template("web-brokered", "").await;
+    let granted =
+        b.f.granted::<ExecAccessRequest>("alice-web", "web-brokered", "alice", "30m")
+            .await;
+    let pod = pod_of(&granted);
+    let mut alice = b
+        .cat("alice", &pod)
+        .await
+        .expect("alice's grant lets her in");
+    // 64 KiB of stdin, echoed: the ordinary case.
+    let line = format!("{}\n", "x".repeat(64 << 10));
+    alice.send(&line).await;
+    alice.until_stdout(&line).await;
+
+    // 2 MiB in one message: refused as too big, so the session ends without echoing it.
+    let big = format!("{}\n", "y".repeat(2 << 20));
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(big.as_bytes());
+    let _ = alice.socket.send(Message::Binary(frame.into())).await;
+    let seen = alice.until_closed(WAIT).await;
+    assert!(
+        !seen.stdout.contains("yyyy"),
+        "the big message was read and echoed"
+    );
+    let (ended, _) = b.ended_record("alice-web").await;
+    assert!(!ended["endReason"].is_null(), "{ended}");
+}

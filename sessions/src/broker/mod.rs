@@ -48,6 +48,12 @@ const GRANT_WAIT: Duration = Duration::from_secs(5);
 /// How long [`Broker::shutdown`] waits for open sessions to finish closing.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
+/// The largest websocket message (and frame) a client may send: kubectl sends stdin in chunks
+/// far smaller. The websocket library's defaults (64 MiB a message, 16 MiB a frame) let one
+/// client make a replica hold hundreds of MiB while the input is copied and recorded, enough
+/// to get the pod, and with it the fail-closed webhooks and every session on it, OOM-killed.
+pub const MAX_CLIENT_MESSAGE_BYTES: usize = 1 << 20;
+
 /// What the broker needs.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
@@ -347,6 +353,8 @@ async fn open(
     info!(session = %info.id, user = %info.user, %namespace, pod = %info.pod, grant = %info.grant.name, "session opening");
     let session = session::Session::new(broker.clone(), info, grant, options.stdin);
     ws.protocols([protocol])
+        .max_message_size(MAX_CLIENT_MESSAGE_BYTES)
+        .max_frame_size(MAX_CLIENT_MESSAGE_BYTES)
         .on_upgrade(move |socket| session.run(socket, upstream))
 }
 
