@@ -15,6 +15,8 @@ use oz_api::{
 use serde_json::json;
 use tracing::{debug, warn};
 
+use crate::session::GrantRef;
+
 /// The field manager of the broker's status writes.
 pub const FIELD_MANAGER: &str = "oz-sessions";
 
@@ -53,22 +55,24 @@ pub fn changed(
     )
 }
 
-/// Writes `change` into the status of request `kind`/`namespace`/`name`. Returns whether it
-/// was written (the request may be gone, or the apiserver unreachable: logged).
+/// Writes `change` into the status of `grant`'s request in `namespace`: the request of that
+/// name and uid only, so a request deleted and made again under the same name never inherits
+/// another grant's sessions. Returns whether it was written (the request may be gone or made
+/// again, or the apiserver unreachable: logged).
 pub async fn record(
     client: &Client,
-    kind: AccessKind,
     namespace: &str,
-    name: &str,
+    grant: &GrantRef,
     change: &SessionChange,
 ) -> bool {
+    let (kind, name) = (grant.kind, grant.name.as_str());
     let written = match kind {
         AccessKind::Exec => {
-            write::<ExecAccessRequest>(Api::namespaced(client.clone(), namespace), name, change)
+            write::<ExecAccessRequest>(Api::namespaced(client.clone(), namespace), grant, change)
                 .await
         }
         AccessKind::Pod => {
-            write::<PodAccessRequest>(Api::namespaced(client.clone(), namespace), name, change)
+            write::<PodAccessRequest>(Api::namespaced(client.clone(), namespace), grant, change)
                 .await
         }
     };
@@ -83,14 +87,21 @@ pub async fn record(
 
 async fn write<R: AccessRequest>(
     api: Api<R>,
-    name: &str,
+    grant: &GrantRef,
     change: &SessionChange,
 ) -> kube::Result<bool> {
+    let name = grant.name.as_str();
     for _ in 0..ATTEMPTS {
         let Some(request) = api.get_opt(name).await? else {
             debug!(request = %name, "the request is gone: no session status to write");
             return Ok(false);
         };
+        // The patch carries the resourceVersion read here, so the request cannot be replaced
+        // between this check and the write.
+        if request.meta().uid.as_deref() != Some(grant.uid.as_str()) {
+            debug!(request = %name, "the request was made again since the session opened: its status is not this session's");
+            return Ok(false);
+        }
         let status = request.request_status().cloned().unwrap_or_default();
         let (sessions, counts) = changed(&status, change);
         let patch = json!({

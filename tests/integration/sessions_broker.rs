@@ -482,3 +482,82 @@ async fn a_message_larger_than_the_broker_takes_ends_the_session_unread() {
     let (ended, _) = b.ended_record("alice-web").await;
     assert!(!ended["endReason"].is_null(), "{ended}");
 }
+
+/// A session's status entry goes to the request it was opened under, by uid: a request
+/// deleted and made again under the same name does not inherit another grant's sessions.
+#[tokio::test]
+async fn a_request_made_again_under_the_same_name_inherits_no_sessions() {
+    use oz_api::{SessionRecord, SessionStream};
+    use oz_sessions::{
+        session::GrantRef,
+        status::{self, SessionChange},
+    };
+
+    let b = Brokered::new("sessions-uid").await;
+    b.template("web-brokered", "").await;
+    let api = b.f.requests::<ExecAccessRequest>();
+    let first =
+        b.f.granted::<ExecAccessRequest>("alice-web", "web-brokered", "alice", "30m")
+            .await;
+    let grant = |request: &ExecAccessRequest| GrantRef {
+        kind: oz_api::AccessKind::Exec,
+        name: "alice-web".into(),
+        uid: request.metadata.uid.clone().unwrap(),
+        template: "web-brokered".into(),
+    };
+    let old_grant = grant(&first);
+    api.delete("alice-web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(WAIT, "alice-web to be gone", || async {
+        api.get_opt("alice-web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let second =
+        b.f.granted::<ExecAccessRequest>("alice-web", "web-brokered", "alice", "30m")
+            .await;
+    assert_ne!(second.metadata.uid, first.metadata.uid);
+
+    let session = SessionRecord {
+        id: "20261127-120000-abcdefgh".into(),
+        user: "alice".into(),
+        stream: SessionStream::Exec,
+        pod: pod_of(&second),
+        container: None,
+        command: vec!["sh".into()],
+        tty: false,
+        started_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        ended_at: None,
+        end_reason: None,
+        recording: None,
+    };
+    // The first request's session, written after its name was taken again: not written.
+    let written = status::record(
+        &b.f.admin,
+        &b.f.ns,
+        &old_grant,
+        &SessionChange::Started(session.clone()),
+    )
+    .await;
+    assert!(
+        !written,
+        "a session of the first request was written to the second"
+    );
+    let sessions = |r: ExecAccessRequest| r.request_status().map(|s| s.sessions.len()).unwrap_or(0);
+    assert_eq!(sessions(api.get("alice-web").await.unwrap()), 0);
+    // Its own sessions are.
+    assert!(
+        status::record(
+            &b.f.admin,
+            &b.f.ns,
+            &grant(&second),
+            &SessionChange::Started(session)
+        )
+        .await
+    );
+    assert_eq!(sessions(api.get("alice-web").await.unwrap()), 1);
+}

@@ -109,9 +109,8 @@ impl Session {
             tokio::spawn(async move {
                 status::record(
                     &client,
-                    info.grant.kind,
                     &info.namespace,
-                    &info.grant.name,
+                    &info.grant,
                     &SessionChange::Started(record),
                 )
                 .await
@@ -172,9 +171,8 @@ impl Session {
         record.end_reason = Some(reason);
         status::record(
             &inner.client,
-            self.info.grant.kind,
             &self.info.namespace,
-            &self.info.grant.name,
+            &self.info.grant,
             &SessionChange::Ended(record),
         )
         .await;
