@@ -142,10 +142,15 @@ impl GrantSummary {
             && Route::of(self.session_mode) == asked.route
     }
 
+    /// Whether `user` made this request: their own grant, which wins over a group's.
+    pub fn is_own(&self, user: &str) -> bool {
+        self.requested_by.as_deref() == Some(user)
+    }
+
     /// Whether the grant is the user's: they made it, or it is bound to allowedGroups (as
     /// `template` says, or as Oz bound the grants oz adopted) and they are in one of them.
     pub fn is_for(&self, template: Option<&AccessConfig>, user: &str, groups: &[String]) -> bool {
-        if self.requested_by.as_deref() == Some(user) {
+        if self.is_own(user) {
             return true;
         }
         template.is_some_and(|t| {
@@ -186,8 +191,12 @@ pub fn granting<'r, T: Borrow<AccessConfig>>(
             )
         })
         .min_by_key(|r| {
-            let own = r.requested_by.as_deref() == Some(asked.user);
-            (!own, Reverse(r.expires_at), r.kind, r.name.clone())
+            (
+                !r.is_own(asked.user),
+                Reverse(r.expires_at),
+                r.kind,
+                r.name.clone(),
+            )
         })
 }
 

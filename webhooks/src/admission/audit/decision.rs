@@ -83,9 +83,7 @@ async fn grant_in(
     // The templates only decide group grants, and one's own grant wins over those: read them
     // (each once) only when the user has none of their own here.
     let covering = candidates.iter().filter(|c| c.covers(asked));
-    let own = covering
-        .clone()
-        .any(|c| c.requested_by.as_deref() == Some(asked.user));
+    let own = covering.clone().any(|c| c.is_own(asked.user));
     let mut templates: Vec<(AccessKind, &str, Option<AccessConfig>)> = Vec::new();
     for candidate in covering.filter(|_| !own) {
         let (kind, name) = (candidate.kind, candidate.template.as_str());
