@@ -7,19 +7,20 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
-    Api, Client,
-    api::{ObjectMeta, Patch, PatchParams, PostParams},
+    Api,
+    api::{ObjectMeta, PostParams},
 };
 use oz_api::ExecAccessRequest;
 use oz_testenv::{
     exec,
     pods::{create_ready_pod, test_pod_spec},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{
     grants::{WebhookOperator, exec_template, let_groups_request},
     support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject},
+    webhooks::set_alices_status,
 };
 
 /// `kubectl ARGS` as alice.
@@ -27,18 +28,6 @@ async fn alice_runs(args: &[&str]) -> exec::Output {
     let mut kubectl = env().kubectl(Some("alice")).unwrap();
     kubectl.args(args);
     exec::run(kubectl, Duration::from_secs(30)).await.unwrap()
-}
-
-/// Sets the status of alice's request `alices` as a controller would (none runs here).
-async fn set_status(admin: &Client, ns: &str, status: Value) {
-    Api::<ExecAccessRequest>::namespaced(admin.clone(), ns)
-        .patch_status(
-            "alices",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .unwrap();
 }
 
 #[tokio::test]
@@ -96,7 +85,7 @@ async fn a_grant_admits_only_its_action_its_route_and_its_window() {
         .await
         .unwrap();
     let in_an_hour = (chrono::Utc::now() + chrono::TimeDelta::hours(1)).to_rfc3339();
-    set_status(
+    set_alices_status(
         &admin,
         &ns,
         json!({"phase": "Ready", "podName": "target", "ready": true, "expiresAt": in_an_hour}),
@@ -130,7 +119,7 @@ async fn a_grant_admits_only_its_action_its_route_and_its_window() {
 
     // A Brokered grant is for oz's sessions API: a plain `kubectl exec` (unrecorded, never
     // closed by oz) is not what it granted.
-    set_status(&admin, &ns, json!({"sessionMode": "Brokered"})).await;
+    set_alices_status(&admin, &ns, json!({"sessionMode": "Brokered"})).await;
     let outcome = exec("alice", &ns, "target", &["true"]).await;
     assert!(
         denied(&outcome),
@@ -139,7 +128,7 @@ async fn a_grant_admits_only_its_action_its_route_and_its_window() {
 
     // Direct again, but past its expiresAt and still Ready (no controller to expire it).
     let a_minute_ago = (chrono::Utc::now() - chrono::TimeDelta::minutes(1)).to_rfc3339();
-    set_status(
+    set_alices_status(
         &admin,
         &ns,
         json!({"sessionMode": null, "expiresAt": a_minute_ago}),

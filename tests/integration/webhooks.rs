@@ -1013,14 +1013,24 @@ async fn target_pod_and_alices_request(admin: &Client, ns: &str) {
 
 /// Marks alice's request `alices` Ready for pod `target`, the way the controller would.
 async fn make_alices_request_ready(admin: &Client, ns: &str) {
+    set_alices_status(
+        admin,
+        ns,
+        json!({
+            "phase": "Ready", "podName": "target", "ready": true,
+            "expiresAt": "2099-01-01T00:00:00Z",
+        }),
+    )
+    .await;
+}
+
+/// Merges `status` into the status of alice's request `alices`, as a controller would.
+pub(crate) async fn set_alices_status(admin: &Client, ns: &str, status: Value) {
     Api::<ExecAccessRequest>::namespaced(admin.clone(), ns)
         .patch_status(
             "alices",
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "phase": "Ready", "podName": "target", "ready": true,
-                "expiresAt": "2099-01-01T00:00:00Z",
-            }})),
+            &Patch::Merge(json!({ "status": status })),
         )
         .await
         .unwrap();
