@@ -155,6 +155,11 @@ pub struct InstallOptions {
     /// NetworkPolicy admits traffic to the webhook port from these only; metrics and health
     /// probes stay reachable. Empty: no NetworkPolicy. Needs the webhooks.
     pub webhook_ingress_cidrs: Vec<String>,
+    /// Serve webhook callers that present no client certificate: chosen for clusters whose
+    /// apiserver cannot present one (EKS, GKE, AKS). `oz-manager manifests` and the chart make
+    /// an install with webhooks choose this or [`Self::webhook_client_ca_secret`]
+    /// ([`Self::caller_choice`]). Needs the webhooks.
+    pub unverified_webhook_callers: bool,
 }
 
 impl Default for InstallOptions {
@@ -169,6 +174,7 @@ impl Default for InstallOptions {
             crds: true,
             webhook_client_ca_secret: None,
             webhook_ingress_cidrs: Vec::new(),
+            unverified_webhook_callers: false,
         }
     }
 }
@@ -179,6 +185,9 @@ impl InstallOptions {
     pub fn committed() -> Self {
         Self {
             crds: false,
+            // The one choice that works on every cluster; docs/security.md says how to verify
+            // the apiserver instead where the cluster allows it.
+            unverified_webhook_callers: true,
             ..Self::default()
         }
     }
@@ -218,7 +227,29 @@ impl InstallOptions {
                 self.webhook_ingress_cidrs.join(",")
             ));
         }
+        if self.unverified_webhook_callers {
+            line.push_str(" --unverified-webhook-callers");
+        }
         line
+    }
+
+    /// Refuses an install with webhooks that has not said how their callers are checked: by
+    /// the apiserver's client certificate ([`Self::webhook_client_ca_secret`]) or not at all
+    /// ([`Self::unverified_webhook_callers`]). Neither is a safe default for every cluster, so
+    /// the installer says which (`oz-manager manifests` and the chart both ask).
+    pub fn caller_choice(&self) -> Result<(), ManifestError> {
+        let chosen = self.webhook_client_ca_secret.is_some() || self.unverified_webhook_callers;
+        if self.runs(Component::Webhooks) && !chosen {
+            return Err(ManifestError::Invalid(
+                "choose how the webhooks' callers are checked: --webhook-client-ca-secret SECRET \
+                 (only the apiserver may call them; for clusters whose apiserver presents a \
+                 client certificate) or --unverified-webhook-callers (managed clusters such as \
+                 EKS, GKE and AKS: callers are not verified, so keep the webhook port closed \
+                 with --webhook-ingress-cidrs); see docs/security.md"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The Service the sessions APIService names: the webhook Service's `sessions` port.
@@ -343,12 +374,21 @@ impl InstallOptions {
                 "sessions serve the webhooks' certificate: add webhooks to --controllers".into(),
             ));
         }
-        let caller_options =
-            self.webhook_client_ca_secret.is_some() || !self.webhook_ingress_cidrs.is_empty();
+        if self.webhook_client_ca_secret.is_some() && self.unverified_webhook_callers {
+            return Err(ManifestError::Invalid(
+                "--webhook-client-ca-secret verifies the webhooks' callers and \
+                 --unverified-webhook-callers does not: choose one"
+                    .into(),
+            ));
+        }
+        let caller_options = self.webhook_client_ca_secret.is_some()
+            || !self.webhook_ingress_cidrs.is_empty()
+            || self.unverified_webhook_callers;
         if caller_options && !self.runs(Component::Webhooks) {
             return Err(ManifestError::Invalid(
-                "--webhook-client-ca-secret and --webhook-ingress-cidrs protect the webhooks: \
-                 add webhooks to --controllers, or leave them out"
+                "--webhook-client-ca-secret, --unverified-webhook-callers and \
+                 --webhook-ingress-cidrs are about the webhooks: add webhooks to --controllers, \
+                 or leave them out"
                     .into(),
             ));
         }

@@ -238,6 +238,9 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
                 "--webhook-client-ca-file={WEBHOOK_CLIENT_CA_DIR}/{WEBHOOK_CLIENT_CA_KEY}"
             ));
         }
+        if options.unverified_webhook_callers {
+            args.push("--unverified-webhook-callers".into());
+        }
     }
     if options.runs(Component::Sessions) {
         args.push(format!("--sessions-port={SESSIONS_PORT}"));

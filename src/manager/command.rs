@@ -71,6 +71,11 @@ struct ManifestsArgs {
     /// port (metrics and health stay open). Empty: no NetworkPolicy.
     #[arg(long, value_delimiter = ',', value_name = "CIDR,...")]
     webhook_ingress_cidrs: Vec<String>,
+    /// Serve webhook callers without a client certificate: for clusters whose apiserver
+    /// cannot present one (EKS, GKE, AKS). An install with webhooks needs this or
+    /// --webhook-client-ca-secret (docs/security.md).
+    #[arg(long)]
+    unverified_webhook_callers: bool,
 }
 
 impl ManifestsArgs {
@@ -93,6 +98,7 @@ impl ManifestsArgs {
                 .into_iter()
                 .filter(|c| !c.is_empty())
                 .collect(),
+            unverified_webhook_callers: self.unverified_webhook_callers,
         }
     }
 }
@@ -122,7 +128,11 @@ impl Command {
                 oz_api::crds_yaml().map_err(|e| format!("could not render the CRDs: {e}"))
             }
             Some(Print::Manifests(args)) => {
-                install::install_yaml(&args.install_options()).map_err(|e| e.to_string())
+                let options = args.install_options();
+                options
+                    .caller_choice()
+                    .and_then(|()| install::install_yaml(&options))
+                    .map_err(|e| e.to_string())
             }
             None => {
                 // Declared before the runtime, so dropped after it: the last lines are written

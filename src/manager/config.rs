@@ -38,6 +38,9 @@ pub struct ManagerConfig {
     pub settings: Settings,
     /// The webhook server, if it runs (its `leader` is filled in here).
     pub webhooks: Option<oz_webhooks::WebhookConfig>,
+    /// Whether serving unverified webhook callers was chosen (`--unverified-webhook-callers`)
+    /// rather than left as the default.
+    pub unverified_webhook_callers: bool,
     /// How news of requests is sent to sinks; None with `--notifications=false`.
     pub notifications: Option<NotifierConfig>,
     /// The sessions API, if it runs (`--controllers` with `sessions`; its APIService is in
@@ -145,6 +148,18 @@ pub struct RunArgs {
         requires = "webhook_client_ca_file"
     )]
     pub webhook_client_names: Vec<String>,
+
+    /// Serve the webhooks to callers that present no certificate from a client CA: the choice
+    /// for clusters whose apiserver cannot present one (EKS, GKE, AKS), made at install so that
+    /// it shows in the Pod's arguments. Unverified callers are answered with nothing a caller
+    /// could learn from, and their records say `unverified` (docs/security.md). Without this
+    /// flag and without --webhook-client-ca-file, oz-manager runs the same but warns louder.
+    #[arg(
+        long,
+        env = "OZ_UNVERIFIED_WEBHOOK_CALLERS",
+        conflicts_with = "webhook_client_ca_file"
+    )]
+    pub unverified_webhook_callers: bool,
 
     /// Also append exec/attach/port-forward/debug audit records to this file: JSON lines in a
     /// hash chain with signed checkpoints, which `ozctl audit verify` checks. Each replica
@@ -319,6 +334,7 @@ impl RunArgs {
                 max_concurrent_reconciles: self.max_concurrent_reconciles,
             },
             webhooks,
+            unverified_webhook_callers: self.unverified_webhook_callers,
             notifications: self.notifications.then(|| self.notifier_config()),
             sessions,
         })

@@ -101,13 +101,22 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
                      sessions will be refused in --audit-enforce-namespaces"
                 ),
             }
-            if webhooks.client_ca.is_none() {
+            let verified = webhooks.client_ca.is_some();
+            if !verified && config.unverified_webhook_callers {
+                tracing::warn!(
+                    "webhook callers are not verified, as chosen with \
+                     --unverified-webhook-callers: records and Events from callers without a \
+                     client certificate say `unverified`, and what they are told reveals \
+                     nothing (docs/security.md)"
+                );
+            } else if !verified {
                 tracing::warn!(
                     "webhook callers are not verified (no --webhook-client-ca-file): anyone who \
                      reaches the webhook port can send reviews; audit records and Events say \
                      `unverified`, and refusals for templates name no details. Verify the \
-                     apiserver where the cluster allows it, or keep the port closed with a \
-                     NetworkPolicy (docs/security.md)"
+                     apiserver where the cluster allows it (--webhook-client-ca-file), or choose \
+                     --unverified-webhook-callers and keep the port closed with a NetworkPolicy \
+                     (docs/security.md)"
                 );
             }
             let server = oz_webhooks::WebhookServer::start(client.clone(), webhooks)

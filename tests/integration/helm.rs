@@ -60,8 +60,20 @@ fn helm(args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// `values` as a file helm reads with `-f` (JSON is YAML).
-fn values_file(values: &Value) -> PathBuf {
+/// The chart's `values` as a file helm reads with `-f`, with the webhooks' callers chosen
+/// unverified unless `values` chose (or left unchosen on purpose, with
+/// `webhook.unverifiedCallers: false`): the chart refuses to render without a choice.
+fn chart_values_file(values: &Value) -> PathBuf {
+    let mut values = values.clone();
+    let webhook = &values["webhook"];
+    if webhook.get("clientCASecret").is_none() && webhook.get("unverifiedCallers").is_none() {
+        values["webhook"]["unverifiedCallers"] = json!(true);
+    }
+    json_file(&values)
+}
+
+/// `values` as a file (JSON is YAML).
+fn json_file(values: &Value) -> PathBuf {
     let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("helm-values-{}.json", digest(&values.to_string())));
     std::fs::write(&path, values.to_string()).unwrap();
@@ -78,7 +90,7 @@ fn digest(text: &str) -> String {
 
 /// The chart rendered for `release` in `namespace` with `values`, one JSON value per object.
 fn helm_template(release: &str, namespace: &str, values: &Value) -> Vec<Value> {
-    let file = values_file(values);
+    let file = chart_values_file(values);
     let yaml = helm(&[
         "template",
         release,
@@ -145,6 +157,9 @@ fn install_manifests(options: &InstallOptions) -> BTreeMap<(String, String, Stri
 fn assert_chart_matches(case: &str, options: InstallOptions, values: Value) {
     let options = InstallOptions {
         crds: false,
+        unverified_webhook_callers: options.webhook_client_ca_secret.is_none()
+            && options.controllers.contains(&Component::Webhooks)
+            && values["webhook"]["unverifiedCallers"] != json!(false),
         ..options
     };
     let chart = chart_objects(helm_template(&options.name, &options.namespace, &values));
@@ -342,8 +357,16 @@ fn bad_values_are_refused_naming_the_value() {
             json!({"controllers": ["exec"], "webhook": {"ingressCIDRs": ["10.0.0.0/8"]}}),
             "webhook.clientCASecret and webhook.ingressCIDRs protect the webhooks",
         ),
+        (
+            json!({"webhook": {"unverifiedCallers": false}}),
+            "choose how the webhooks' callers are checked: webhook.clientCASecret",
+        ),
+        (
+            json!({"webhook": {"clientCASecret": "apiserver-ca", "unverifiedCallers": true}}),
+            "webhook.clientCASecret verifies the webhooks' callers and webhook.unverifiedCallers does not: choose one",
+        ),
     ] {
-        let file = values_file(&values);
+        let file = chart_values_file(&values);
         let output = Command::new(oz_testenv::helm().unwrap())
             .args(["template", "oz", CHART, "-f", file.to_str().unwrap()])
             .output()
@@ -537,7 +560,7 @@ async fn role_names(admin: &Client, ns: &str) -> Vec<String> {
 /// `--force-conflicts`: oz-manager owns the webhook configurations' fields too (it applies them
 /// at start); Helm takes them back, and oz-manager, restarted with the new flags, agrees.
 fn helm_release(verb: &str, release: &str, values: &Value) -> String {
-    let file = values_file(values);
+    let file = chart_values_file(values);
     let kubeconfig = env().admin_kubeconfig();
     helm(&[
         verb,
@@ -913,7 +936,7 @@ fn the_monitoring_values_add_a_service_monitor_the_alerts_and_the_dashboard() {
         groups.to_string().contains("> 250"),
         "the threshold is not in the rules: {groups}"
     );
-    let file = values_file(&groups);
+    let file = json_file(&groups);
     let output = Command::new(oz_testenv::promtool().unwrap())
         .args(["check", "rules", file.to_str().unwrap()])
         .output()

@@ -213,3 +213,66 @@ fn oz_manager_reads_the_client_ca_where_the_deployment_mounts_it() {
         "{error}"
     );
 }
+
+/// An install with webhooks says how their callers are checked: neither way is safe for every
+/// cluster (a client CA needs an apiserver that presents a certificate; unverified callers
+/// need the port kept closed), so `oz-manager manifests` and the chart make the installer
+/// choose, and the Pod's arguments show the choice.
+#[test]
+fn an_install_with_webhooks_chooses_how_their_callers_are_checked() {
+    let unchosen = InstallOptions::default();
+    let refused = unchosen.caller_choice().unwrap_err().to_string();
+    for named in [
+        "--webhook-client-ca-secret",
+        "--unverified-webhook-callers",
+        "docs/security.md",
+    ] {
+        assert!(refused.contains(named), "{named} in {refused}");
+    }
+    assert!(with_caller_options().caller_choice().is_ok());
+
+    let unverified = InstallOptions {
+        unverified_webhook_callers: true,
+        ..scoped()
+    };
+    assert!(unverified.caller_choice().is_ok());
+    let manifests = install_objects(&unverified).unwrap();
+    let deployment: Deployment = typed(of_kind(&manifests, "Deployment")[0]);
+    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        args.contains(&"--unverified-webhook-callers".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        unverified
+            .command_line()
+            .ends_with(" --unverified-webhook-callers"),
+        "{}",
+        unverified.command_line()
+    );
+    // The committed install made the choice that works everywhere.
+    assert!(InstallOptions::committed().caller_choice().is_ok());
+
+    // Both at once, or the choice without webhooks, is refused.
+    let both = InstallOptions {
+        unverified_webhook_callers: true,
+        ..with_caller_options()
+    };
+    let refused = both.validate().unwrap_err().to_string();
+    assert!(refused.contains("choose one"), "{refused}");
+    let without_webhooks = InstallOptions {
+        controllers: vec![Component::Exec],
+        unverified_webhook_callers: true,
+        ..scoped()
+    };
+    assert!(without_webhooks.validate().is_err());
+    // Without webhooks there is nothing to choose.
+    let exec_only = InstallOptions {
+        controllers: vec![Component::Exec],
+        ..scoped()
+    };
+    assert!(exec_only.caller_choice().is_ok());
+}
