@@ -512,6 +512,7 @@ async fn audit_breakdown(bench: &Bench, pod: &str, body: &Body) -> Result<AuditB
             ["system:masters".to_string()],
             "oz-system",
         ),
+        unverified_reads: admission::approvals::UnverifiedReads::default(),
     }));
     let mut handler = Latencies::default();
     for i in 0..calls {

@@ -494,3 +494,94 @@ async fn without_caller_verification_forged_reviews_say_so_and_reveal_no_templat
     );
     a.oz.remove_configurations().await;
 }
+
+/// A forged AccessApproval CREATE review: `user` decides on request `request`, which makes oz
+/// read the apiserver to answer.
+fn forged_decision(ns: &str, uid: &str, user: &str, request: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "kind": "AccessApproval"},
+            "resource": {"group": "crds.wizardofoz.co", "version": "v1alpha1", "resource": "accessapprovals"},
+            "name": uid,
+            "namespace": ns,
+            "operation": "CREATE",
+            "userInfo": {"username": user, "groups": ["qa", "system:authenticated"]},
+            "object": {
+                "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "AccessApproval",
+                "metadata": {"name": uid, "namespace": ns},
+                "spec": {
+                    "requestRef": {"kind": "ExecAccessRequest", "name": request},
+                    "decision": "Approve",
+                },
+            },
+            "dryRun": false,
+        }
+    })
+}
+
+/// Each approval review costs oz reads of the apiserver. Without caller verification, a flood
+/// of forged ones is answered only while a small shared budget lasts, refused after that
+/// before any read, and decisions through the apiserver are answered again once it refills.
+#[tokio::test]
+async fn without_caller_verification_forged_approval_reviews_cost_oz_a_bounded_number_of_reads() {
+    use oz_webhooks::admission::approvals::UNVERIFIED_BUDGET_SPENT;
+
+    let a = Audited::start("callers-approvals", &[]).await;
+    let client = a.webhook_client(None).await;
+    let posted = 120;
+    let started = std::time::Instant::now();
+    let mut answered = 0;
+    for i in 0..posted {
+        let review = forged_decision(&a.ns, &format!("forged-{i}"), "bob", "no-such-request");
+        let (status, body) = post_review_to(&client, "/mutate-approvals", &review)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["response"]["allowed"], false, "{body}");
+        let message = body["response"]["status"]["message"].as_str().unwrap();
+        if !message.contains(UNVERIFIED_BUDGET_SPENT) {
+            assert!(message.contains("does not exist"), "{message}");
+            answered += 1;
+        }
+    }
+    // The budget: 20 at once, 5 a second after that.
+    let allowed = 20.0 + 5.0 * started.elapsed().as_secs_f64() + 1.0;
+    assert!(
+        answered > 0 && f64::from(answered) <= allowed,
+        "{answered} of {posted} forged reviews read the apiserver in {:?} (budget {allowed:.0})",
+        started.elapsed()
+    );
+
+    // A decision through the apiserver is answered again once the budget refills: the admin's
+    // dry run on a request that does not exist is refused for that, not for the budget.
+    let approvals: Api<oz_api::AccessApproval> = Api::namespaced(a.admin.clone(), &a.ns);
+    let decision: oz_api::AccessApproval = serde_json::from_value(
+        forged_decision(&a.ns, "real", "admin", "no-such-request")["request"]["object"].clone(),
+    )
+    .unwrap();
+    eventually(
+        WAIT,
+        "a decision through the apiserver to be answered",
+        || {
+            let (approvals, decision) = (approvals.clone(), decision.clone());
+            async move {
+                let dry_run = kube::api::PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                };
+                match approvals.create(&dry_run, &decision).await {
+                    Err(kube::Error::Api(status)) if status.message.contains("does not exist") => {
+                        Some(())
+                    }
+                    _ => None,
+                }
+            }
+        },
+    )
+    .await;
+    a.oz.remove_configurations().await;
+}

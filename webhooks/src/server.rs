@@ -240,6 +240,7 @@ impl WebhookServer {
                 config.request_admin_groups.clone(),
                 &config.namespace,
             ),
+            unverified_reads: admission::approvals::UnverifiedReads::default(),
         };
         let verifier = (config.client_ca.as_ref())
             .map(|ca| CallerVerifier::reloading(ca, config.metrics.clone()))

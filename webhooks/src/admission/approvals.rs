@@ -16,10 +16,15 @@
 //! second decision made a moment after their first, must be seen. Two decisions by one person
 //! created at the same instant can still both pass (neither sees the other); that is tolerated
 //! because the controller's tally counts each person once, whatever is stored.
+//!
+//! Those reads are what a review costs oz, so a caller that is not verified to be the
+//! apiserver could make oz read as fast as it can post. Reviews from unverified callers share
+//! a small budget of reads ([`UnverifiedReads`]); past it they are refused before any read.
+//! People decide at human pace, so the budget is far above what approvals need.
 
 use std::sync::Arc;
 
-use axum::{Json, extract::State};
+use axum::{Extension, Json, extract::State};
 use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
@@ -35,9 +40,11 @@ use oz_api::{
 use serde_json::{Value, json};
 use tracing::info;
 
+use crate::callers::{Caller, CallerKind};
+
 use super::{
-    AccessLookup, AdmissionState, RequestState, Review, deny, parse_object, reply,
-    requests::requester_of,
+    AccessLookup, AdmissionState, RequestState, Review, deny, events::TokenBucket, parse_object,
+    reply, requests::requester_of,
 };
 
 /// The kind these handlers admit.
@@ -46,19 +53,63 @@ const KIND: &str = "AccessApproval";
 const NO_USER: &str =
     "spec.approver: the approval has no authenticated user name, so oz cannot record who decides";
 
+/// Reviews of AccessApproval CREATEs from callers not verified to be the apiserver, each of
+/// which costs reads of the apiserver, that may be answered per second on average ...
+const UNVERIFIED_REVIEWS_PER_SECOND: f64 = 5.0;
+/// ... and at once.
+const UNVERIFIED_REVIEW_BURST: f64 = 20.0;
+
+/// The answer to an unverified caller once [`UnverifiedReads`] is spent.
+pub const UNVERIFIED_BUDGET_SPENT: &str = "oz is answering more approval reviews from callers it \
+     cannot verify than it reads the apiserver for; try again in a few seconds";
+
+/// The reads that approval reviews from unverified callers may cost, shared by all of them
+/// (see the module documentation).
+pub struct UnverifiedReads(TokenBucket);
+
+impl Default for UnverifiedReads {
+    fn default() -> Self {
+        Self(TokenBucket::new(
+            UNVERIFIED_REVIEWS_PER_SECOND,
+            UNVERIFIED_REVIEW_BURST,
+        ))
+    }
+}
+
+impl UnverifiedReads {
+    /// Whether a review that reads the apiserver may be answered: always for the verified
+    /// apiserver, else while the budget lasts.
+    fn allow(&self, request: &AdmissionRequest<DynamicObject>, verified: bool) -> bool {
+        let reads = is_approval(request) && request.operation == Operation::Create;
+        verified || !reads || self.0.take()
+    }
+}
+
+fn is_verified(caller: Option<Extension<Caller>>) -> bool {
+    caller.is_some_and(|Extension(caller)| caller.kind() == CallerKind::Apiserver)
+}
+
 /// The mutating handler.
 pub async fn mutate(
     State(state): State<Arc<AdmissionState>>,
+    caller: Option<Extension<Caller>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
+    if !state.unverified_reads.allow(&request, is_verified(caller)) {
+        return reply(deny(&request, UNVERIFIED_BUDGET_SPENT));
+    }
     reply(mutation(state.lookup.as_ref(), &request).await)
 }
 
 /// The validating handler.
 pub async fn validate(
     State(state): State<Arc<AdmissionState>>,
+    caller: Option<Extension<Caller>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
+    if !state.unverified_reads.allow(&request, is_verified(caller)) {
+        return reply(deny(&request, UNVERIFIED_BUDGET_SPENT));
+    }
     reply(validation(state.lookup.as_ref(), &request).await)
 }
 

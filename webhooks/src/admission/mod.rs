@@ -84,6 +84,8 @@ pub struct AdmissionState {
     pub enforce: EnforceSettings,
     /// Who may delete requests besides their requester.
     pub deletes: requests::DeletePolicy,
+    /// The apiserver reads that approval reviews from unverified callers may cost.
+    pub unverified_reads: approvals::UnverifiedReads,
 }
 
 /// The routes: [`MUTATE_REQUESTS_PATH`], [`VALIDATE_REQUESTS_PATH`], [`MUTATE_APPROVALS_PATH`],

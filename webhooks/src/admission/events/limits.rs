@@ -75,13 +75,13 @@ impl Rate {
 }
 
 /// A token bucket: `burst` tokens, refilled at `per_second`.
-pub(super) struct TokenBucket {
+pub(crate) struct TokenBucket {
     rate: Rate,
     tokens: Mutex<Tokens>,
 }
 
 impl TokenBucket {
-    pub(super) fn new(per_second: f64, burst: f64) -> Self {
+    pub(crate) fn new(per_second: f64, burst: f64) -> Self {
         let rate = Rate { per_second, burst };
         Self {
             rate,
@@ -90,7 +90,7 @@ impl TokenBucket {
     }
 
     /// Takes a token if there is one.
-    pub(super) fn take(&self) -> bool {
+    pub(crate) fn take(&self) -> bool {
         self.take_at(Instant::now())
     }
 

@@ -42,7 +42,8 @@ use crate::{
     callers::CallerKind,
     metrics::{PUBLISH_FAILED, QUEUE_FULL, RATE_LIMITED},
 };
-use limits::{AccessLimit, TokenBucket};
+use limits::AccessLimit;
+pub(crate) use limits::TokenBucket;
 
 /// The Events' reporting controller.
 pub const EVENT_REPORTER: &str = "oz-webhooks";

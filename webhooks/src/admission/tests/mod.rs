@@ -77,6 +77,7 @@ async fn guarded_harness(
             ["system:masters".to_string()],
             "oz-system",
         ),
+        unverified_reads: crate::admission::approvals::UnverifiedReads::default(),
     };
     Harness {
         router: guarded_router(Arc::new(state), callers),
