@@ -39,6 +39,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{DynamicObject, ObjectMeta};
 
 pub mod chart;
+pub mod egress;
 pub mod options;
 pub mod rbac;
 pub mod registration;

@@ -160,6 +160,10 @@ pub struct InstallOptions {
     /// an install with webhooks choose this or [`Self::webhook_client_ca_secret`]
     /// ([`Self::caller_choice`]). Needs the webhooks.
     pub unverified_webhook_callers: bool,
+    /// The address ranges (CIDRs) oz-manager may connect to: the apiserver's and every
+    /// notification sink's. When set, a NetworkPolicy allows egress to these and to name
+    /// servers only ([`super::egress`]). Empty: no egress policy.
+    pub egress_cidrs: Vec<String>,
 }
 
 impl Default for InstallOptions {
@@ -175,6 +179,7 @@ impl Default for InstallOptions {
             webhook_client_ca_secret: None,
             webhook_ingress_cidrs: Vec::new(),
             unverified_webhook_callers: false,
+            egress_cidrs: Vec::new(),
         }
     }
 }
@@ -229,6 +234,9 @@ impl InstallOptions {
         }
         if self.unverified_webhook_callers {
             line.push_str(" --unverified-webhook-callers");
+        }
+        if !self.egress_cidrs.is_empty() {
+            line.push_str(&format!(" --egress-cidrs {}", self.egress_cidrs.join(",")));
         }
         line
     }
@@ -366,7 +374,7 @@ impl InstallOptions {
         if let Some(secret) = &self.webhook_client_ca_secret {
             check_dns_subdomain("webhook client CA Secret", secret)?;
         }
-        for cidr in &self.webhook_ingress_cidrs {
+        for cidr in self.webhook_ingress_cidrs.iter().chain(&self.egress_cidrs) {
             check_cidr(cidr)?;
         }
         if self.runs(Component::Sessions) && !self.runs(Component::Webhooks) {

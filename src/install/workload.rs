@@ -89,6 +89,18 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
             &network_policy(o),
         )?;
     }
+    if !o.egress_cidrs.is_empty() {
+        push(
+            vec![
+                format!(
+                    "oz-manager may connect only to name servers and {}: the apiserver and the notification sinks.",
+                    o.egress_cidrs.join(", ")
+                ),
+                "Enforced only where the network plugin implements NetworkPolicy.".into(),
+            ],
+            &super::egress::egress_policy(o),
+        )?;
+    }
 
     if o.runs(Component::Webhooks) {
         let registration = o.webhook_registration();
@@ -167,7 +179,7 @@ fn webhook_service(o: &InstallOptions) -> Service {
 }
 
 /// The labels the Deployment's pods carry and the Services select.
-fn selector_labels(options: &InstallOptions) -> BTreeMap<String, String> {
+pub(super) fn selector_labels(options: &InstallOptions) -> BTreeMap<String, String> {
     let mut labels = labels(options);
     labels.insert("app.kubernetes.io/component".into(), "manager".into());
     labels

@@ -76,6 +76,11 @@ struct ManifestsArgs {
     /// --webhook-client-ca-secret (docs/security.md).
     #[arg(long)]
     unverified_webhook_callers: bool,
+    /// The address ranges oz-manager may connect to (the apiserver's and every notification
+    /// sink's): a NetworkPolicy allows egress to these and to name servers only. Empty: no
+    /// egress policy.
+    #[arg(long, value_delimiter = ',', value_name = "CIDR,...")]
+    egress_cidrs: Vec<String>,
 }
 
 impl ManifestsArgs {
@@ -99,6 +104,11 @@ impl ManifestsArgs {
                 .filter(|c| !c.is_empty())
                 .collect(),
             unverified_webhook_callers: self.unverified_webhook_callers,
+            egress_cidrs: self
+                .egress_cidrs
+                .into_iter()
+                .filter(|c| !c.is_empty())
+                .collect(),
         }
     }
 }

@@ -217,6 +217,14 @@ fn the_chart_renders_what_oz_manager_manifests_prints_for_the_same_settings() {
         json!({"controllers": ["exec", "pod", "webhooks", "sessions"]}),
     );
     assert_chart_matches(
+        "egress",
+        InstallOptions {
+            egress_cidrs: vec!["10.96.0.1/32".into(), "203.0.113.0/24".into()],
+            ..InstallOptions::default()
+        },
+        json!({"egressCIDRs": ["10.96.0.1/32", "203.0.113.0/24"]}),
+    );
+    assert_chart_matches(
         "replicas",
         InstallOptions {
             replicas: 2,
