@@ -46,7 +46,8 @@ pub enum SessionEndReason {
     Exited,
     /// The grant's window ended (expiresAt).
     Expired,
-    /// The grant was revoked: its request was deleted, or is no longer Ready.
+    /// The grant was revoked: its request was deleted, or is no longer Ready, or its template
+    /// no longer grants it to the session's user.
     Revoked,
     /// The grant's template was deleted.
     TemplateDeleted,

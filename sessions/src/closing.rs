@@ -11,11 +11,22 @@ use crate::{
     grants::{RequestView, TemplateView},
 };
 
-/// Why a session under the grant `uid` (last known to expire at `expires_at`) must close now,
-/// given what is known of its request (`None`: deleted) and template (`None`: deleted); `None`
-/// while it may go on. Expiry wins over every other reason, then a deleted template (its
-/// requests are deleted with it), then a deleted or no longer Ready request.
+/// Who holds an open session: its user and their groups when they opened it.
+#[derive(Clone, Copy, Debug)]
+pub struct Holder<'a> {
+    pub user: &'a str,
+    pub groups: &'a [String],
+}
+
+/// Why `holder`'s session under the grant `uid` (last known to expire at `expires_at`) must
+/// close now, given what is known of its request (`None`: deleted) and template (`None`:
+/// deleted); `None` while it may go on. Expiry wins over every other reason, then a deleted
+/// template (its requests are deleted with it), then a deleted or no longer Ready request, then
+/// a template that no longer grants the request to the holder (its allowedGroups lost their
+/// group, or its grantTo became Requester): the grant rule is asked again on every change, as
+/// it was when the session opened.
 pub fn close_reason(
+    holder: Holder<'_>,
     uid: &str,
     expires_at: DateTime<Utc>,
     request: Option<&RequestView>,
@@ -34,9 +45,13 @@ pub fn close_reason(
     if template.is_none_or(|t| t.deleting) {
         return Some(SessionEndReason::TemplateDeleted);
     }
+    let config = template.map(|t| &t.config);
     match request {
         None => Some(SessionEndReason::Revoked),
         Some(r) if r.summary.phase != Some(RequestPhase::Ready) => Some(SessionEndReason::Revoked),
+        Some(r) if !r.summary.is_for(config, holder.user, holder.groups) => {
+            Some(SessionEndReason::Revoked)
+        }
         Some(_) => None,
     }
 }
@@ -106,8 +121,12 @@ mod tests {
         let at = now() + TimeDelta::minutes(5);
         let ready = request(RequestPhase::Ready);
         let t = template(false);
+        let alice = Holder {
+            user: "alice",
+            groups: &["devs".to_string()],
+        };
         let reason = |r: Option<&RequestView>, t: Option<&TemplateView>, now| {
-            close_reason("u1", at, r, t, now)
+            close_reason(alice, "u1", at, r, t, now)
         };
         assert_eq!(reason(Some(&ready), Some(&t), now()), None);
         assert_eq!(
@@ -151,6 +170,46 @@ mod tests {
             reason(None, None, now()),
             Some(SessionEndReason::TemplateDeleted)
         );
+    }
+
+    /// bob's session under alice's grant, which its template shares with the allowedGroups:
+    /// it closes when the template stops sharing it with bob, and alice's own does not.
+    #[test]
+    fn a_template_that_no_longer_grants_the_request_to_the_holder_closes_the_session() {
+        let at = now() + TimeDelta::minutes(5);
+        let ready = request(RequestPhase::Ready);
+        let shared = |groups: &[&str], grant_to: &str| TemplateView {
+            config: serde_json::from_value(json!({"allowedGroups": groups, "grantTo": grant_to}))
+                .unwrap(),
+            deleting: false,
+        };
+        let qa = ["qa".to_string()];
+        let bob = Holder {
+            user: "bob",
+            groups: &qa,
+        };
+        let devs = ["devs".to_string()];
+        let alice = Holder {
+            user: "alice",
+            groups: &devs,
+        };
+        let judge = |holder, template: &TemplateView| {
+            close_reason(holder, "u1", at, Some(&ready), Some(template), now())
+        };
+        let before = shared(&["devs", "qa"], "AllowedGroups");
+        assert_eq!(judge(bob, &before), None);
+        for narrowed in [
+            shared(&["devs"], "AllowedGroups"),
+            shared(&["devs", "qa"], "Requester"),
+        ] {
+            assert_eq!(
+                judge(bob, &narrowed),
+                Some(SessionEndReason::Revoked),
+                "{:?}",
+                narrowed.config
+            );
+            assert_eq!(judge(alice, &narrowed), None, "the requester's own grant");
+        }
     }
 
     #[test]

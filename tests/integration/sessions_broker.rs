@@ -12,11 +12,14 @@ use std::{path::PathBuf, time::Duration};
 use axum::{extract::Request, middleware::Next, response::Response};
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::jiff::Timestamp;
-use kube::{Api, api::DeleteParams};
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams},
+};
 use oz_api::{AccessRequest, ExecAccessRequest, ExecAccessTemplate, SessionEndReason};
 use oz_sessions::{Broker, BrokerConfig, Identity, SessionMetrics, recording::Recordings};
 use oz_webhooks::{WebhookMetrics, admission::AuditLog};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
@@ -105,6 +108,11 @@ impl Brokered {
 
     /// Opens `cat` in `pod` as `user` (groups `devs`): the websocket, or the HTTP refusal.
     async fn cat(&self, user: &str, pod: &str) -> Result<Client, (u16, String)> {
+        self.cat_in(user, "devs", pod).await
+    }
+
+    /// [`Self::cat`] as `user` in `group`.
+    async fn cat_in(&self, user: &str, group: &str, pod: &str) -> Result<Client, (u16, String)> {
         let url = format!(
             "{}/namespaces/{}/pods/{pod}/exec?command=cat&stdin=true&stdout=true&stderr=true",
             self.url, self.f.ns
@@ -118,7 +126,7 @@ impl Brokered {
         headers.insert("x-test-user", user.parse().unwrap());
         headers.insert(
             "x-test-groups",
-            "devs,system:authenticated".parse().unwrap(),
+            format!("{group},system:authenticated").parse().unwrap(),
         );
         match tokio_tungstenite::connect_async(request).await {
             Ok((socket, response)) => {
@@ -448,6 +456,63 @@ async fn sessions_close_when_the_grant_expires_is_revoked_or_idles_or_its_templa
         &alice.until_closed(WAIT).await,
         SessionEndReason::TemplateDeleted,
     );
+}
+
+/// A template narrowed while sessions are open under it: bob's session, open under alice's grant
+/// because the template shared it with qa, closes within a second of the template leaving qa
+/// out (and of a grantTo that keeps grants to their requesters); alice's own stays open.
+#[tokio::test]
+async fn a_template_narrowed_under_an_open_session_closes_it_within_a_second() {
+    let b = Brokered::new("sessions-narrowed").await;
+    let templates = Api::<ExecAccessTemplate>::namespaced(b.f.admin.clone(), &b.f.ns);
+    for (name, narrowing) in [
+        (
+            "web-groups",
+            json!({"spec": {"accessConfig": {"allowedGroups": ["devs"]}}}),
+        ),
+        (
+            "web-grant-to",
+            json!({"spec": {"accessConfig": {"grantTo": "Requester"}}}),
+        ),
+    ] {
+        let yaml = format!(
+            "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\nmetadata: {{name: {name}}}\n\
+             spec:\n  accessConfig: {{allowedGroups: [devs, qa], grantTo: AllowedGroups, \
+             defaultDuration: 1h, maxDuration: 2h, sessionMode: Brokered}}\n  \
+             controllerTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n"
+        );
+        create_manifest(&b.f.admin, &b.f.ns, &yaml).await.unwrap();
+        let request = format!("alice-{name}");
+        let granted =
+            b.f.granted::<ExecAccessRequest>(&request, name, "alice", "30m")
+                .await;
+        let pod = pod_of(&granted);
+        let mut bob = b.cat_in("bob", "qa", &pod).await.expect("shared with qa");
+        bob.send("bob here\n").await;
+        bob.until_stdout("bob here\n").await;
+        let mut alice = b.cat("alice", &pod).await.unwrap();
+        alice.send("alice here\n").await;
+        alice.until_stdout("alice here\n").await;
+
+        let seen = {
+            let _timing = strict_timing().await;
+            let closing = tokio::spawn(bob.until_closed(WAIT));
+            let narrowed_at = Timestamp::now();
+            templates
+                .patch(name, &PatchParams::default(), &Patch::Merge(&narrowing))
+                .await
+                .unwrap();
+            let seen = closing.await.unwrap();
+            let lag = seen.closed_at.unwrap().duration_since(narrowed_at);
+            println!("{name}: bob's session closed {lag:#} after the template narrowed");
+            assert!(lag.as_secs_f64() < 1.0, "{name}: closed {lag:#} after");
+            seen
+        };
+        assert_told(&seen, SessionEndReason::Revoked);
+        // alice's own grant is hers whatever the template shares.
+        alice.send("alice still here\n").await;
+        alice.until_stdout("alice still here\n").await;
+    }
 }
 
 /// One client message larger than the broker takes ends the session instead of being held in

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     SessionInfo, audit,
-    closing::{close_reason, closing_frames},
+    closing::{Holder, close_reason, closing_frames},
     grants::Grant,
     metrics::{ReasonLabels, StreamLabels},
     recording::Recording,
@@ -249,7 +249,8 @@ impl Session {
                         expires_at = at;
                     }
                     let template = grants.template(info.grant.kind, &info.namespace, &info.grant.template);
-                    if let Some(reason) = close_reason(&info.grant.uid, expires_at, request.as_ref(), template.as_ref(), Utc::now()) {
+                    let holder = Holder { user: &info.user, groups: &info.groups };
+                    if let Some(reason) = close_reason(holder, &info.grant.uid, expires_at, request.as_ref(), template.as_ref(), Utc::now()) {
                         return end(self.refine(reason).await, true, true);
                     }
                 }
