@@ -96,7 +96,9 @@ pub struct RunArgs {
     pub sessions_service: Option<String>,
 
     /// Where session recordings are stored: a directory (a path or file:///DIR), or
-    /// s3://BUCKET/PREFIX.
+    /// s3://BUCKET/PREFIX[?endpoint=...&region=...]. Credentials come from the AWS_*
+    /// environment (a Secret) or the pod's role, never the URL: a URL that carries them is
+    /// refused, since the Pod's arguments show it.
     #[arg(long, env = "OZ_SESSION_RECORDINGS", default_value = install::DEFAULT_SESSION_RECORDINGS)]
     pub session_recordings: String,
 
@@ -307,6 +309,16 @@ impl RunArgs {
             webhooks.registration.sessions = Some(service);
             if self.session_recordings.trim().is_empty() {
                 return Err("--session-recordings must name where recordings are stored".into());
+            }
+            let credentials = oz_sessions::recording::credentials_in_url(&self.session_recordings);
+            if !credentials.is_empty() {
+                return Err(format!(
+                    "--session-recordings carries credentials ({}), which anyone who can read \
+                     the Pod sees in its arguments: remove them from the URL and set \
+                     AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from a Secret (chart \
+                     sessions.recordingsCredentialsSecret), or use the pod's cloud role",
+                    credentials.join(", ")
+                ));
             }
             Some(SessionsSettings {
                 listen: SocketAddr::from(([0, 0, 0, 0], self.sessions_port)),

@@ -40,6 +40,7 @@ use tokio::{
 };
 
 pub use router::router;
+pub use store::credentials_in_url;
 
 use crate::SessionInfo;
 use cast::Utf8Carry;

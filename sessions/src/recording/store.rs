@@ -21,6 +21,40 @@ pub(crate) struct Store {
     pub(crate) display: String,
 }
 
+/// The S3 options that are credentials: never in a URL that a Pod's arguments show.
+const CREDENTIAL_OPTIONS: [AmazonS3ConfigKey; 3] = [
+    AmazonS3ConfigKey::AccessKeyId,
+    AmazonS3ConfigKey::SecretAccessKey,
+    AmazonS3ConfigKey::Token,
+];
+
+/// The credential options (`access_key_id`, `secret_access_key`, `token`, under any name
+/// object_store takes for them) that the query of the `s3://` URL `url` sets, or its user
+/// info; empty for any other URL.
+pub fn credentials_in_url(url: &str) -> Vec<String> {
+    let Some(rest) = url.strip_prefix("s3://") else {
+        return Vec::new();
+    };
+    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut found: Vec<String> = query
+        .split('&')
+        .filter_map(|pair| pair.split('=').next())
+        .filter(|key| {
+            key.parse::<AmazonS3ConfigKey>()
+                .is_ok_and(|key| CREDENTIAL_OPTIONS.contains(&key))
+        })
+        .map(String::from)
+        .collect();
+    if location
+        .split('/')
+        .next()
+        .is_some_and(|host| host.contains('@'))
+    {
+        found.push("user info (KEY:SECRET@)".into());
+    }
+    found
+}
+
 /// The finished recording's key.
 pub(crate) fn final_key(namespace: &str, id: &str) -> String {
     format!("{namespace}/{id}.cast")

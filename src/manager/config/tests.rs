@@ -299,3 +299,39 @@ fn the_audit_webhook_ignores_an_oz_outage_unless_told_to_fail() {
         "{error}"
     );
 }
+
+/// The Pod's arguments are readable by anyone who may read the Pod: a recordings URL carrying
+/// S3 credentials is refused, naming what it carries and where credentials go instead.
+#[test]
+fn a_recordings_url_that_carries_credentials_is_refused() {
+    let run = |url: &str| {
+        parse(&[
+            "--controllers=webhooks,sessions".into(),
+            "--webhook-service=oz-system/oz-webhook".into(),
+            format!("--session-recordings={url}"),
+        ])
+        .unwrap()
+        .manager_config()
+    };
+    for (url, named) in [
+        (
+            "s3://rec/oz?region=eu-west-1&access_key_id=AKIA&secret_access_key=s3cr3t",
+            "access_key_id, secret_access_key",
+        ),
+        ("s3://rec/oz?aws_session_token=t", "aws_session_token"),
+        ("s3://AKIA:s3cr3t@rec/oz", "user info"),
+    ] {
+        let error = run(url).unwrap_err();
+        assert!(error.contains(named), "{url}: {error}");
+        assert!(
+            error.contains("AWS_ACCESS_KEY_ID") && !error.contains("s3cr3t"),
+            "{error}"
+        );
+    }
+    for url in [
+        "s3://rec/oz?region=eu-west-1&endpoint=https://minio.example:9000",
+        "/var/lib/oz/recordings",
+    ] {
+        assert!(run(url).is_ok(), "{url}");
+    }
+}
