@@ -10,7 +10,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
 use oz_audit::{CheckedRecord, ProblemKind, PublicKey, Report};
 use serde_json::Value;
 
-use super::{problem_line, unreadable};
+use super::{brokered, problem_line, unreadable};
 use crate::{
     error::CliError,
     output::{self, ObjectFormat, TableFormat},
@@ -99,10 +99,11 @@ impl Filter {
             (Some(after), Some(time)) => time >= after,
             _ => true,
         };
-        recent
-            && matches(&self.user, "user")
-            && matches(&self.pod, "pod")
-            && matches(&self.namespace, "namespace")
+        // A brokered stream is its session's user's too, once attributed.
+        let users = self.user.as_deref().is_none_or(|wanted| {
+            text(record, "user") == wanted || brokered::session_user(record) == Some(wanted)
+        });
+        recent && users && matches(&self.pod, "pod") && matches(&self.namespace, "namespace")
     }
 }
 
@@ -113,7 +114,8 @@ pub fn select(records: Vec<CheckedRecord>, filter: &Filter) -> Vec<CheckedRecord
 }
 
 /// The event in a word: `exec`, `attach`, `port-forward` or `debug` (oz's Event reasons
-/// `PodExec`, ...), with `(denied)` when oz refused it.
+/// `PodExec`, ...), with `(denied)` when oz refused it, `(brokered)` when oz opened it for a
+/// session.
 fn event_word(record: &CheckedRecord) -> String {
     let event = text(record, "event");
     let word = match event {
@@ -125,6 +127,8 @@ fn event_word(record: &CheckedRecord) -> String {
     };
     if record.record.get("allowed").and_then(Value::as_bool) == Some(false) {
         format!("{word} (denied)")
+    } else if brokered::is_stream(record) {
+        format!("{word} (brokered)")
     } else {
         word.to_string()
     }
@@ -133,7 +137,8 @@ fn event_word(record: &CheckedRecord) -> String {
 /// The grant in a word: `exec/NAME` or `pod/NAME` for an ExecAccessRequest or
 /// PodAccessRequest, `none` without one.
 fn grant_word(record: &CheckedRecord) -> String {
-    match record.record.get("grant").and_then(Value::as_object) {
+    let grant = brokered::session_grant(record).or_else(|| record.record.get("grant"));
+    match grant.and_then(Value::as_object) {
         Some(grant) => {
             let text = |key: &str| grant.get(key).and_then(Value::as_str).unwrap_or("?");
             let kind = match text("kind") {
@@ -172,7 +177,8 @@ fn command_cell(record: &CheckedRecord) -> String {
 }
 
 /// The records as a table: TIME (UTC, to the second, as the apiserver's audit log has it),
-/// USER, EVENT, POD (namespace/name), COMMAND, GRANT, CALLER and VERIFIED.
+/// USER, EVENT, POD (namespace/name), COMMAND, GRANT, CALLER and VERIFIED. A brokered stream
+/// shows its session's user and grant ([`brokered::attribute`]).
 pub fn to_table(records: &[CheckedRecord]) -> Table {
     let mut table = Table::new([
         "TIME", "USER", "EVENT", "POD", "COMMAND", "GRANT", "CALLER", "VERIFIED",
@@ -182,7 +188,9 @@ pub fn to_table(records: &[CheckedRecord]) -> Table {
             time(r)
                 .and_then(|t| t.round(Unit::Second).ok())
                 .map_or_else(|| text(r, "time").to_string(), |t| t.to_string()),
-            text(r, "user").to_string(),
+            brokered::session_user(r)
+                .unwrap_or_else(|| text(r, "user"))
+                .to_string(),
             event_word(r),
             format!("{}/{}", text(r, "namespace"), text(r, "pod")),
             command_cell(r),
@@ -249,7 +257,8 @@ pub fn run(
     namespace: Option<String>,
     keys: &[PublicKey],
 ) -> Result<u8, CliError> {
-    let (report, records) = oz_audit::verify_records(&args.files, keys).map_err(unreadable)?;
+    let (report, mut records) = oz_audit::verify_records(&args.files, keys).map_err(unreadable)?;
+    brokered::attribute(&mut records);
     let filter = Filter::new(args, namespace, Timestamp::now());
     let shown = select(records, &filter);
     match args.output {
@@ -397,6 +406,54 @@ mod tests {
         assert!(
             Test::try_parse_from(["audit"]).is_err(),
             "at least one file is needed"
+        );
+    }
+
+    /// oz's own exec for carol's brokered session reads as carol's, under her grant, marked
+    /// brokered, and `--user carol` finds it.
+    #[test]
+    fn a_brokered_exec_shows_the_sessions_user_and_grant() {
+        let oz = "system:serviceaccount:oz-system:oz-manager";
+        let mut records = vec![
+            record(
+                1,
+                true,
+                json!({"time": "2026-11-21T09:00:00.1Z", "event": "PodExec", "user": oz,
+                       "namespace": "team", "pod": "web-0", "command": ["sh"], "allowed": true,
+                       "brokered": true, "grant": null, "caller": "apiserver"}),
+            ),
+            record(
+                2,
+                true,
+                json!({"time": "2026-11-21T09:00:00.2Z", "event": "session-start", "user": "carol",
+                       "namespace": "team", "pod": "web-0", "command": ["sh"], "allowed": true,
+                       "brokered": true, "caller": "apiserver",
+                       "grant": {"kind": "ExecAccessRequest", "name": "carol-web", "template": "web"},
+                       "session": {"id": "s1", "replica": "oz-0"}}),
+            ),
+        ];
+        brokered::attribute(&mut records);
+        let carols = Filter {
+            user: Some("carol".into()),
+            ..Filter::default()
+        };
+        let shown = select(records, &carols);
+        assert_eq!(seqs(&shown), [1, 2]);
+        let text = to_table(&shown[..1]).render();
+        let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(
+            row,
+            [
+                "2026-11-21T09:00:00Z",
+                "carol",
+                "exec",
+                "(brokered)",
+                "team/web-0",
+                "sh",
+                "exec/carol-web",
+                "apiserver",
+                "yes"
+            ]
         );
     }
 
