@@ -46,7 +46,9 @@ pub use exec::{
 };
 pub use grant_rule::{Asked, GrantSummary, PodAction, Route, granting};
 pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
-pub use metadata::{LAST_APPLIED_ANNOTATION, strip_unread_metadata};
+pub use metadata::{
+    LAST_APPLIED_ANNOTATION, REVOKE_ANNOTATION, revoke_asked_by, strip_unread_metadata,
+};
 pub use mutation::{
     JsonPatchOperation, MAX_JSON_POINTER_LENGTH, MAX_PATCH_OPERATIONS, PatchOp,
     PodTemplateSpecMutationConfig,

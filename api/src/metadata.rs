@@ -4,6 +4,21 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+/// The annotation that asks oz to revoke a request's grant and keep the request as its record:
+/// its value is the user who asks, which oz's webhook checks is the caller, and may only be
+/// the requester or a request admin (`ozctl revoke` sets it). The one annotation oz reads on a
+/// request, so the one its watches keep ([`crate::WatchedRequest`]).
+pub const REVOKE_ANNOTATION: &str = "crds.wizardofoz.co/revoked-by";
+
+/// Who asked for `meta`'s request to be revoked ([`REVOKE_ANNOTATION`]), if anyone.
+pub fn revoke_asked_by(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()?
+        .get(REVOKE_ANNOTATION)
+        .map(String::as_str)
+        .filter(|user| !user.is_empty())
+}
+
 /// The annotation in which `kubectl apply` keeps a whole copy of what it applied.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 

@@ -38,8 +38,8 @@ pub struct RequestStatus {
     /// The pod the access is for. Chosen once and never changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_name: Option<String>,
-    /// Where the request stands, for humans: PendingApproval, Pending, Ready, Expired, Denied
-    /// or Failed.
+    /// Where the request stands, for humans: PendingApproval, Pending, Ready, Expired,
+    /// Revoked, Denied or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<RequestPhase>,
     /// When the access ends: creationTimestamp (or, for a template that requires approval,
@@ -84,6 +84,9 @@ pub enum RequestPhase {
     Ready,
     /// The access window has ended and the grant is revoked.
     Expired,
+    /// oz only: revoked before its window ended (`ozctl revoke`, the annotation
+    /// `crds.wizardofoz.co/revoked-by`); like Expired, kept for access reviews.
+    Revoked,
     /// The requester may not use the template, or an approver denied the request; nothing
     /// was granted.
     Denied,
@@ -92,10 +95,19 @@ pub enum RequestPhase {
 }
 
 impl RequestPhase {
-    /// Expired or Denied: the request holds no grant and never will again (Failed may still
-    /// hold resources, e.g. an access command that cannot be rendered).
+    /// Expired, Revoked or Denied: the request holds no grant and never will again (Failed
+    /// may still hold resources, e.g. an access command that cannot be rendered).
     pub fn is_settled(self) -> bool {
-        matches!(self, RequestPhase::Expired | RequestPhase::Denied)
+        matches!(
+            self,
+            RequestPhase::Expired | RequestPhase::Revoked | RequestPhase::Denied
+        )
+    }
+
+    /// Expired or Revoked: the grant ended, and the request is kept as its record for the
+    /// history retention.
+    pub fn is_ended(self) -> bool {
+        matches!(self, RequestPhase::Expired | RequestPhase::Revoked)
     }
 }
 
@@ -137,4 +149,7 @@ pub mod condition_reason {
     pub const BREAK_GLASS: &str = "BreakGlass";
     /// oz only: the reason of AdoptedFromOz.
     pub const OZ_GRANT: &str = "OzGrant";
+    /// oz only: AccessStillValid is False because the grant was revoked before its end; the
+    /// message names who revoked it, the transition time says when.
+    pub const REVOKED: &str = "Revoked";
 }

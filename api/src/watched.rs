@@ -10,16 +10,17 @@
 //! is read, they cost a scan and nothing else.
 //!
 //! oz never writes a request back whole (status is applied, everything else patched), so nothing
-//! skipped here is lost; no part of oz reads a request's labels or annotations (a template's
-//! annotations are read, so templates are parsed whole).
+//! skipped here is lost; no part of oz reads a request's labels, or its annotations but
+//! [`REVOKE_ANNOTATION`], the one kept (a template's annotations are read, so templates are
+//! parsed whole).
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::BTreeMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::{Resource, runtime::watcher};
 use serde::{Deserialize, Deserializer};
 
-use crate::{AccessRequest, RequestStatus};
+use crate::{AccessRequest, REVOKE_ANNOTATION, RequestStatus};
 
 /// A request of kind `R` as a watch parses it: everything but its metadata's managedFields,
 /// labels and annotations. Watch this type, and take the request out of each event with
@@ -41,11 +42,13 @@ impl<R: AccessRequest> WatchedRequest<R> {
     }
 }
 
-/// Every field of `ObjectMeta` but `managedFields`, `labels` and `annotations`, which serde skips
-/// as unknown fields without building them.
+/// Every field of `ObjectMeta` but `managedFields`, `labels` and the annotations other than
+/// [`REVOKE_ANNOTATION`], which serde skips without building them.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct KeptMetadata {
+    #[serde(default, deserialize_with = "revoke_annotation_only")]
+    annotations: Option<BTreeMap<String, String>>,
     creation_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,
     deletion_timestamp: Option<Time>,
@@ -75,11 +78,47 @@ impl From<KeptMetadata> for ObjectMeta {
             resource_version: kept.resource_version,
             self_link: kept.self_link,
             uid: kept.uid,
-            annotations: None,
+            annotations: kept.annotations,
             labels: None,
             managed_fields: None,
         }
     }
+}
+
+/// The annotations map, with [`REVOKE_ANNOTATION`] alone kept: every other value is skipped as
+/// it is read; `None` without it.
+fn revoke_annotation_only<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    struct Visitor;
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = Option<BTreeMap<String, String>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut kept = None;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if key == REVOKE_ANNOTATION {
+                    let value: String = map.next_value()?;
+                    kept = Some(BTreeMap::from([(key.into_owned(), value)]));
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+    }
+    deserializer.deserialize_any(Visitor)
 }
 
 /// A request's three parts; `apiVersion` and `kind` are skipped (the type says them).
@@ -177,7 +216,12 @@ mod tests {
         let meta = expected.meta_mut();
         strip_unread_metadata(meta);
         meta.labels = None;
-        meta.annotations = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.retain(|key, _| key == REVOKE_ANNOTATION);
+        }
+        if meta.annotations.as_ref().is_some_and(BTreeMap::is_empty) {
+            meta.annotations = None;
+        }
         assert_eq!(
             serde_json::to_value(&watched.0).unwrap(),
             serde_json::to_value(&expected).unwrap()
@@ -194,6 +238,22 @@ mod tests {
         assert_eq!(exec.metadata.labels, None);
         assert_eq!(exec.metadata.annotations, None);
         let _: PodAccessRequest = watched_keeps_all_it_reads(&request_json("PodAccessRequest"));
+    }
+
+    /// The revoke annotation is the one a watch keeps: oz reads it to revoke.
+    #[test]
+    fn a_watched_request_keeps_the_revoke_annotation_alone() {
+        let mut json = request_json("ExecAccessRequest");
+        json["metadata"]["annotations"][REVOKE_ANNOTATION] = json!("alice");
+        let exec: ExecAccessRequest = watched_keeps_all_it_reads(&json);
+        assert_eq!(crate::revoke_asked_by(&exec.metadata), Some("alice"));
+        assert_eq!(
+            exec.metadata.annotations.as_ref().map(BTreeMap::len),
+            Some(1)
+        );
+        json["metadata"]["annotations"] = json!(null);
+        let exec: ExecAccessRequest = watched_keeps_all_it_reads(&json);
+        assert_eq!(exec.metadata.annotations, None);
     }
 
     #[test]

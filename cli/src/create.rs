@@ -246,6 +246,11 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             }
             Ok(())
         }
+        Some(RequestPhase::Revoked) => Err(view
+            .revoked_error(session.hint(&format!("create {} {}", kind.word(), view.template)))
+            .unwrap_or_else(|| {
+                CliError::Api(format!("{} {} was revoked", kind.request_kind(), view.name))
+            })),
         Some(RequestPhase::Denied) => Err(CliError::Denied {
             kind: kind.request_kind(),
             name: view.name.clone(),

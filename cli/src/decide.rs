@@ -307,6 +307,7 @@ pub fn standing(view: &RequestView) -> String {
         Some(RequestPhase::Pending) => "oz is granting it".into(),
         Some(RequestPhase::Denied) => format!("denied: {}", view.problem()),
         Some(RequestPhase::Expired) => "expired".into(),
+        Some(RequestPhase::Revoked) => "revoked".into(),
         Some(RequestPhase::Failed) => format!("failed: {}", view.problem()),
         None => "oz has not looked at it yet".into(),
     };

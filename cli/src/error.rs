@@ -74,6 +74,16 @@ pub enum CliError {
         hint: String,
     },
 
+    /// The request's grant was revoked before its window ended.
+    #[error("{kind} {name} was revoked by {by} {when}; request access again with: {hint}")]
+    Revoked {
+        kind: &'static str,
+        name: String,
+        by: String,
+        when: String,
+        hint: String,
+    },
+
     /// oz refused the request (the requester may not use the template).
     #[error("{kind} {name} was denied: {reason}")]
     Denied {

@@ -184,6 +184,9 @@ fn ready_pod(session: &Session, view: &RequestView) -> Result<String, CliError> 
                 .map_or_else(|| "already".into(), |t| timefmt::ago(Timestamp::now(), t)),
             hint: session.hint(&format!("create {} {}", view.kind.word(), view.template)),
         }),
+        Some(RequestPhase::Revoked) => Err(view
+            .revoked_error(session.hint(&format!("create {} {}", view.kind.word(), view.template)))
+            .unwrap_or_else(|| CliError::Api(format!("{kind} {} was revoked", view.name)))),
         Some(RequestPhase::Denied) => Err(CliError::Denied {
             kind,
             name: view.name.clone(),

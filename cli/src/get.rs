@@ -109,9 +109,10 @@ async fn get_requests(
                 let me = whoami(session).await?;
                 views.retain(|v| v.is_by(&me.username));
             }
-            // Expired requests are kept for access reviews: `history` shows them.
+            // Ended (expired or revoked) requests are kept for access reviews: `history` shows
+            // them.
             let before = views.len();
-            views.retain(|v| v.phase() != Some(RequestPhase::Expired));
+            views.retain(|v| !v.phase().is_some_and(RequestPhase::is_ended));
             let hidden = before - views.len();
             (views, hidden)
         }
@@ -134,7 +135,7 @@ async fn get_requests(
             }
             if hidden > 0 {
                 eprintln!(
-                    "({hidden} expired not shown; see them with: {})",
+                    "({hidden} ended not shown; see them with: {})",
                     session.hint("history")
                 );
             }
@@ -275,7 +276,7 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
     fields.push(("Phase", phase));
     if !matches!(
         view.phase(),
-        Some(RequestPhase::Ready | RequestPhase::Expired)
+        Some(RequestPhase::Ready | RequestPhase::Expired | RequestPhase::Revoked)
     ) {
         fields.push(("Status", view.progress()));
     }
@@ -299,6 +300,16 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
                 "{} ({})",
                 timefmt::local(expires),
                 timefmt::relative(now, expires)
+            ),
+        ));
+    }
+    if let Some((by, at)) = view.revocation() {
+        fields.push((
+            "Revoked",
+            format!(
+                "by {by}, {} ({})",
+                timefmt::local(at),
+                timefmt::relative(now, at)
             ),
         ));
     }

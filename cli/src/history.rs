@@ -1,5 +1,6 @@
-//! `ozctl history`: the expired requests oz keeps (`--history-retention`, 7 days by default),
-//! for access reviews: who had access to which pod, through which template, from when to when.
+//! `ozctl history`: the ended requests oz keeps (`--history-retention`, 7 days by default),
+//! expired or revoked (`ozctl revoke`), for access reviews: who had access to which pod,
+//! through which template, from when to when, and how it ended.
 
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use super::{
     requests::{self, RequestView},
     session::Session,
     table::Table,
+    terminal_text::printable_line,
     timefmt,
 };
 
@@ -67,10 +69,12 @@ pub struct HistoryRecord {
     pub ended: String,
     /// How long access lasted.
     pub duration_seconds: i64,
+    /// How it ended: `expired`, or `revoked by USER`.
+    pub how: String,
 }
 
-/// The expired requests among `views` that ended within `since` of `now`, made by `user` if
-/// given, oldest first.
+/// The ended (expired or revoked) requests among `views` that ended within `since` of `now`,
+/// made by `user` if given, oldest first.
 pub fn records(
     views: &[RequestView],
     now: Timestamp,
@@ -81,10 +85,10 @@ pub fn records(
     let cutoff = now.checked_sub(since).unwrap_or(Timestamp::MIN);
     let mut ended: Vec<(Timestamp, HistoryRecord)> = views
         .iter()
-        .filter(|v| v.phase() == Some(RequestPhase::Expired))
+        .filter(|v| v.phase().is_some_and(RequestPhase::is_ended))
         .filter(|v| user.is_none_or(|u| v.is_by(u)))
         .filter_map(|v| {
-            let end = v.expires_at()?;
+            let end = v.ended_at()?;
             (end >= cutoff).then(|| (end, record(v, end)))
         })
         .collect();
@@ -110,6 +114,10 @@ fn record(view: &RequestView, end: Timestamp) -> HistoryRecord {
         duration_seconds: view
             .created
             .map_or(0, |start| end.duration_since(start).as_secs().max(0)),
+        how: match view.revocation() {
+            Some((by, _)) => format!("revoked by {by}"),
+            None => "expired".into(),
+        },
     }
 }
 
@@ -126,6 +134,7 @@ pub fn to_csv(records: &[HistoryRecord]) -> String {
         "started",
         "ended",
         "durationSeconds",
+        "how",
     ]);
     for r in records {
         text.push_str(&csv::record([
@@ -139,6 +148,7 @@ pub fn to_csv(records: &[HistoryRecord]) -> String {
             r.started.as_str(),
             r.ended.as_str(),
             r.duration_seconds.to_string().as_str(),
+            r.how.as_str(),
         ]));
     }
     text
@@ -155,6 +165,7 @@ pub fn to_table(records: &[HistoryRecord]) -> Table {
         "STARTED",
         "ENDED",
         "LASTED",
+        "HOW",
     ]);
     let local = |text: &str| {
         text.parse::<Timestamp>()
@@ -175,6 +186,7 @@ pub fn to_table(records: &[HistoryRecord]) -> Table {
             local(&r.started),
             local(&r.ended),
             timefmt::compact(Duration::from_secs(r.duration_seconds.max(0) as u64)),
+            printable_line(&r.how).into_owned(),
         ]);
     }
     table
@@ -301,8 +313,8 @@ mod tests {
         );
         assert_eq!(
             to_csv(&records),
-            "name,kind,namespace,requester,groups,template,pod,started,ended,durationSeconds\r\n\
-             alice-new,ExecAccessRequest,team,alice,devs system:authenticated,web-exec,web-0,2026-11-20T10:00:00Z,2026-11-20T10:30:00Z,1800\r\n"
+            "name,kind,namespace,requester,groups,template,pod,started,ended,durationSeconds,how\r\n\
+             alice-new,ExecAccessRequest,team,alice,devs system:authenticated,web-exec,web-0,2026-11-20T10:00:00Z,2026-11-20T10:30:00Z,1800,expired\r\n"
         );
     }
 
@@ -314,7 +326,48 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("NAME        KIND   REQUESTER   TEMPLATE   POD     STARTED"));
         assert!(lines[1].starts_with("bob-1       exec   bob         web-exec   web-0"));
-        assert!(lines[1].ends_with("5m"), "{}", lines[1]);
-        assert!(lines[2].ends_with("30m"), "{}", lines[2]);
+        assert!(lines[1].ends_with("5m       expired"), "{}", lines[1]);
+        assert!(lines[2].ends_with("30m      expired"), "{}", lines[2]);
+    }
+
+    /// A grant revoked before its end is in the history too, ended when it was revoked, with
+    /// who revoked it: access reviews see every grant, not only those that ran their course.
+    #[test]
+    fn a_revoked_grant_is_listed_ended_at_its_revocation_by_whom() {
+        let now: Timestamp = "2026-11-21T12:00:00Z".parse().unwrap();
+        let mut revoked = view(
+            "alice-cut",
+            "alice",
+            RequestPhase::Revoked,
+            "2026-11-21T10:00:00Z",
+            "2026-11-21T14:00:00Z",
+        );
+        revoked.status.conditions.push(oz_api::Condition::new(
+            oz_api::condition_type::ACCESS_STILL_VALID,
+            "False",
+            oz_api::condition_reason::REVOKED,
+            "Access revoked by bob".into(),
+            None,
+            Time("2026-11-21T10:01:00Z".parse().unwrap()),
+        ));
+        revoked.object["metadata"]["annotations"] =
+            serde_json::json!({oz_api::REVOKE_ANNOTATION: "bob"});
+        let mut views = sample();
+        views.push(revoked);
+        let mine = records(&views, now, Duration::from_secs(2 * 86_400), Some("alice"));
+        let names: Vec<&str> = mine.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["alice-new", "alice-cut"]);
+        let cut = &mine[1];
+        assert_eq!(cut.ended, "2026-11-21T10:01:00Z");
+        assert_eq!(cut.duration_seconds, 60);
+        assert_eq!(cut.how, "revoked by bob");
+        let text = to_table(&mine).render();
+        assert!(
+            text.lines()
+                .nth(2)
+                .unwrap()
+                .ends_with("1m       revoked by bob"),
+            "{text}"
+        );
     }
 }

@@ -4,7 +4,7 @@
 use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, PropagationPolicy},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PropagationPolicy},
 };
 use oz_api::{
     AccessKind, AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase, RequestStatus,
@@ -57,6 +57,45 @@ impl RequestView {
     /// `status.phase`.
     pub fn phase(&self) -> Option<RequestPhase> {
         self.status.phase
+    }
+
+    /// Who revoked the grant and when, once oz has (phase Revoked): the annotation asking for
+    /// it, and the transition of AccessStillValid to Revoked.
+    pub fn revocation(&self) -> Option<(String, Timestamp)> {
+        if self.phase() != Some(RequestPhase::Revoked) {
+            return None;
+        }
+        let by = self.object["metadata"]["annotations"][oz_api::REVOKE_ANNOTATION]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
+        let at = self
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.reason() == oz_api::condition_reason::REVOKED)
+            .map(|c| c.last_transition_time.0)?;
+        Some((by, at))
+    }
+
+    /// [`CliError::Revoked`] for this request, once revoked; `hint` is the command to ask again.
+    pub fn revoked_error(&self, hint: String) -> Option<CliError> {
+        let (by, at) = self.revocation()?;
+        Some(CliError::Revoked {
+            kind: self.kind.request_kind(),
+            name: self.name.clone(),
+            by: crate::terminal_text::printable_line(&by).into_owned(),
+            when: crate::timefmt::ago(Timestamp::now(), at),
+            hint,
+        })
+    }
+
+    /// When the grant ended: its revocation, or its expiresAt.
+    pub fn ended_at(&self) -> Option<Timestamp> {
+        match self.revocation() {
+            Some((_, at)) => Some(at),
+            None => self.expires_at(),
+        }
     }
 
     /// The phase in a word, for tables: `Pending` until oz has set one, `Revoking` while it is
@@ -196,6 +235,34 @@ async fn list_typed<R: AccessRequest>(
         }),
         Err(e) => Err(session.error(e)),
     }
+}
+
+/// Asks oz to revoke the request's grant and keep the request as its record: the
+/// [`oz_api::REVOKE_ANNOTATION`] annotation, naming `me` (oz's webhook checks it is the caller,
+/// and the requester or an admin).
+pub async fn ask_revocation(
+    session: &Session,
+    view: &RequestView,
+    me: &str,
+) -> Result<(), CliError> {
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {oz_api::REVOKE_ANNOTATION: me}},
+    });
+    let params = PatchParams::default();
+    let patch = Patch::Merge(&patch);
+    let result = match view.kind {
+        AccessKind::Exec => session
+            .api::<ExecAccessRequest>()
+            .patch(&view.name, &params, &patch)
+            .await
+            .map(drop),
+        AccessKind::Pod => session
+            .api::<PodAccessRequest>()
+            .patch(&view.name, &params, &patch)
+            .await
+            .map(drop),
+    };
+    result.map_err(|e| session.error(e))
 }
 
 /// Deletes a request in the foreground: the apiserver keeps it until the garbage collector has

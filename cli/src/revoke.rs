@@ -1,6 +1,9 @@
-//! `ozctl revoke NAME`: end a grant now. The request is deleted in the foreground, so it
-//! disappears only after the Role, RoleBinding (and access pod) it owns; once ozctl says the
-//! access has ended, it has.
+//! `ozctl revoke NAME`: end a grant now and keep its record. ozctl asks oz to revoke it (the
+//! annotation `crds.wizardofoz.co/revoked-by`, naming you); oz deletes its Role, RoleBinding
+//! (and access pod) and marks the request Revoked, which `ozctl history` lists for the history
+//! retention. Once ozctl says the access has ended, it has. If oz does not answer within the
+//! wait, the request is deleted instead (the garbage collector then removes what it owns): the
+//! access ends all the same, but no record is kept, and ozctl says so.
 
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;
@@ -34,29 +37,20 @@ pub struct RevokeArgs {
 pub async fn run(session: &Session, args: RevokeArgs) -> Result<(), CliError> {
     let view = requests::find(session, &args.name, args.kind).await?;
     let kind = view.kind.request_kind();
-    if view.phase() == Some(RequestPhase::Expired) {
-        // Nothing is granted any more, and the record is kept for access reviews.
-        let when = view
-            .expires_at()
-            .map_or_else(|| "already".into(), |t| timefmt::ago(Timestamp::now(), t));
-        return output::print(&format!(
-            "{kind} {} expired {when}: there is no access left to revoke (its record is kept for access reviews).\n",
-            view.name
-        ));
+    if let Some(ended) = already_ended(&view, Timestamp::now()) {
+        return output::print(&ended);
     }
-    let me = whoami(session).await.ok().map(|me| me.username);
-    if let Some(me) = &me
-        && !view.is_by(me)
-    {
+    let me = whoami(session).await?.username;
+    if !view.is_by(&me) {
         eprintln!(
             "note: {} was requested by {}, not by you",
             view.name,
             printable_line(view.requester_name())
         );
     }
-    requests::delete(session, &view)
+    requests::ask_revocation(session, &view, &me)
         .await
-        .map_err(|e| refusal(e, &view, me.as_deref()))?;
+        .map_err(|e| refusal(e, &view, Some(&me)))?;
     let pod = view
         .status
         .pod_name
@@ -65,22 +59,61 @@ pub async fn run(session: &Session, args: RevokeArgs) -> Result<(), CliError> {
         .unwrap_or_default();
     if !args.wait.enabled() {
         return output::print(&format!(
-            "Revoking {kind} {}: access{pod} ends once oz's Role and RoleBinding are deleted.\n",
+            "Revoking {kind} {}: oz deletes its access resources and keeps the request as its record (ozctl history).\n",
             view.name
         ));
     }
     let mut progress = Progress::new(format!("Revoking {}", view.name));
     progress.set(match view.kind {
-        AccessKind::Exec => "waiting for its Role and RoleBinding to be deleted",
-        AccessKind::Pod => "waiting for its Role, RoleBinding and pod to be deleted",
+        AccessKind::Exec => "waiting for oz to delete its Role and RoleBinding",
+        AccessKind::Pod => "waiting for oz to delete its Role, RoleBinding and pod",
     });
-    let gone = wait::until_gone(session, &view, args.wait.timeout).await;
+    let revoked = wait::until_revoked(session, &view, args.wait.timeout).await;
     progress.finish();
-    gone?;
+    if revoked?.is_some() {
+        return output::print(&format!(
+            "Revoked {kind} {}: access{pod} has ended; its record stays in ozctl history.\n",
+            view.name
+        ));
+    }
+    // oz did not answer (not running, or far behind): end the access without it.
+    eprintln!(
+        "oz did not revoke {} within {}: deleting the request instead, which ends the access \
+         but keeps no record of it",
+        view.name,
+        timefmt::compact(args.wait.timeout)
+    );
+    requests::delete(session, &view)
+        .await
+        .map_err(|e| refusal(e, &view, Some(&me)))?;
+    wait::until_gone(session, &view, args.wait.timeout).await?;
     output::print(&format!(
-        "Revoked {kind} {}: access{pod} has ended.\n",
+        "Revoked {kind} {} by deleting it: access{pod} has ended.\n",
         view.name
     ))
+}
+
+/// What to say of a request whose grant has already ended, or `None` while it has not.
+fn already_ended(view: &RequestView, now: Timestamp) -> Option<String> {
+    let kind = view.kind.request_kind();
+    let ago = |t: Option<Timestamp>| t.map_or_else(|| "already".into(), |t| timefmt::ago(now, t));
+    match view.phase() {
+        Some(RequestPhase::Expired) => Some(format!(
+            "{kind} {} expired {}: there is no access left to revoke (its record is kept for access reviews).\n",
+            view.name,
+            ago(view.expires_at())
+        )),
+        Some(RequestPhase::Revoked) => {
+            let (by, at) = view.revocation().unzip();
+            Some(format!(
+                "{kind} {} was revoked by {} {}: there is no access left to revoke (its record is kept for access reviews).\n",
+                view.name,
+                printable_line(by.as_deref().unwrap_or("?")),
+                ago(at)
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// A refused revoke, with whom to ask. Revoking someone else's request (`me` is not its

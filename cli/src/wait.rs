@@ -24,6 +24,7 @@ pub fn is_settled(phase: Option<RequestPhase>) -> bool {
                 | RequestPhase::Denied
                 | RequestPhase::Failed
                 | RequestPhase::Expired
+                | RequestPhase::Revoked
         )
     )
 }
@@ -113,6 +114,47 @@ fn fatal(session: &Session, error: &watcher::Error) -> Option<CliError> {
             ))
         }
         _ => None,
+    }
+}
+
+/// Waits until oz has revoked `request`'s grant (phase Revoked, or Expired if its window ended
+/// first) and returns it. Errors if it is deleted, and `Ok(None)` on `timeout`.
+pub async fn until_revoked(
+    session: &Session,
+    request: &RequestView,
+    timeout: Duration,
+) -> Result<Option<RequestView>, CliError> {
+    fn ended<R: AccessRequest>(request: Option<&R>) -> bool {
+        request
+            .and_then(|r| r.request_status()?.phase)
+            .is_some_and(RequestPhase::is_ended)
+    }
+    let name = request.name.as_str();
+    let seen = match request.kind {
+        AccessKind::Exec => {
+            let api: Api<ExecAccessRequest> = session.api();
+            tokio::time::timeout(timeout, await_condition(api, name, ended))
+                .await
+                .map(|done| done.map(|r| r.map(|r| RequestView::of(&r))))
+        }
+        AccessKind::Pod => {
+            let api: Api<PodAccessRequest> = session.api();
+            tokio::time::timeout(timeout, await_condition(api, name, ended))
+                .await
+                .map(|done| done.map(|r| r.map(|r| RequestView::of(&r))))
+        }
+    };
+    match seen {
+        Ok(Ok(Some(view))) => Ok(Some(view)),
+        Ok(Ok(None)) => Err(CliError::Deleted {
+            kind: request.kind.request_kind(),
+            name: name.to_string(),
+        }),
+        Ok(Err(e)) => Err(CliError::Api(format!(
+            "could not follow the revocation of {} {name}: {e}",
+            request.kind.request_kind()
+        ))),
+        Err(_) => Ok(None),
     }
 }
 

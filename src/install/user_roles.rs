@@ -47,11 +47,13 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
             aggregate_to: &["edit", "admin"],
             rules: vec![rule(
                 &requests,
-                &["create", "get", "list", "watch", "delete"],
+                &["create", "get", "list", "watch", "patch", "delete"],
             )],
-            why: "Ask for access and end it (delete, as `ozctl revoke` does). oz's webhooks record \
-                  the requester and check the template's allowed groups: creating a request grants \
-                  nothing by itself.",
+            why: "Ask for access and end it: `ozctl revoke` patches the request with the \
+                  crds.wizardofoz.co/revoked-by annotation (oz's webhook lets only the requester \
+                  set it, and keeps the spec unchangeable), and delete ends it without a record. \
+                  oz's webhooks record the requester and check the template's allowed groups: \
+                  creating a request grants nothing by itself.",
         },
         UserRole {
             suffix: "template-manager",

@@ -17,7 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use oz_api::{ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, RequestPhase};
 use oz_testenv::{
@@ -419,8 +419,11 @@ async fn bob_is_told_he_is_not_allowed_before_anything_is_created() {
     f.cleanup().await;
 }
 
+/// `ozctl revoke` ends the access at once and keeps the request as its record: Revoked, in
+/// `ozctl history` with who revoked it, and not deletable by its requester. bob may not revoke
+/// alice's grant, not even by writing the annotation himself in his own name or hers.
 #[tokio::test]
-async fn revoke_ends_the_access_at_once() {
+async fn revoke_ends_the_access_at_once_and_keeps_the_record() {
     let f = Fixture::new("ozctl-revoke").await;
     let created = f
         .ozctl("alice", &["create", "exec", "web-exec", "--timeout", "60s"])
@@ -431,25 +434,71 @@ async fn revoke_ends_the_access_at_once() {
     let pod = request.status.unwrap().pod_name.unwrap();
     assert!(can_exec("alice", &f.ns, &pod).await);
 
+    // bob (who may patch requests in this namespace) cannot revoke it, through ozctl or by hand.
+    let bobs = f.ozctl("bob", &["revoke", &name]).await;
+    assert_eq!(bobs.status.code(), Some(1), "{}", stderr(&bobs));
+    assert!(
+        error_line(&bobs).contains("ask alice (who requested it) or a cluster admin to revoke it"),
+        "{}",
+        stderr(&bobs)
+    );
+    let as_bob = env().client_as("bob").await.unwrap();
+    let api: Api<ExecAccessRequest> = Api::namespaced(as_bob, &f.ns);
+    for who in ["alice", "bob"] {
+        let forged = json!({"metadata": {"annotations": {oz_api::REVOKE_ANNOTATION: who}}});
+        let refused = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&forged))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("denied the request"), "{who}: {refused}");
+    }
+    assert!(can_exec("alice", &f.ns, &pod).await, "still alice's");
+
     let revoked = f.ozctl("alice", &["revoke", &name]).await;
     assert_ok(&revoked, "ozctl revoke");
     assert_eq!(
         stdout(&revoked),
-        format!("Revoked ExecAccessRequest {name}: access to pod {pod} has ended.\n")
+        format!(
+            "Revoked ExecAccessRequest {name}: access to pod {pod} has ended; its record stays in ozctl history.\n"
+        )
     );
     // When revoke returns, the grant is gone: no waiting here.
     assert!(!can_exec("alice", &f.ns, &pod).await, "access has ended");
-    assert!(f.exec_requests().await.is_empty());
-
-    // Revoking it again says clearly that there is nothing by that name.
-    let again = f.ozctl("alice", &["revoke", &name]).await;
-    assert_eq!(again.status.code(), Some(1));
+    let kept = f.exec_requests().await;
+    assert_eq!(kept.len(), 1, "the request is kept as the grant's record");
     assert_eq!(
-        error_line(&again),
-        format!(
-            "error: no access request \"{name}\" in namespace \"{ns}\"; list yours with: ozctl get -n {ns}",
-            ns = f.ns
-        )
+        kept[0].status.as_ref().unwrap().phase,
+        Some(RequestPhase::Revoked)
+    );
+
+    // The access review sees it: how it ended and who ended it.
+    let history = f.ozctl("carol", &["history", "--all", "-o", "csv"]).await;
+    assert_ok(&history, "ozctl history --all");
+    let text = stdout(&history);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("{name} in {text}"));
+    assert!(line.ends_with(",revoked by alice"), "{line}");
+
+    // The record is not its requester's to erase, and there is nothing left to revoke.
+    let again = f.ozctl("alice", &["revoke", &name]).await;
+    assert_ok(&again, "ozctl revoke of a revoked request");
+    assert!(
+        stdout(&again).starts_with(&format!("ExecAccessRequest {name} was revoked by alice ")),
+        "{}",
+        stdout(&again)
+    );
+    let as_alice = env().client_as("alice").await.unwrap();
+    let erased = Api::<ExecAccessRequest>::namespaced(as_alice, &f.ns)
+        .delete(&name, &Default::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        erased.contains("kept as an access-review record"),
+        "{erased}"
     );
     f.cleanup().await;
 }

@@ -629,7 +629,7 @@ pub async fn let_everyone_request(admin: &Client, ns: &str) {
             rule(
                 &[oz_api::GROUP],
                 &["execaccessrequests", "podaccessrequests"],
-                &["create", "get", "list", "watch", "delete"],
+                &["create", "get", "list", "watch", "patch", "delete"],
             ),
             rule(
                 &[oz_api::GROUP],

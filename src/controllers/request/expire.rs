@@ -44,6 +44,12 @@ pub async fn is_access_over<B: AccessBuilder>(r: &Reconciling<'_, B>, pass: &mut
             let action = after_expiry(r.ctx, r.request, expires_at).await?;
             return Ok(ControlFlow::Break(action));
         }
+        Some(RequestPhase::Revoked) => {
+            r.revoke_leftovers().await?;
+            let revoked_at = super::revoke::revoked_at(pass).unwrap_or(pass.now);
+            let action = after_expiry(r.ctx, r.request, revoked_at).await?;
+            return Ok(ControlFlow::Break(action));
+        }
         Some(RequestPhase::Denied) => return Ok(ControlFlow::Break(Action::await_change())),
         _ => {}
     }
@@ -212,8 +218,9 @@ async fn record_expiry<R: AccessRequest>(
     Ok(())
 }
 
-/// Keeps an expired request for the history retention, then deletes it.
-async fn after_expiry<R: AccessRequest>(
+/// Keeps an ended (expired or revoked at `expires_at`) request for the history retention, then
+/// deletes it.
+pub(super) async fn after_expiry<R: AccessRequest>(
     ctx: &Context,
     request: &R,
     expires_at: Timestamp,

@@ -66,6 +66,7 @@ mod expire;
 mod notices;
 mod reconciling;
 mod requester;
+mod revoke;
 mod status;
 pub mod table_timers;
 mod template;
@@ -262,6 +263,7 @@ async fn reconcile_steps<B: AccessBuilder>(
     let mut pass = Pass::new(&**request);
 
     step!(expire::is_access_over(&r, &mut pass));
+    step!(revoke::is_revocation_asked(&r, &mut pass));
     let template = step!(template::verify_template(&r, &mut pass));
     let config = template.access_config();
     if let Some(oz_grant) = adopt::oz_grant(&r).await? {

@@ -355,6 +355,7 @@ pub fn check_decision(
         phase @ (RequestPhase::Ready
         | RequestPhase::Denied
         | RequestPhase::Expired
+        | RequestPhase::Revoked
         | RequestPhase::Failed),
     ) = target.phase
     {

@@ -142,11 +142,11 @@ pub async fn validation(
             }
             AccessKind::Pod => validate_create::<PodAccessRequest>(lookup, request, verified).await,
         },
-        Operation::Update => check_update(
-            kind,
-            request.old_object.as_ref().map(|o| &o.data),
-            request.object.as_ref().map(|o| &o.data),
-        ),
+        Operation::Update => {
+            let (old, new) = (request.old_object.as_ref(), request.object.as_ref());
+            check_update(kind, old.map(|o| &o.data), new.map(|o| &o.data))
+                .and_then(|()| check_revocation(old, new, &request.user_info, deletes))
+        }
         Operation::Delete => check_delete(
             request.old_object.as_ref().map(|o| &o.data),
             &request.user_info,
@@ -361,6 +361,52 @@ pub fn check_update(
     Err("spec: a request cannot be changed after creation, only deleted".into())
 }
 
+/// The revocation an update asks for ([`oz_api::REVOKE_ANNOTATION`]): only by its requester
+/// (while the grant has not ended) or a trusted group, naming themselves, and never changed or
+/// taken back once set (it is the record of who revoked the grant; oz acts on it at once).
+pub fn check_revocation(
+    old: Option<&DynamicObject>,
+    new: Option<&DynamicObject>,
+    user: &UserInfo,
+    policy: &DeletePolicy,
+) -> Result<(), String> {
+    let asked = |object: Option<&DynamicObject>| {
+        object
+            .and_then(|o| o.metadata.annotations.as_ref())
+            .and_then(|a| a.get(oz_api::REVOKE_ANNOTATION))
+            .cloned()
+    };
+    let (before, after) = (asked(old), asked(new));
+    if before == after {
+        return Ok(());
+    }
+    let annotation = oz_api::REVOKE_ANNOTATION;
+    if before.is_some() {
+        return Err(format!(
+            "metadata.annotations[{annotation:?}]: records who revoked this grant and cannot be \
+             changed or removed"
+        ));
+    }
+    let caller = user.username.as_deref().unwrap_or_default();
+    if after.as_deref() != Some(caller) || caller.is_empty() {
+        return Err(format!(
+            "metadata.annotations[{annotation:?}]: must be your own user name ({caller:?}): it \
+             records who revoked the grant"
+        ));
+    }
+    let old = old.map(|o| &o.data);
+    let phase = old
+        .and_then(|o| o.pointer("/status/phase"))
+        .and_then(Value::as_str);
+    if matches!(phase, Some("Expired" | "Revoked")) {
+        return Err(format!(
+            "this request's grant has already ended ({}); there is nothing to revoke",
+            phase.unwrap_or_default()
+        ));
+    }
+    check_delete(old, user, policy)
+}
+
 /// Who may delete requests besides their requester. Deleting a request only ever removes access,
 /// so this guards against two other harms: someone revoking a colleague's access, and anyone
 /// erasing the access-review record an expired request is.
@@ -406,13 +452,14 @@ pub fn check_delete(
         .and_then(|o| o.pointer("/spec/requester/username"))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let expired = old
+    let ended = old
         .and_then(|o| o.pointer("/status/phase"))
         .and_then(Value::as_str)
-        == Some("Expired");
-    if expired {
+        .filter(|phase| matches!(*phase, "Expired" | "Revoked"));
+    if let Some(phase) = ended {
+        let ended = phase.to_lowercase();
         return Err(format!(
-            "this request has expired and is kept as an access-review record until oz deletes it; only members of {trusted} may delete it sooner"
+            "this request's grant has {ended} and the request is kept as an access-review record until oz deletes it; only members of {trusted} may delete it sooner"
         ));
     }
     if !requester.is_empty() && user.username.as_deref() == Some(requester) {
@@ -450,6 +497,96 @@ mod tests {
             controller: Some(true),
             block_owner_deletion: None,
         }
+    }
+
+    /// alice's request in `phase`, with the revoke annotation naming `revoked_by` if given, as
+    /// an AdmissionReview carries it (metadata apart from the rest).
+    fn alices(phase: &str, revoked_by: Option<&str>) -> DynamicObject {
+        serde_json::from_value(alices_json(phase, revoked_by)).unwrap()
+    }
+
+    fn alices_json(phase: &str, revoked_by: Option<&str>) -> Value {
+        let annotations = match revoked_by {
+            Some(user) => json!({oz_api::REVOKE_ANNOTATION: user}),
+            None => json!({}),
+        };
+        json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
+            "metadata": {"name": "alice-web", "annotations": annotations},
+            "spec": {"templateName": "web", "requester": {"username": "alice", "groups": ["devs"]}},
+            "status": {"phase": phase},
+        })
+    }
+
+    fn user(name: &str, groups: &[&str]) -> UserInfo {
+        UserInfo {
+            username: Some(name.into()),
+            groups: Some(groups.iter().map(|g| g.to_string()).collect()),
+            ..Default::default()
+        }
+    }
+
+    /// Asking oz to revoke a grant: the requester or an admin, naming themselves, while the
+    /// grant has not ended; once asked, never changed or taken back.
+    #[test]
+    fn a_revocation_is_asked_by_the_requester_or_an_admin_in_their_own_name_once() {
+        let policy = DeletePolicy::new(["system:masters".to_string()], "oz-system");
+        let revoke = |phase: &str, by: &str, caller: UserInfo| {
+            check_revocation(
+                Some(&alices(phase, None)),
+                Some(&alices(phase, Some(by))),
+                &caller,
+                &policy,
+            )
+        };
+        let alice = || user("alice", &["devs"]);
+        let bob = || user("bob", &["qa"]);
+        let admin = || user("root", &["system:masters"]);
+        assert_eq!(revoke("Ready", "alice", alice()), Ok(()));
+        assert_eq!(revoke("PendingApproval", "alice", alice()), Ok(()));
+        assert_eq!(revoke("Ready", "root", admin()), Ok(()));
+        let theirs = revoke("Ready", "bob", bob()).unwrap_err();
+        assert!(theirs.contains("only the requester (alice)"), "{theirs}");
+        let forged = revoke("Ready", "root", alice()).unwrap_err();
+        assert!(forged.contains("must be your own user name"), "{forged}");
+        let ended = revoke("Expired", "alice", alice()).unwrap_err();
+        assert!(ended.contains("already ended"), "{ended}");
+
+        // Once set: neither changed nor removed, by anyone.
+        for (new, caller) in [(Some("root"), admin()), (None, alice()), (None, admin())] {
+            let refused = check_revocation(
+                Some(&alices("Revoked", Some("alice"))),
+                Some(&alices("Revoked", new)),
+                &caller,
+                &policy,
+            )
+            .unwrap_err();
+            assert!(
+                refused.contains("cannot be changed or removed"),
+                "{refused}"
+            );
+        }
+        // Updates that leave it alone are not its business.
+        assert_eq!(
+            check_revocation(
+                Some(&alices("Ready", None)),
+                Some(&alices("Ready", None)),
+                &bob(),
+                &policy
+            ),
+            Ok(())
+        );
+        // A revoked request is a kept record, as an expired one.
+        let deleted = check_delete(
+            Some(&alices_json("Revoked", Some("alice"))),
+            &alice(),
+            &policy,
+        )
+        .unwrap_err();
+        assert!(
+            deleted.contains("kept as an access-review record"),
+            "{deleted}"
+        );
     }
 
     /// `data` after `patch`.
