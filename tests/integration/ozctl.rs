@@ -545,7 +545,7 @@ async fn history_lists_the_expired_request() {
     let text = stdout(&csv);
     assert!(
         text.starts_with(
-            "name,kind,namespace,requester,groups,template,pod,started,ended,durationSeconds\r\n"
+            "name,kind,namespace,requester,groups,template,pod,started,ended,durationSeconds,how\r\n"
         ),
         "{text}"
     );
@@ -565,6 +565,7 @@ async fn history_lists_the_expired_request() {
         ]
     );
     assert_eq!(fields[9], "2");
+    assert_eq!(fields[10], "expired");
 
     let json = f.ozctl("alice", &["history", "-o", "json"]).await;
     let records: Value = serde_json::from_slice(&json.stdout).unwrap();
@@ -578,7 +579,7 @@ async fn history_lists_the_expired_request() {
     let current = f.ozctl("alice", &["get"]).await;
     assert_eq!(stdout(&current), "");
     assert!(
-        stderr(&current).contains("1 expired not shown"),
+        stderr(&current).contains("1 ended not shown"),
         "{}",
         stderr(&current)
     );
