@@ -260,14 +260,7 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
         fields.push(("Ticket", ticket.clone()));
     }
     if let Some(created) = view.created {
-        fields.push((
-            "Created",
-            format!(
-                "{} ({})",
-                timefmt::local(created),
-                timefmt::relative(now, created)
-            ),
-        ));
+        fields.push(("Created", local_and_relative(now, created)));
     }
     let phase = match &view.status.approval_progress {
         Some(progress) => format!("{} ({progress} approvals)", view.phase_word()),
@@ -294,23 +287,12 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
         fields.push(("Duration", decided.message.clone()));
     }
     if let Some(expires) = view.expires_at() {
-        fields.push((
-            "Expires",
-            format!(
-                "{} ({})",
-                timefmt::local(expires),
-                timefmt::relative(now, expires)
-            ),
-        ));
+        fields.push(("Expires", local_and_relative(now, expires)));
     }
     if let Some((by, at)) = view.revocation() {
         fields.push((
             "Revoked",
-            format!(
-                "by {by}, {} ({})",
-                timefmt::local(at),
-                timefmt::relative(now, at)
-            ),
+            format!("by {by}, {}", local_and_relative(now, at)),
         ));
     }
     if let Some(message) = &view.status.access_message {
@@ -370,6 +352,11 @@ pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
 
 fn yes_no(value: bool) -> &'static str {
     if value { "yes" } else { "no" }
+}
+
+/// `t` in local time, and how far it is from `now`: `2026-11-21 10:00 (2h ago)`.
+fn local_and_relative(now: Timestamp, t: Timestamp) -> String {
+    format!("{} ({})", timefmt::local(t), timefmt::relative(now, t))
 }
 
 #[cfg(test)]

@@ -6,14 +6,14 @@
 //! (`src/notify/sink_addresses.rs`).
 
 use k8s_openapi::{
-    api::networking::v1::{
-        IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort,
-        NetworkPolicySpec,
-    },
-    apimachinery::pkg::{apis::meta::v1::LabelSelector, util::intstr::IntOrString},
+    api::networking::v1::{NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPort},
+    apimachinery::pkg::util::intstr::IntOrString,
 };
 
-use super::{InstallOptions, meta, workload::selector_labels};
+use super::{
+    InstallOptions,
+    workload::{address_ranges, oz_pods_policy},
+};
 
 /// The policy's name: `<name>-egress`.
 pub fn egress_policy_name(options: &InstallOptions) -> String {
@@ -28,40 +28,20 @@ pub fn egress_policy(options: &InstallOptions) -> NetworkPolicy {
         protocol: Some(protocol.into()),
         end_port: None,
     };
-    let listed = options
-        .egress_cidrs
-        .iter()
-        .map(|cidr| NetworkPolicyPeer {
-            ip_block: Some(IPBlock {
-                cidr: cidr.clone(),
-                except: None,
-            }),
-            ..Default::default()
-        })
-        .collect();
-    NetworkPolicy {
-        metadata: meta(
-            options,
-            &egress_policy_name(options),
-            Some(&options.namespace),
-        ),
-        spec: Some(NetworkPolicySpec {
-            pod_selector: Some(LabelSelector {
-                match_labels: Some(selector_labels(options)),
-                match_expressions: None,
-            }),
-            policy_types: Some(vec!["Egress".into()]),
-            ingress: None,
-            egress: Some(vec![
-                NetworkPolicyEgressRule {
-                    to: None,
-                    ports: Some(vec![dns("UDP"), dns("TCP")]),
-                },
-                NetworkPolicyEgressRule {
-                    to: Some(listed),
-                    ports: None,
-                },
-            ]),
-        }),
-    }
+    let mut policy = oz_pods_policy(options, &egress_policy_name(options), "Egress");
+    policy
+        .spec
+        .as_mut()
+        .expect("oz_pods_policy has a spec")
+        .egress = Some(vec![
+        NetworkPolicyEgressRule {
+            to: None,
+            ports: Some(vec![dns("UDP"), dns("TCP")]),
+        },
+        NetworkPolicyEgressRule {
+            to: Some(address_ranges(&options.egress_cidrs)),
+            ports: None,
+        },
+    ]);
+    policy
 }

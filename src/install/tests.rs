@@ -26,6 +26,13 @@ fn typed<K: serde::de::DeserializeOwned>(manifest: &Manifest) -> K {
     serde_json::from_value(serde_json::to_value(&manifest.object).unwrap()).unwrap()
 }
 
+/// The arguments oz-manager's container runs with in `manifests`' Deployment.
+fn manager_args_of(manifests: &[Manifest]) -> Vec<String> {
+    let deployment: Deployment = typed(of_kind(manifests, "Deployment")[0]);
+    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    pod.containers[0].args.clone().unwrap_or_default()
+}
+
 fn of_kind<'a>(manifests: &'a [Manifest], wanted: &str) -> Vec<&'a Manifest> {
     manifests.iter().filter(|m| kind(m) == wanted).collect()
 }
@@ -137,11 +144,7 @@ fn a_scoped_install_has_a_role_in_each_watched_namespace_and_no_namespaced_clust
         );
     }
     // The Deployment watches exactly the two namespaces; the webhooks see only them.
-    let deployment: Deployment = typed(of_kind(&manifests, "Deployment")[0]);
-    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
-        .args
-        .clone()
-        .unwrap();
+    let args = manager_args_of(&manifests);
     assert!(
         args.contains(&"--watch-namespaces=a,b".to_string()),
         "{args:?}"

@@ -179,7 +179,7 @@ fn webhook_service(o: &InstallOptions) -> Service {
 }
 
 /// The labels the Deployment's pods carry and the Services select.
-pub(super) fn selector_labels(options: &InstallOptions) -> BTreeMap<String, String> {
+fn selector_labels(options: &InstallOptions) -> BTreeMap<String, String> {
     let mut labels = labels(options);
     labels.insert("app.kubernetes.io/component".into(), "manager".into());
     labels
@@ -438,44 +438,59 @@ fn network_policy(options: &InstallOptions) -> NetworkPolicy {
         protocol: Some("TCP".into()),
         end_port: None,
     };
+    let mut policy = oz_pods_policy(
+        options,
+        &format!("{}-webhook-ingress", options.name),
+        "Ingress",
+    );
+    let spec = policy.spec.as_mut().expect("oz_pods_policy has a spec");
+    spec.ingress = Some(vec![
+        NetworkPolicyIngressRule {
+            from: Some(address_ranges(&options.webhook_ingress_cidrs)),
+            ports: Some(if options.runs(Component::Sessions) {
+                vec![port("webhook"), port("sessions")]
+            } else {
+                vec![port("webhook")]
+            }),
+        },
+        NetworkPolicyIngressRule {
+            from: None,
+            ports: Some(vec![port("metrics"), port("health")]),
+        },
+    ]);
+    policy
+}
+
+/// A NetworkPolicy peer for each of `cidrs`.
+pub(super) fn address_ranges(cidrs: &[String]) -> Vec<NetworkPolicyPeer> {
+    cidrs
+        .iter()
+        .map(|cidr| NetworkPolicyPeer {
+            ip_block: Some(IPBlock {
+                cidr: cidr.clone(),
+                except: None,
+            }),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// A NetworkPolicy named `name` that selects oz-manager's pods, of `policy_type` (`Ingress` or
+/// `Egress`), without rules yet: selecting the pods closes what no rule opens.
+pub(super) fn oz_pods_policy(
+    options: &InstallOptions,
+    name: &str,
+    policy_type: &str,
+) -> NetworkPolicy {
     NetworkPolicy {
-        metadata: meta(
-            options,
-            &format!("{}-webhook-ingress", options.name),
-            Some(&options.namespace),
-        ),
+        metadata: meta(options, name, Some(&options.namespace)),
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(LabelSelector {
                 match_labels: Some(selector_labels(options)),
                 match_expressions: None,
             }),
-            policy_types: Some(vec!["Ingress".into()]),
-            ingress: Some(vec![
-                NetworkPolicyIngressRule {
-                    from: Some(
-                        options
-                            .webhook_ingress_cidrs
-                            .iter()
-                            .map(|cidr| NetworkPolicyPeer {
-                                ip_block: Some(IPBlock {
-                                    cidr: cidr.clone(),
-                                    except: None,
-                                }),
-                                ..Default::default()
-                            })
-                            .collect(),
-                    ),
-                    ports: Some(if options.runs(Component::Sessions) {
-                        vec![port("webhook"), port("sessions")]
-                    } else {
-                        vec![port("webhook")]
-                    }),
-                },
-                NetworkPolicyIngressRule {
-                    from: None,
-                    ports: Some(vec![port("metrics"), port("health")]),
-                },
-            ]),
+            policy_types: Some(vec![policy_type.into()]),
+            ingress: None,
             egress: None,
         }),
     }

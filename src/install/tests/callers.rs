@@ -6,7 +6,7 @@ use k8s_openapi::{
     apimachinery::pkg::util::intstr::IntOrString,
 };
 
-use super::{of_kind, scoped, typed};
+use super::{manager_args_of, of_kind, scoped, typed};
 use crate::install::*;
 
 fn with_caller_options() -> InstallOptions {
@@ -236,12 +236,7 @@ fn an_install_with_webhooks_chooses_how_their_callers_are_checked() {
         ..scoped()
     };
     assert!(unverified.caller_choice().is_ok());
-    let manifests = install_objects(&unverified).unwrap();
-    let deployment: Deployment = typed(of_kind(&manifests, "Deployment")[0]);
-    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
-        .args
-        .clone()
-        .unwrap();
+    let args = manager_args_of(&install_objects(&unverified).unwrap());
     assert!(
         args.contains(&"--unverified-webhook-callers".to_string()),
         "{args:?}"
