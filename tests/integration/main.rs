@@ -38,4 +38,5 @@ mod streams;
 mod support;
 mod targets;
 mod user_roles;
+mod versions;
 mod webhooks;
