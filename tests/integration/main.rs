@@ -17,6 +17,7 @@ mod grants;
 mod harness;
 mod helm;
 mod hostile;
+mod image;
 mod install;
 mod manager;
 mod monitoring;
