@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test image bench crds manifests fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
+.PHONY: run test image release bench crds manifests fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane with two kwok nodes, oz-manager and a demo; Ctrl-C stops everything
 run:
@@ -18,6 +18,12 @@ test: fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-
 IMAGE_PROFILE ?= release
 image:
 	hack/image.sh $(IMAGE_PROFILE)
+
+## release: everything a release ships, into target/release-artifacts/: the image, static ozctl,
+##          the packaged chart, the CRDs and install.yaml, a krew manifest, SBOMs and SHA256SUMS.
+##          Always the full release profile.
+release:
+	hack/release.sh
 
 ## bench: API calls per grant, time to access, revocation lag, scale (10,000 and 50,000 grants)
 ##        and webhook latency of a release oz-manager on a private local control plane; prints a
