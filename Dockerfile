@@ -1,7 +1,10 @@
 # syntax=docker/dockerfile:1
-# oz-manager as a small, static image that runs as non-root:
+# oz-manager as a small, static image that runs as non-root, for those with registries at hand:
 #
-#   docker build -t oz:dev .
+#   docker build --build-arg OZ_GIT_COMMIT=$(git rev-parse --short=12 HEAD) -t oz:dev .
+#
+# `make image` (hack/image.sh) builds the same binaries with the same cargo flags without pulling
+# anything, and src/install/tests/image_recipe.rs keeps the two recipes alike.
 #
 # The build stage is Rust on Alpine, so the binary links musl statically (the default for musl
 # targets; ring's C and assembly need gcc and musl-dev). The final stage is distroless static:
@@ -33,14 +36,16 @@ RUN mkdir -p src/bin api/src audit/src webhooks/src sessions/src cli/src tests/s
  && echo 'fn main() {}' > cli/src/main.rs \
  && touch src/lib.rs api/src/lib.rs audit/src/lib.rs webhooks/src/lib.rs sessions/src/lib.rs \
           cli/src/lib.rs tests/support/src/lib.rs tests/integration/main.rs \
- && cargo build --release --locked --bin oz-manager \
+ && cargo build --locked --profile release -p oz -p ozctl --bin oz-manager --bin ozctl \
  && rm -rf src api/src audit/src webhooks/src sessions/src cli/src tests bench/src
 
 # Then oz itself. COPY keeps the files' own modification times, which can be older than the
 # stand-ins' build: touching the sources makes cargo rebuild oz's crates (and only those).
 COPY . .
-RUN find src api/src audit/src webhooks/src sessions/src -name '*.rs' -exec touch {} + \
- && cargo build --release --locked --bin oz-manager \
+# The commit `--version` names (`unknown` unless given).
+ARG OZ_GIT_COMMIT
+RUN find src api/src audit/src webhooks/src sessions/src cli/src -name '*.rs' -exec touch {} + \
+ && cargo build --locked --profile release -p oz -p ozctl --bin oz-manager --bin ozctl \
  && install -D target/release/oz-manager /out/oz-manager
 
 FROM gcr.io/distroless/static:nonroot

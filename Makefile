@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test bench crds manifests fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
+.PHONY: run test image release bench crds manifests fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane with two kwok nodes, oz-manager and a demo; Ctrl-C stops everything
 run:
@@ -10,6 +10,20 @@ run:
 
 ## test: everything CI checks: formatting, lints, CRD and install drift, unit and integration tests
 test: fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test
+
+## image: oz-manager in a minimal non-root image, built here with nothing pulled: static x86_64
+##        (musl) binaries, assembled by buildah into target/image/oz.oci.tar, tagged oz:VERSION.
+##        IMAGE_PROFILE=ci-image builds the same recipe optimised less (what CI tests). Needs
+##        musl-tools and buildah (docs/development.md).
+IMAGE_PROFILE ?= release
+image:
+	hack/image.sh $(IMAGE_PROFILE)
+
+## release: everything a release ships, into target/release-artifacts/: the image, static ozctl,
+##          the packaged chart, the CRDs and install.yaml, a krew manifest, SBOMs and SHA256SUMS.
+##          Always the full release profile.
+release:
+	hack/release.sh
 
 ## bench: API calls per grant, time to access, revocation lag, scale (10,000 and 50,000 grants)
 ##        and webhook latency of a release oz-manager on a private local control plane; prints a

@@ -16,6 +16,7 @@ mod crds;
 #[macro_use]
 mod crd_shape;
 pub mod approval;
+pub mod build_info;
 pub mod duration;
 mod exec;
 pub mod expiry_table;

@@ -150,9 +150,9 @@ pub fn command(program: &str) -> clap::Command {
 }
 
 /// Parses `args` (with `argv[0]`) as the command line of `program`; clap's own errors, `--help`
-/// and `--version` exit the process as usual.
-pub fn parse(program: &str, args: Vec<OsString>) -> Cli {
-    let command = command(program);
+/// and `--version` (which names `commit`: see [`oz_api::build_info`]) exit the process as usual.
+pub fn parse(program: &str, commit: Option<&str>, args: Vec<OsString>) -> Cli {
+    let command = command(program).version(oz_api::build_info::version_text(commit));
     let matches = command.get_matches_from(args);
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
@@ -176,11 +176,12 @@ pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
     }
 }
 
-/// ozctl's `main`: parse, run, print the error as one line, exit with its code.
-pub fn main() -> ExitCode {
+/// ozctl's `main`: parse, run, print the error as one line, exit with its code. `commit` is the
+/// one the binary was built from, for `--version`.
+pub fn main(commit: Option<&str>) -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let program = program_name(args.first().map(OsString::as_os_str));
-    let cli = parse(&program, args);
+    let cli = parse(&program, commit, args);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -28,7 +28,9 @@ fn purge_freed_pages_at_once() {
 
 fn main() -> std::process::ExitCode {
     purge_freed_pages_at_once();
-    oz::manager::Command::parse_and_run()
+    // Read here, in the binary, not in the library: cargo recompiles whatever reads the
+    // variable when it changes, and a new commit should relink oz-manager, not rebuild oz.
+    oz::manager::Command::parse_and_run(option_env!("OZ_GIT_COMMIT"))
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@ use oz_webhooks::{Registration, WebhookEndpoint};
 
 use super::{ManifestError, registration::webhook_registration};
 
-/// The image of the default install: a placeholder until oz publishes images. Build your own
-/// with the `Dockerfile` and pass `--image`.
-pub const DEFAULT_IMAGE: &str = "ghcr.io/oz-rs/oz:latest";
+/// The image of the default install: `oz`, tagged with this version, as `make image` builds
+/// it. No registry publishes it: load the image into the cluster's nodes, or push it to a
+/// registry of your own and pass `--image` (`docs/install.md`).
+pub const DEFAULT_IMAGE: &str = concat!("oz:", env!("CARGO_PKG_VERSION"));
 /// The operator's namespace in the default install.
 pub const DEFAULT_NAMESPACE: &str = "oz-system";
 /// The base name of the default install (see [`InstallOptions::name`]).
@@ -124,7 +125,7 @@ impl FromStr for Component {
 }
 
 /// What to install. [`InstallOptions::default`] is the default install: namespace `oz-system`,
-/// every namespace watched, every controller, the placeholder [`DEFAULT_IMAGE`].
+/// every namespace watched, every controller, the image `make image` builds ([`DEFAULT_IMAGE`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstallOptions {
     /// The operator's namespace: its Deployment, Services, Lease and certificate Secrets.

@@ -5,7 +5,7 @@ use std::{
     process::ExitCode,
 };
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use futures::FutureExt;
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 
@@ -114,9 +114,10 @@ impl ManifestsArgs {
 }
 
 impl Command {
-    /// Parses the process's arguments (clap exits on a usage error) and does what they say:
-    /// prints, or runs until SIGTERM or Ctrl-C.
-    pub fn parse_and_run() -> ExitCode {
+    /// Parses the process's arguments (clap exits on a usage error, and on `--version`, which
+    /// names `commit`: see [`oz_api::build_info`]) and does what they say: prints, or runs
+    /// until SIGTERM or Ctrl-C.
+    pub fn parse_and_run(commit: Option<&str>) -> ExitCode {
         // First, before the allocator has touched more than a few pages: the kernel keeps a
         // huge page faulted in before this as it is.
         if let Err(error) = memory::turn_off_huge_pages() {
@@ -124,7 +125,18 @@ impl Command {
                 "oz-manager: could not turn transparent huge pages off ({error}); it may hold more memory than it uses"
             );
         }
-        Self::parse().run()
+        let matches = Self::command_with_commit(commit).get_matches();
+        match Self::from_arg_matches(&matches) {
+            Ok(command) => command.run(),
+            Err(e) => e.exit(),
+        }
+    }
+
+    /// The clap command, its `--version` naming `commit`.
+    pub fn command_with_commit(commit: Option<&str>) -> clap::Command {
+        // Once per process: clap keeps a `'static` version unless its `string` feature is on.
+        let version: &'static str = oz_api::build_info::version_text(commit).leak();
+        Self::command().version(version)
     }
 
     /// The run flags, when no subcommand was given.

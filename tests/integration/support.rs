@@ -218,6 +218,7 @@ pub async fn create_manifest(
 /// `target/tmp/oz-manager-<namespace>-<n>.log`. It is killed when dropped.
 pub struct Operator {
     child: std::process::Child,
+    binary: std::path::PathBuf,
     namespace: String,
     kubeconfig: std::path::PathBuf,
     args: Vec<String>,
@@ -239,8 +240,29 @@ impl Operator {
         kubeconfig: &std::path::Path,
         args: &[&str],
     ) -> Operator {
+        Self::start_binary(
+            std::path::Path::new(env!("CARGO_BIN_EXE_oz-manager")),
+            namespace,
+            kubeconfig,
+            args,
+        )
+    }
+
+    /// Starts the oz-manager `binary` (another build than this run's: the image's) for
+    /// `namespace` with extra flags, as whoever `kubeconfig` names.
+    pub fn start_binary(
+        binary: &std::path::Path,
+        namespace: &str,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+    ) -> Operator {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        Self::spawn(namespace, kubeconfig.to_path_buf(), args)
+        Self::spawn(
+            binary.to_path_buf(),
+            namespace,
+            kubeconfig.to_path_buf(),
+            args,
+        )
     }
 
     /// Whether the process is still running.
@@ -253,7 +275,12 @@ impl Operator {
         self.child.id()
     }
 
-    fn spawn(namespace: &str, kubeconfig: std::path::PathBuf, args: Vec<String>) -> Operator {
+    fn spawn(
+        binary: std::path::PathBuf,
+        namespace: &str,
+        kubeconfig: std::path::PathBuf,
+        args: Vec<String>,
+    ) -> Operator {
         let run = OPERATOR_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("oz-manager-{namespace}-{run}.log"));
@@ -261,7 +288,7 @@ impl Operator {
         // Webhooks are only run where a test asks for them (they register cluster-wide objects).
         let parts = (!args.iter().any(|a| a.starts_with("--controllers")))
             .then_some("--controllers=exec,pod");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_oz-manager"))
+        let child = std::process::Command::new(&binary)
             .arg(format!("--watch-namespaces={namespace}"))
             .args(parts)
             .args(&args)
@@ -274,6 +301,7 @@ impl Operator {
             .unwrap();
         Operator {
             child,
+            binary,
             namespace: namespace.into(),
             kubeconfig,
             args,
@@ -290,7 +318,12 @@ impl Operator {
     /// Starts a new process with the same flags (after [`Operator::kill`]).
     pub fn restart(&mut self) {
         self.kill();
-        let next = Self::spawn(&self.namespace, self.kubeconfig.clone(), self.args.clone());
+        let next = Self::spawn(
+            self.binary.clone(),
+            &self.namespace,
+            self.kubeconfig.clone(),
+            self.args.clone(),
+        );
         *self = next;
     }
 }

@@ -1,9 +1,11 @@
-//! The Dockerfile, checked against the workspace, since no registry is reachable to build it
-//! here: every workspace member's manifest is in its dependency layer (cargo cannot load the
-//! workspace without them), every crate oz-manager is built from is rebuilt from its own
-//! sources, and every port oz-manager serves is exposed.
+//! The two image recipes, checked against the workspace and each other. The Dockerfile cannot be
+//! built here (no registry is reachable): every workspace member's manifest is in its dependency
+//! layer (cargo cannot load the workspace without them), every crate it builds is rebuilt from
+//! its own sources, and every port oz-manager serves is exposed. `make image`'s script
+//! (`hack/image.sh`, built and tested in CI) builds the same packages and binaries with the same
+//! cargo flags, and gives its image the same user, entrypoint and ports.
 
-use crate::install::{HEALTH_PORT, METRICS_PORT, SESSIONS_PORT, WEBHOOK_PORT};
+use crate::install::{HEALTH_PORT, METRICS_PORT, RUN_AS, SESSIONS_PORT, WEBHOOK_PORT};
 
 fn repository_file(path: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
@@ -83,15 +85,191 @@ fn the_crates_oz_manager_is_built_from_are_rebuilt_from_their_sources() {
 fn the_image_exposes_every_port_oz_manager_serves() {
     let dockerfile = repository_file("Dockerfile");
     let exposed = instruction_with(&dockerfile, "EXPOSE");
-    for port in [
-        METRICS_PORT,
-        HEALTH_PORT,
-        WEBHOOK_PORT,
-        i32::from(SESSIONS_PORT),
-    ] {
+    for port in served_ports() {
         assert!(
             exposed.split_whitespace().any(|p| p == port.to_string()),
             "port {port} is not exposed: {exposed}"
         );
     }
+}
+
+/// The ports every port constant of oz-manager's says it serves.
+fn served_ports() -> Vec<i32> {
+    vec![
+        METRICS_PORT,
+        HEALTH_PORT,
+        WEBHOOK_PORT,
+        i32::from(SESSIONS_PORT),
+    ]
+}
+
+/// The arguments of the `cargo build` in `command`, up to the end of that command.
+fn cargo_build_args(command: &str) -> Vec<String> {
+    let (_, rest) = command
+        .split_once("cargo build ")
+        .unwrap_or_else(|| panic!("no `cargo build` in {command:?}"));
+    let build = rest.split("&&").next().unwrap_or_default();
+    build.split_whitespace().map(String::from).collect()
+}
+
+/// `args` without the flags that say how to build, not what: the profile (the script's is chosen
+/// when it runs) and the target (the Dockerfile's Alpine is musl to begin with). Sorted.
+fn what_is_built(args: &[String]) -> Vec<String> {
+    let mut what = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--profile" || arg == "--target" {
+            args.next();
+        } else {
+            what.push(arg.clone());
+        }
+    }
+    what.sort();
+    what
+}
+
+/// The value after each `flag` in `args`.
+fn values_of(args: &[String], flag: &str) -> Vec<String> {
+    args.windows(2)
+        .filter(|pair| pair[0] == flag)
+        .map(|pair| pair[1].clone())
+        .collect()
+}
+
+/// The `name` of the package whose manifest is `manifest`.
+fn package_name(manifest: &str) -> String {
+    let package = manifest
+        .split_once("[package]")
+        .unwrap_or_else(|| panic!("no [package] in {manifest}"))
+        .1;
+    package
+        .lines()
+        .find_map(|l| l.strip_prefix("name = "))
+        .expect("a package name")
+        .trim_matches('"')
+        .to_string()
+}
+
+/// The `cargo build` of `make image`'s script, and those of the Dockerfile (its dependency layer
+/// and its final build).
+fn image_builds() -> (Vec<String>, Vec<Vec<String>>) {
+    let script = repository_file("hack/image.sh");
+    let script_build = script
+        .lines()
+        .find(|l| l.trim_start().starts_with("cargo build "))
+        .expect("hack/image.sh runs `cargo build`");
+    let dockerfile = repository_file("Dockerfile");
+    let docker_builds = [
+        instruction_with(&dockerfile, "mkdir -p"),
+        instruction_with(&dockerfile, "-exec touch"),
+    ]
+    .iter()
+    .map(|run| cargo_build_args(run))
+    .collect();
+    (cargo_build_args(script_build), docker_builds)
+}
+
+#[test]
+fn make_image_builds_what_the_dockerfile_builds_with_the_same_flags() {
+    let (script, docker) = image_builds();
+    for build in &docker {
+        assert_eq!(
+            what_is_built(build),
+            what_is_built(&script),
+            "the Dockerfile builds {build:?}, hack/image.sh {script:?}"
+        );
+        assert_eq!(
+            values_of(build, "--profile"),
+            ["release"],
+            "the Dockerfile builds the full release profile: {build:?}"
+        );
+    }
+    for flag in ["--locked", "--bin"] {
+        assert!(script.contains(&flag.to_string()), "{flag}: {script:?}");
+    }
+    assert_eq!(
+        values_of(&script, "--target"),
+        ["\"$rust_target\""],
+        "{script:?}"
+    );
+    // Both strip the binaries and name the commit they build.
+    let (script_text, dockerfile) = (
+        repository_file("hack/image.sh"),
+        repository_file("Dockerfile"),
+    );
+    for text in [&script_text, &dockerfile] {
+        assert!(text.contains("_STRIP=symbols"), "binaries not stripped");
+        assert!(text.contains("OZ_GIT_COMMIT"), "no commit for --version");
+    }
+}
+
+#[test]
+fn make_image_builds_workspace_members_binaries_and_nothing_else() {
+    let (script, _) = image_builds();
+    let members = workspace_members();
+    let manifests: Vec<(String, String)> = std::iter::once(".".to_string())
+        .chain(members)
+        .map(|dir| {
+            let manifest = repository_file(&format!("{dir}/Cargo.toml"));
+            (package_name(&manifest), manifest)
+        })
+        .collect();
+    let packages = values_of(&script, "-p");
+    for package in &packages {
+        assert!(
+            manifests.iter().any(|(name, _)| name == package),
+            "hack/image.sh builds package {package}, which is no workspace member"
+        );
+    }
+    for binary in values_of(&script, "--bin") {
+        let declared = format!("name = \"{binary}\"");
+        assert!(
+            manifests
+                .iter()
+                .any(|(name, manifest)| packages.contains(name)
+                    && manifest.contains("[[bin]]")
+                    && manifest.contains(&declared)),
+            "no package hack/image.sh builds declares the binary {binary}"
+        );
+    }
+}
+
+#[test]
+fn both_images_run_oz_manager_as_65532_and_expose_every_port_it_serves() {
+    let script = repository_file("hack/image.sh").replace("\\\n", " ");
+    let dockerfile = repository_file("Dockerfile");
+    let entrypoint = "/usr/local/bin/oz-manager";
+    assert!(
+        script.contains(&format!("--entrypoint '[\"{entrypoint}\"]'"))
+            && dockerfile.contains(&format!("ENTRYPOINT [\"{entrypoint}\"]")),
+        "both images run {entrypoint}"
+    );
+    assert!(
+        script.contains(&format!(" \"$rootfs{entrypoint}\""))
+            && dockerfile.contains(&format!("/out/oz-manager {entrypoint}")),
+        "both images put oz-manager at {entrypoint}"
+    );
+    assert!(
+        script.contains(&format!("--user {RUN_AS}:{RUN_AS}"))
+            && dockerfile.contains(&format!("USER {RUN_AS}:{RUN_AS}")),
+        "both images run as {RUN_AS}"
+    );
+    let config = script
+        .lines()
+        .find(|l| l.contains("--port"))
+        .expect("hack/image.sh exposes ports");
+    let words: Vec<String> = config.split_whitespace().map(String::from).collect();
+    let mut exposed: Vec<i32> = values_of(&words, "--port")
+        .iter()
+        .map(|p| {
+            let number = p
+                .strip_suffix("/tcp")
+                .unwrap_or_else(|| panic!("{p} is not TCP"));
+            number.parse().unwrap()
+        })
+        .collect();
+    exposed.sort();
+    let mut served = served_ports();
+    served.sort();
+    assert_eq!(exposed, served, "hack/image.sh's ports");
 }
