@@ -8,6 +8,7 @@
 //! error that keeps the check from running (a file or key that cannot be read) exits 2, a
 //! problem the check finds exits 1.
 
+pub mod recordings;
 pub mod review;
 pub mod verify;
 
