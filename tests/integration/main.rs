@@ -34,6 +34,7 @@ mod sessions_broker;
 mod sessions_end_to_end;
 mod sessions_front_door;
 mod sessions_plane;
+mod sessions_recorded;
 mod streams;
 mod support;
 mod targets;
