@@ -27,6 +27,10 @@ use crate::{
     recording::tap::{InputTap, OutputTap},
 };
 
+/// The most stdin bytes forwarded in one message to the pod: a client's larger message is
+/// split (the channel protocol lets stdin come in any pieces).
+pub const FORWARDED_STDIN_BYTES: usize = 16 * 1024;
+
 /// Client to pod, until either side closes. `last_input` is when the user last sent anything
 /// (for the idle timeout).
 pub async fn forward_input(
@@ -43,7 +47,19 @@ pub async fn forward_input(
                     Input::Stdin(data) => {
                         touch(last_input);
                         metrics.piped("input", data.len());
-                        tap.stdin(data).await;
+                        // Recorded and forwarded a piece at a time: each piece reaches the
+                        // pod once it is recorded, and a large message is never held (or
+                        // buffered to send) whole a second time.
+                        for piece in data.chunks(FORWARDED_STDIN_BYTES) {
+                            tap.stdin(piece).await;
+                            let mut message = Vec::with_capacity(piece.len() + 1);
+                            message.push(frames::STDIN);
+                            message.extend_from_slice(piece);
+                            if up_tx.send(UpMessage::Binary(message.into())).await.is_err() {
+                                return Ended::new(SessionEndReason::Failed, true, false);
+                            }
+                        }
+                        continue;
                     }
                     Input::Resize(cols, rows) => {
                         touch(last_input);

@@ -52,7 +52,7 @@ pub const FLUSH_BYTES: usize = 64 * 1024;
 /// How many bytes of one session's events may wait for the store: input beyond that waits,
 /// output beyond that is counted instead of kept, so a slow or broken store never grows oz's
 /// memory without bound.
-pub const MAX_BUFFERED_BYTES: usize = 1024 * 1024;
+pub const MAX_BUFFERED_BYTES: usize = 256 * 1024;
 /// How long [`Recording::finish`] waits for the store; the writer finishes in the background
 /// after that.
 pub const FINISH_TIMEOUT: Duration = Duration::from_secs(30);

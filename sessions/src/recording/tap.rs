@@ -7,7 +7,8 @@
 //!   user sees; output that finds no room is counted and digested instead, and a marker says
 //!   how many bytes, their SHA-256 and why.
 //!
-//! Both cut text into events of at most [`MAX_EVENT_TEXT_BYTES`], and both stop at the
+//! Both cut what they are given into events of at most [`MAX_EVENT_TEXT_BYTES`] (and an
+//! incomplete character carried over), and both stop at the
 //! session's cap ([`super::limits`]): from there on their text is counted and digested, and
 //! [`finish_markers`](InputTap::finish_markers) says so at the end.
 
@@ -21,7 +22,7 @@ use tokio::{
 
 use super::{
     RecordingDigest,
-    cast::{self, MAX_EVENT_TEXT_BYTES, Utf8Carry, pieces},
+    cast::{self, MAX_EVENT_TEXT_BYTES, Utf8Carry},
     limits::{Cap, SessionBudget},
     unrecorded::Unrecorded,
 };
@@ -162,12 +163,13 @@ impl InputTap {
         if !self.record_input {
             return;
         }
-        if let Some(text) = self.carry.push(bytes) {
-            let t = self.queue.elapsed();
-            for piece in pieces(&text, MAX_EVENT_TEXT_BYTES) {
-                let line = cast::event_line(t, "i", piece);
+        let t = self.queue.elapsed();
+        // A piece at a time: a large frame is never copied or escaped whole.
+        for chunk in bytes.chunks(MAX_EVENT_TEXT_BYTES) {
+            if let Some(piece) = self.carry.push(chunk) {
+                let line = cast::event_line(t, "i", &piece);
                 if self.queue.admit(line.len()).is_err() {
-                    self.after_cap.add(piece);
+                    self.after_cap.add(&piece);
                     continue;
                 }
                 let room = self.queue.room(line.len()).await;
@@ -238,11 +240,13 @@ impl OutputTap {
     /// Records bytes the pod wrote. Output that finds no room in the queue is counted,
     /// digested and named by a marker once there is room again.
     pub fn record(&mut self, bytes: &[u8]) {
-        let Some(text) = self.carry.push(bytes) else {
-            return;
-        };
         let t = self.queue.elapsed();
-        for piece in pieces(&text, MAX_EVENT_TEXT_BYTES) {
+        // A piece at a time: a large frame is never copied or escaped whole.
+        for chunk in bytes.chunks(MAX_EVENT_TEXT_BYTES) {
+            let Some(piece) = self.carry.push(chunk) else {
+                continue;
+            };
+            let piece = piece.as_str();
             if self.queue.capped() {
                 self.after_cap.add(piece);
                 continue;
