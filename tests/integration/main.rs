@@ -30,6 +30,7 @@ mod pod;
 mod pod_squatting;
 mod recordings;
 mod security;
+mod sessions_bounds;
 mod sessions_broker;
 mod sessions_end_to_end;
 mod sessions_front_door;
