@@ -19,6 +19,28 @@ impl Hash {
         Hash(hash)
     }
 
+    /// The SHA-256 and length of everything `reader` yields, read a piece at a time: what
+    /// `ozctl audit verify --recordings` compares a recording file with its session-end record.
+    pub fn of_reader(mut reader: impl std::io::Read) -> std::io::Result<(Hash, u64)> {
+        let mut context = ring::digest::Context::new(&SHA256);
+        let mut buffer = vec![0; 64 * 1024];
+        let mut length = 0u64;
+        loop {
+            match reader.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    context.update(&buffer[..n]);
+                    length += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut hash = [0; 32];
+        hash.copy_from_slice(context.finish().as_ref());
+        Ok((Hash(hash), length))
+    }
+
     /// Reads 64 lowercase hex characters; anything else is `None`.
     pub fn from_hex(text: &str) -> Option<Hash> {
         let text = text.as_bytes();
@@ -84,6 +106,7 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!(Hash::from_hex(&hash.to_string()), Some(hash));
+        assert_eq!(Hash::of_reader(&b"abc"[..]).unwrap(), (hash, 3));
         assert_eq!(Hash::GENESIS.to_string(), "0".repeat(64));
         for bad in [
             "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",

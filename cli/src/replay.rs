@@ -1,11 +1,13 @@
 //! `ozctl replay SESSION`: plays a brokered session's recording (asciicast v2, read through
 //! oz's aggregated API, `sessions.wizardofoz.co`) on the terminal at the pace it was recorded,
-//! or saves it for `asciinema play`. The player is pure over the parsed events ([`parse`],
-//! [`schedule`]); only [`run`] talks to the cluster and the terminal.
+//! or saves it for `asciinema play`. The recording is streamed, line by line, never read whole
+//! (it may be as large as oz's cap). The player is pure over the parsed events ([`parse`],
+//! [`Pacer`]); only [`run`] talks to the cluster and the terminal.
 
 use std::{io::Write, path::PathBuf, time::Duration};
 
 use clap::Args;
+use futures::{AsyncBufRead, AsyncBufReadExt, StreamExt};
 use oz_api::{SESSIONS_GROUP, SESSIONS_VERSION};
 use serde_json::Value;
 
@@ -66,51 +68,96 @@ pub fn parse(text: &str) -> Result<Cast, String> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty());
     let (_, first) = lines.next().ok_or("the recording is empty")?;
-    let header: Value =
-        serde_json::from_str(first).map_err(|e| format!("line 1 is not a header: {e}"))?;
-    if header.get("version").and_then(Value::as_u64) != Some(2) {
-        return Err("it is not an asciicast v2 recording".into());
-    }
+    let header = parse_header(first)?;
     let events = lines
-        .map(|(n, line)| {
-            serde_json::from_str::<(f64, String, String)>(line)
-                .map(|(time, code, data)| Event { time, code, data })
-                .map_err(|e| format!("line {} is not an event: {e}", n + 1))
-        })
+        .map(|(n, line)| parse_event(line, n + 1))
         .collect::<Result<_, _>>()?;
     Ok(Cast { header, events })
 }
 
-/// What to print and how long to wait before it: the output events, each after the recorded
-/// time since the one before (any pause cut to [`IDLE_LIMIT`]) divided by `speed`; no waits
-/// with `no_wait`.
-pub fn schedule(events: &[Event], speed: f64, no_wait: bool) -> Vec<(Duration, &str)> {
-    let mut plan = Vec::new();
-    let mut previous = 0.0_f64;
-    let mut waited = 0.0_f64;
-    for event in events {
-        let gap = (event.time - previous).clamp(0.0, IDLE_LIMIT.as_secs_f64());
-        previous = previous.max(event.time);
-        waited += gap;
-        if event.code == "o" {
-            let wait = if no_wait { 0.0 } else { waited / speed };
-            plan.push((Duration::from_secs_f64(wait), event.data.as_str()));
-            waited = 0.0;
+/// The header line: an asciicast v2 header object.
+pub fn parse_header(line: &str) -> Result<Value, String> {
+    let header: Value =
+        serde_json::from_str(line).map_err(|e| format!("line 1 is not a header: {e}"))?;
+    if header.get("version").and_then(Value::as_u64) != Some(2) {
+        return Err("it is not an asciicast v2 recording".into());
+    }
+    Ok(header)
+}
+
+/// Event line number `n`.
+pub fn parse_event(line: &str, n: usize) -> Result<Event, String> {
+    serde_json::from_str::<(f64, String, String)>(line)
+        .map(|(time, code, data)| Event { time, code, data })
+        .map_err(|e| format!("line {n} is not an event: {e}"))
+}
+
+/// Paces output events as they come: each after the recorded time since the one before (any
+/// pause cut to [`IDLE_LIMIT`]) divided by `speed`; no waits with `no_wait`.
+#[derive(Debug)]
+pub struct Pacer {
+    speed: f64,
+    no_wait: bool,
+    previous: f64,
+    waited: f64,
+}
+
+impl Pacer {
+    pub fn new(speed: f64, no_wait: bool) -> Self {
+        Self {
+            speed,
+            no_wait,
+            previous: 0.0,
+            waited: 0.0,
         }
     }
-    plan
+
+    /// For an output event, how long to wait before printing it; `None` for other events
+    /// (whose time still counts).
+    pub fn next(&mut self, event: &Event) -> Option<Duration> {
+        let gap = (event.time - self.previous).clamp(0.0, IDLE_LIMIT.as_secs_f64());
+        self.previous = self.previous.max(event.time);
+        self.waited += gap;
+        if event.code != "o" {
+            return None;
+        }
+        let wait = if self.no_wait {
+            0.0
+        } else {
+            self.waited / self.speed
+        };
+        self.waited = 0.0;
+        Some(Duration::from_secs_f64(wait))
+    }
+}
+
+/// What to print and how long to wait before it, for a whole recording (see [`Pacer`]).
+pub fn schedule(events: &[Event], speed: f64, no_wait: bool) -> Vec<(Duration, &str)> {
+    let mut pacer = Pacer::new(speed, no_wait);
+    events
+        .iter()
+        .filter_map(|event| pacer.next(event).map(|wait| (wait, event.data.as_str())))
+        .collect()
+}
+
+/// The reason of an `end: <reason>` marker.
+fn end_reason(event: &Event) -> Option<&str> {
+    (event.code == "m")
+        .then_some(event.data.strip_prefix("end: "))
+        .flatten()
 }
 
 /// One line about the recording for stderr: whose session it was and how it ended.
 pub fn summary(cast: &Cast) -> String {
-    let oz = &cast.header["oz"];
-    let title = cast.header["title"].as_str().unwrap_or("a session");
+    let end = cast.events.iter().rev().find_map(end_reason);
+    summary_of(&cast.header, end)
+}
+
+/// [`summary`] from the header and the end marker's reason, if there was one.
+fn summary_of(header: &Value, end: Option<&str>) -> String {
+    let oz = &header["oz"];
+    let title = header["title"].as_str().unwrap_or("a session");
     let user = oz["user"].as_str().unwrap_or("someone");
-    let end = cast.events.iter().rev().find_map(|e| {
-        (e.code == "m")
-            .then_some(e.data.strip_prefix("end: "))
-            .flatten()
-    });
     match end {
         Some(reason) => format!("{title} by {user}: ended ({reason})"),
         None => format!(
@@ -121,10 +168,13 @@ pub fn summary(cast: &Cast) -> String {
 
 /// Runs `ozctl replay`.
 pub async fn run(session: &Session, args: ReplayArgs) -> Result<(), CliError> {
-    let text = fetch(session, &args.session).await?;
+    let body = fetch(session, &args.session).await?;
     if let Some(path) = &args.output {
-        std::fs::write(path, &text)
-            .map_err(|e| CliError::Output(format!("{}: {e}", path.display())))?;
+        let saved = |e: std::io::Error| CliError::Output(format!("{}: {e}", path.display()));
+        let file = std::fs::File::create(path).map_err(saved)?;
+        futures::io::copy_buf(body, &mut futures::io::AllowStdIo::new(file))
+            .await
+            .map_err(saved)?;
         eprintln!(
             "saved session {} to {}; play it with: asciinema play {}",
             args.session,
@@ -133,29 +183,55 @@ pub async fn run(session: &Session, args: ReplayArgs) -> Result<(), CliError> {
         );
         return Ok(());
     }
-    let cast = parse(&text).map_err(|e| {
+    let unplayable = |e: String| {
         CliError::Api(format!(
             "the recording of session {} cannot be played: {e}; save it with --output FILE to look at it",
             args.session
         ))
-    })?;
+    };
+    let unreadable = |e: std::io::Error| {
+        CliError::Api(format!(
+            "the recording of session {} could not be read to its end: {e}",
+            args.session
+        ))
+    };
+    let mut lines = body
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| std::future::ready(!matches!(line, Ok(l) if l.trim().is_empty())));
+    let header = match lines.next().await {
+        None => return Err(unplayable("the recording is empty".into())),
+        Some((_, line)) => parse_header(&line.map_err(unreadable)?).map_err(unplayable)?,
+    };
+    let mut pacer = Pacer::new(args.speed, args.no_wait);
+    let mut end = None;
     let mut stdout = std::io::stdout();
-    for (wait, data) in schedule(&cast.events, args.speed, args.no_wait) {
+    while let Some((n, line)) = lines.next().await {
+        let event = parse_event(&line.map_err(unreadable)?, n + 1).map_err(unplayable)?;
+        if let Some(reason) = end_reason(&event) {
+            end = Some(reason.to_owned());
+        }
+        let Some(wait) = pacer.next(&event) else {
+            continue;
+        };
         if !wait.is_zero() {
             stdout.flush()?;
             tokio::time::sleep(wait).await;
         }
-        stdout.write_all(data.as_bytes())?;
+        stdout.write_all(event.data.as_bytes())?;
     }
     stdout.flush()?;
     // The recording itself is what the pod printed, as kubectl exec would show it; its title
     // (the command) and user are shown escaped.
-    eprintln!("\r\nreplayed {}", printable_line(&summary(&cast)));
+    eprintln!(
+        "\r\nreplayed {}",
+        printable_line(&summary_of(&header, end.as_deref()))
+    );
     Ok(())
 }
 
-/// GETs the recording through the aggregated API.
-async fn fetch(session: &Session, id: &str) -> Result<String, CliError> {
+/// GETs the recording through the aggregated API, as a stream of its bytes.
+async fn fetch(session: &Session, id: &str) -> Result<impl AsyncBufRead + Unpin + use<>, CliError> {
     let path = format!(
         "/apis/{SESSIONS_GROUP}/{SESSIONS_VERSION}/namespaces/{}/recordings/{id}",
         session.namespace
@@ -169,8 +245,9 @@ async fn fetch(session: &Session, id: &str) -> Result<String, CliError> {
         .map_err(|e| CliError::Api(e.to_string()))?;
     session
         .client
-        .request_text(request)
+        .request_stream(request)
         .await
+        .map(Box::pin)
         .map_err(|error| match &error {
             kube::Error::Api(status) if status.code == 403 => CliError::Forbidden {
                 message: format!(

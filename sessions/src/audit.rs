@@ -9,26 +9,38 @@ use oz_webhooks::{
     callers::CallerKind,
 };
 
-use crate::SessionInfo;
+use crate::{SessionInfo, recording::RecordingDigest};
 
 /// The `event` of the record written when a session opens.
 pub const SESSION_START: &str = "session-start";
 /// The `event` of the record written when a session ends.
 pub const SESSION_END: &str = "session-end";
 
-/// The record of `info`'s start (no `ended`) or end (`ended`: when and why), under `grant`
-/// (approvers included), with its recording key. The caller is the apiserver: the broker only
-/// serves requests whose front-proxy certificate was verified.
+/// How a session ended, for its `session-end` record: when, why, and the digest of its
+/// recording file (`None` when the store could not write it in time).
+#[derive(Clone, Debug)]
+pub struct SessionEnd {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Why.
+    pub reason: SessionEndReason,
+    /// The recording file's SHA-256 and length.
+    pub recording: Option<RecordingDigest>,
+}
+
+/// The record of `info`'s start (no `ended`) or end, under `grant` (approvers included), with
+/// its recording key. The caller is the apiserver: the broker only serves requests whose
+/// front-proxy certificate was verified.
 pub fn session_record(
     info: &SessionInfo,
     grant: &Grant,
     stdin: bool,
     recording: &str,
-    ended: Option<(DateTime<Utc>, SessionEndReason)>,
+    ended: Option<&SessionEnd>,
 ) -> AuditRecord {
     let (event, time) = match ended {
         None => (SESSION_START, info.started_at),
-        Some((at, _)) => (SESSION_END, at),
+        Some(end) => (SESSION_END, end.at),
     };
     AuditRecord {
         time: time.to_rfc3339_opts(SecondsFormat::Micros, true),
@@ -58,7 +70,13 @@ pub fn session_record(
         session: Some(SessionAudit {
             id: info.id.clone(),
             recording: Some(recording.to_string()),
-            end_reason: ended.map(|(_, reason)| reason.label().to_string()),
+            end_reason: ended.map(|end| end.reason.label().to_string()),
+            recording_sha256: ended
+                .and_then(|end| end.recording.as_ref())
+                .map(|digest| digest.sha256.clone()),
+            recording_bytes: ended
+                .and_then(|end| end.recording.as_ref())
+                .map(|digest| digest.bytes),
             replica: info.replica.clone(),
         }),
     }
@@ -71,7 +89,7 @@ pub async fn write(
     grant: &Grant,
     stdin: bool,
     recording: &str,
-    ended: Option<(DateTime<Utc>, SessionEndReason)>,
+    ended: Option<&SessionEnd>,
 ) {
     log.write(&session_record(info, grant, stdin, recording, ended))
         .await;
@@ -121,15 +139,25 @@ mod tests {
         assert_eq!(start["session"]["recording"], "shop/x.cast");
         assert_eq!(start["grant"]["approvers"][0], "bob");
         assert!(start["session"].get("endReason").is_none());
+        assert!(start["session"].get("recordingSha256").is_none());
         let end = serde_json::to_value(session_record(
             &info,
             &grant,
             true,
             "shop/x.cast",
-            Some((started_at, SessionEndReason::IdleTimeout)),
+            Some(&SessionEnd {
+                at: started_at,
+                reason: SessionEndReason::IdleTimeout,
+                recording: Some(RecordingDigest {
+                    sha256: "ab".repeat(32),
+                    bytes: 1234,
+                }),
+            }),
         ))
         .unwrap();
         assert_eq!(end["event"], "session-end");
+        assert_eq!(end["session"]["recordingSha256"], "ab".repeat(32));
+        assert_eq!(end["session"]["recordingBytes"], 1234);
         assert_eq!(end["session"]["endReason"], "idle_timeout");
         assert_eq!(end["brokered"], true);
     }

@@ -97,7 +97,7 @@ impl SessionMetrics {
         );
         registry.register(
             "session_recording_errors",
-            "Errors storing session recordings",
+            "Errors storing session recordings, and pieces of output not recorded for a slow store",
             self.recording_errors.clone(),
         );
         registry.register(

@@ -8,10 +8,10 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
-            ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-            ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
-            ServicePort, ServiceSpec, Volume, VolumeMount,
+            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+            HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec,
+            PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
+            SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
         },
         networking::v1::{
             IPBlock, NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
@@ -42,6 +42,12 @@ const SESSION_RECORDINGS_VOLUME: &str = "session-recordings";
 /// Where the Deployment keeps session recordings: [`super::DEFAULT_SESSION_RECORDINGS`], an
 /// `emptyDir` volume.
 pub const SESSION_RECORDINGS_DIR: &str = super::DEFAULT_SESSION_RECORDINGS;
+/// The recordings volume's `sizeLimit`: past it the kubelet evicts the pod, and the webhooks,
+/// the sessions and the recordings go with it.
+pub const SESSION_RECORDINGS_SIZE_LIMIT: &str = "1Gi";
+/// oz-manager's total cap on that volume (`--session-recordings-max-total-size`): below the
+/// size limit by two 64 MiB recordings, one being assembled next to its parts and one of slack.
+pub const SESSION_RECORDINGS_MAX_TOTAL_SIZE: &str = "896Mi";
 
 /// The workload objects of the install, in order: the Services, the Deployment, the
 /// NetworkPolicy (with ingress CIDRs) and (with the webhooks) the webhook configurations, without
@@ -257,6 +263,9 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
     if options.runs(Component::Sessions) {
         args.push(format!("--sessions-port={SESSIONS_PORT}"));
         args.push(format!("--session-recordings={SESSION_RECORDINGS_DIR}"));
+        args.push(format!(
+            "--session-recordings-max-total-size={SESSION_RECORDINGS_MAX_TOTAL_SIZE}"
+        ));
     }
     args.push("--log-format=json".into());
     args
@@ -338,10 +347,15 @@ fn deployment(options: &InstallOptions) -> Deployment {
         .collect();
     // The root filesystem is read-only: recordings go to a volume of their own, which lasts
     // as long as the pod (point --session-recordings at object storage to keep them longer).
+    // Its size limit keeps a full volume from getting the pod evicted; the total cap keeps
+    // oz-manager below it.
     if options.runs(Component::Sessions) {
         volumes.push(Volume {
             name: SESSION_RECORDINGS_VOLUME.into(),
-            empty_dir: Some(Default::default()),
+            empty_dir: Some(EmptyDirVolumeSource {
+                size_limit: Some(Quantity(SESSION_RECORDINGS_SIZE_LIMIT.into())),
+                ..Default::default()
+            }),
             ..Default::default()
         });
         volume_mounts.push(VolumeMount {

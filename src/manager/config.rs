@@ -6,6 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::ValueEnum;
 use oz_api::AccessKind;
+use oz_sessions::recording::limits::{MIN_MAX_SESSION_BYTES, RecordingLimits};
 use oz_webhooks::{
     FailurePolicy, Registration, WebhookConfig, WebhookEndpoint, callers::ClientCa,
     registration::SessionsService,
@@ -101,6 +102,21 @@ pub struct RunArgs {
     /// refused, since the Pod's arguments show it.
     #[arg(long, env = "OZ_SESSION_RECORDINGS", default_value = install::DEFAULT_SESSION_RECORDINGS)]
     pub session_recordings: String,
+
+    /// The largest a session's recording may grow (a number of bytes, or with a Ki, Mi or Gi
+    /// suffix; at least 64Ki). Past it the recording gets a "capped" marker and ends with the
+    /// byte count and SHA-256 of what the session did after; the session itself goes on.
+    #[arg(long, env = "OZ_SESSION_RECORDING_MAX_SIZE", default_value = "64Mi", value_parser = parse_session_recording_size)]
+    pub session_recording_max_size: u64,
+
+    /// The most all recordings in the store may hold together (bytes, or with a Ki, Mi or Gi
+    /// suffix): for a directory, what is in it when oz-manager starts plus what it records
+    /// since; for S3, what this replica recorded since it started. Once reached, recordings are
+    /// capped as by --session-recording-max-size. 0: no limit. Keep it below a volume's size
+    /// limit by at least one --session-recording-max-size (a finished recording is assembled
+    /// next to its parts).
+    #[arg(long, env = "OZ_SESSION_RECORDINGS_MAX_TOTAL_SIZE", default_value = "0", value_parser = parse_size)]
+    pub session_recordings_max_total_size: u64,
 
     /// Log format.
     #[arg(long, env = "OZ_LOG_FORMAT", default_value = "text")]
@@ -323,6 +339,11 @@ impl RunArgs {
             Some(SessionsSettings {
                 listen: SocketAddr::from(([0, 0, 0, 0], self.sessions_port)),
                 recordings: self.session_recordings.clone(),
+                recording_limits: RecordingLimits {
+                    max_session_bytes: self.session_recording_max_size,
+                    max_total_bytes: (self.session_recordings_max_total_size > 0)
+                        .then_some(self.session_recordings_max_total_size),
+                },
                 watch_namespaces: watched.clone(),
                 replica: identity(),
             })
@@ -471,6 +492,17 @@ fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| {
             format!("{text:?}: want a number of bytes such as 104857600, or 100Mi (Ki, Mi, Gi)")
         })
+}
+
+/// `--session-recording-max-size`: a size, at least room for a header and the markers.
+fn parse_session_recording_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        size if size < MIN_MAX_SESSION_BYTES => Err(format!(
+            "{text:?}: a recording needs at least {}Ki for its header and markers",
+            MIN_MAX_SESSION_BYTES >> 10
+        )),
+        size => Ok(size),
+    }
 }
 
 /// `--audit-log-max-age`: a Go duration, 0 for never.

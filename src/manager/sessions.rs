@@ -11,7 +11,7 @@ use kube::Client;
 use oz_sessions::{
     Broker, BrokerConfig, SessionMetrics, SessionServer,
     front_proxy::FrontProxy,
-    recording::{self, Recordings},
+    recording::{self, Recordings, limits::RecordingLimits},
 };
 use oz_webhooks::WebhookServer;
 use prometheus_client::registry::Registry;
@@ -25,6 +25,8 @@ pub struct SessionsSettings {
     /// Where recordings are stored (`--session-recordings`): a directory, `file:///DIR` or
     /// `s3://BUCKET/PREFIX`.
     pub recordings: String,
+    /// `--session-recording-max-size` and `--session-recordings-max-total-size`.
+    pub recording_limits: RecordingLimits,
     /// `--watch-namespaces`: where the broker looks for grants (empty: everywhere).
     pub watch_namespaces: Vec<String>,
     /// This replica's name, in recordings and audit records (as in leader election).
@@ -69,7 +71,15 @@ impl Sessions {
 
         let recordings = Recordings::open(&settings.recordings)
             .map_err(|e| format!("cannot start the sessions API: {e}"))?
+            .with_limits(settings.recording_limits)
             .with_error_counter(metrics.sessions.recording_errors.clone());
+        tracing::info!(
+            store = recordings.location(),
+            used_bytes = recordings.used_bytes(),
+            max_session_bytes = settings.recording_limits.max_session_bytes,
+            max_total_bytes = settings.recording_limits.max_total_bytes,
+            "recording sessions"
+        );
         let broker = Broker::start(
             client.clone(),
             BrokerConfig {

@@ -278,7 +278,7 @@ fn the_charts_own_values_land_in_the_deployment() {
         "historyRetention": "30d",
         "requestAdminGroups": ["platform", "security"],
         "audit": {"log": {"enabled": true, "maxFiles": 3}, "enforceNamespaces": ["prod"]},
-        "sessions": {"recordings": "s3://recordings/oz"},
+        "sessions": {"recordings": "s3://recordings/oz", "recordingMaxSize": "16Mi"},
         "controllers": ["exec", "pod", "webhooks", "sessions"],
         "webhook": {"podExecWatcher": {"failurePolicy": "Fail"}},
     });
@@ -325,9 +325,23 @@ fn the_charts_own_values_land_in_the_deployment() {
         "--audit-log-max-files=3",
         "--audit-enforce-namespaces=prod",
         "--session-recordings=s3://recordings/oz",
+        "--session-recording-max-size=16Mi",
         "--audit-failure-policy=Fail",
     ] {
         assert!(args.contains(&flag), "{flag} in {args:?}");
+    }
+    // In S3 the total is not this pod's disk: no total cap unless asked for.
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--session-recordings-max-total-size")),
+        "{args:?}"
+    );
+    // Both emptyDirs have a size limit, which oz-manager's caps and the audit rotation stay below.
+    let volumes = pod["volumes"].as_array().unwrap();
+    for (name, limit) in [("audit-log", "1200Mi"), ("session-recordings", "1Gi")] {
+        let volume = volumes.iter().find(|v| v["name"] == name).unwrap();
+        assert_eq!(volume["emptyDir"]["sizeLimit"], limit, "{volume}");
     }
     // The audit file is on a volume of its own: the root filesystem is read-only.
     assert!(

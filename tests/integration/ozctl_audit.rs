@@ -136,6 +136,10 @@ fn every_field() -> Value {
         "grant": {"kind": "ExecAccessRequest", "name": "alice-x7k2p", "template": "web-exec"},
         "grantError": "timed out", "dryRun": false, "allowed": false, "deniedBecause": "no grant",
         "caller": "apiserver", "callerName": "kube-apiserver-webhook-client",
+        "brokered": true,
+        "session": {"id": "20261121-100000-k3x9qa7m", "recording": "team/20261121-100000-k3x9qa7m.cast",
+                    "endReason": "exited", "recordingSha256": "ab".repeat(32), "recordingBytes": 1234,
+                    "replica": "oz-0"},
     })
 }
 

@@ -111,12 +111,12 @@ async fn a_session_reads_back_exactly(recordings: &Recordings, record_input: boo
     let info = info("team-a");
     let mut recording = recordings.start(&info, record_input, Some((132, 43)));
     let frames = output_frames();
-    recording.input(b"ls\r");
+    recording.input(b"ls\r").await;
     for frame in &frames {
         recording.output(frame);
     }
-    recording.resize(100, 30);
-    recording.input("exit\r".as_bytes());
+    recording.resize(100, 30).await;
+    recording.input("exit\r".as_bytes()).await;
     let key = recording.key().to_owned();
     recording.finish(Utc::now(), SessionEndReason::Exited).await;
     assert_eq!(key, format!("team-a/{}.cast", info.id));

@@ -17,7 +17,10 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams},
 };
 use oz_api::{AccessRequest, ExecAccessRequest, ExecAccessTemplate, SessionEndReason};
-use oz_sessions::{Broker, BrokerConfig, Identity, SessionMetrics, recording::Recordings};
+use oz_sessions::{
+    Broker, BrokerConfig, Identity, SessionMetrics,
+    recording::{Recordings, limits::RecordingLimits},
+};
 use oz_webhooks::{WebhookMetrics, admission::AuditLog};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -26,12 +29,15 @@ use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 use crate::streams::{Fixture, WAIT, web};
 use crate::support::{audit_log_path, create_manifest, eventually, strict_timing};
 
-/// A broker serving on 127.0.0.1, its audit file, and the fixture it brokers for.
-struct Brokered {
-    f: Fixture,
+/// A broker serving on 127.0.0.1, its audit file and recordings, and the fixture it brokers
+/// for. Shared with `sessions_recorded.rs`.
+pub(crate) struct Brokered {
+    pub(crate) f: Fixture,
     broker: Broker,
     url: String,
-    audit: PathBuf,
+    pub(crate) audit: PathBuf,
+    /// The recordings directory (`<namespace>/<id>.cast`).
+    pub(crate) recordings: PathBuf,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -64,7 +70,12 @@ async fn identify(mut request: Request, next: Next) -> Response {
 impl Brokered {
     /// oz's exec and pod controllers for a new namespace with the Deployment `web`, and a
     /// broker for it.
-    async fn new(prefix: &str) -> Brokered {
+    pub(crate) async fn new(prefix: &str) -> Brokered {
+        Self::with_limits(prefix, RecordingLimits::default()).await
+    }
+
+    /// [`Brokered::new`], its recordings capped by `limits`.
+    pub(crate) async fn with_limits(prefix: &str, limits: RecordingLimits) -> Brokered {
         let f = Fixture::new(prefix).await;
         web(&f).await;
         let audit = audit_log_path(prefix);
@@ -77,7 +88,13 @@ impl Brokered {
             None,
         )
         .unwrap();
-        let broker = start_broker(&f, audit_log);
+        let recordings = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("broker-recordings")
+            .join(&f.ns);
+        let store = Recordings::open(recordings.to_str().unwrap())
+            .unwrap()
+            .with_limits(limits);
+        let broker = start_broker(&f, audit_log, store);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let app = broker.router().layer(axum::middleware::from_fn(identify));
@@ -89,12 +106,13 @@ impl Brokered {
             broker,
             url,
             audit,
+            recordings,
             server,
         }
     }
 
     /// A Brokered ExecAccessTemplate for devs on `web`, with `extra` access config.
-    async fn template(&self, name: &str, extra: &str) {
+    pub(crate) async fn template(&self, name: &str, extra: &str) {
         let yaml = format!(
             "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\nmetadata: {{name: {name}}}\n\
              spec:\n  accessConfig: {{allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h, \
@@ -108,14 +126,49 @@ impl Brokered {
 
     /// Opens `cat` in `pod` as `user` (groups `devs`): the websocket, or the HTTP refusal.
     async fn cat(&self, user: &str, pod: &str) -> Result<Client, (u16, String)> {
-        self.cat_in(user, "devs", pod).await
+        self.exec(user, pod, &["cat"]).await
     }
 
     /// [`Self::cat`] as `user` in `group`.
     async fn cat_in(&self, user: &str, group: &str, pod: &str) -> Result<Client, (u16, String)> {
+        self.exec_in(user, group, pod, &["cat"]).await
+    }
+
+    /// Opens `command` in `pod` as `user` (groups `devs`), stdin open, no terminal.
+    pub(crate) async fn exec(
+        &self,
+        user: &str,
+        pod: &str,
+        command: &[&str],
+    ) -> Result<Client, (u16, String)> {
+        self.exec_in(user, "devs", pod, command).await
+    }
+
+    /// [`Self::exec`] as `user` in `group`.
+    async fn exec_in(
+        &self,
+        user: &str,
+        group: &str,
+        pod: &str,
+        command: &[&str],
+    ) -> Result<Client, (u16, String)> {
+        let escaped = |word: &str| -> String {
+            word.bytes()
+                .map(|b| match b {
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                        char::from(b).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect()
+        };
+        let query: String = command
+            .iter()
+            .map(|word| format!("command={}&", escaped(word)))
+            .collect();
         let url = format!(
-            "{}/namespaces/{}/pods/{pod}/exec?command=cat&stdin=true&stdout=true&stderr=true",
-            self.url, self.f.ns
+            "{}/namespaces/{}/pods/{pod}/exec?{query}stdin=true&stdout=true&stderr=true",
+            self.url, self.f.ns,
         );
         let mut request = url.into_client_request().unwrap();
         let headers = request.headers_mut();
@@ -146,7 +199,7 @@ impl Brokered {
     }
 
     /// The audit file's records of `event`.
-    fn audit_records(&self, event: &str) -> Vec<Value> {
+    pub(crate) fn audit_records(&self, event: &str) -> Vec<Value> {
         std::fs::read_to_string(&self.audit)
             .unwrap_or_default()
             .lines()
@@ -156,7 +209,7 @@ impl Brokered {
     }
 
     /// Waits until request `name`'s status says session `id` ended, and returns its record.
-    async fn ended_record(&self, name: &str) -> (Value, Value) {
+    pub(crate) async fn ended_record(&self, name: &str) -> (Value, Value) {
         let api = self.f.requests::<ExecAccessRequest>();
         eventually(
             WAIT,
@@ -176,11 +229,11 @@ impl Brokered {
     }
 }
 
-fn start_broker(f: &Fixture, audit_log: AuditLog) -> Broker {
+fn start_broker(f: &Fixture, audit_log: AuditLog, recordings: Recordings) -> Broker {
     Broker::start(
         f.admin.clone(),
         BrokerConfig {
-            recordings: Recordings::open("file:///nonexistent").unwrap(),
+            recordings,
             audit_log,
             watch_namespaces: vec![f.ns.clone()],
             replica: "test".into(),
@@ -190,22 +243,22 @@ fn start_broker(f: &Fixture, audit_log: AuditLog) -> Broker {
 }
 
 /// A websocket client speaking v5.channel.k8s.io.
-struct Client {
-    socket: tokio_tungstenite::WebSocketStream<
+pub(crate) struct Client {
+    pub(crate) socket: tokio_tungstenite::WebSocketStream<
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
     >,
 }
 
 /// What the user saw of a session, up to its close.
 #[derive(Debug, Default)]
-struct Seen {
-    stdout: String,
+pub(crate) struct Seen {
+    pub(crate) stdout: String,
     status: Option<Value>,
     closed_at: Option<Timestamp>,
 }
 
 impl Client {
-    async fn send(&mut self, text: &str) {
+    pub(crate) async fn send(&mut self, text: &str) {
         let mut frame = vec![0u8];
         frame.extend_from_slice(text.as_bytes());
         self.socket
@@ -215,7 +268,7 @@ impl Client {
     }
 
     /// Reads until stdout contains `text`.
-    async fn until_stdout(&mut self, text: &str) -> String {
+    pub(crate) async fn until_stdout(&mut self, text: &str) -> String {
         let mut stdout = String::new();
         tokio::time::timeout(WAIT, async {
             while !stdout.contains(text) {
@@ -234,7 +287,7 @@ impl Client {
     }
 
     /// Reads everything up to the close.
-    async fn until_closed(mut self, timeout: Duration) -> Seen {
+    pub(crate) async fn until_closed(mut self, timeout: Duration) -> Seen {
         let mut seen = Seen::default();
         tokio::time::timeout(timeout, async {
             loop {
@@ -272,7 +325,7 @@ fn assert_told(seen: &Seen, reason: SessionEndReason) {
     );
 }
 
-fn pod_of(request: &ExecAccessRequest) -> String {
+pub(crate) fn pod_of(request: &ExecAccessRequest) -> String {
     request.request_status().unwrap().pod_name.clone().unwrap()
 }
 
@@ -422,7 +475,8 @@ async fn sessions_close_when_the_grant_expires_is_revoked_or_idles_or_its_templa
     // The stopped broker refuses new sessions (503): serve a new one.
     let (code, body) = b.cat("alice", &pod_of(&long)).await.err().expect("refused");
     assert_eq!(code, 503, "{body}");
-    b.broker = start_broker(&b.f, AuditLog::log_only());
+    let store = Recordings::open(b.recordings.to_str().unwrap()).unwrap();
+    b.broker = start_broker(&b.f, AuditLog::log_only(), store);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     b.url = format!("ws://{}", listener.local_addr().unwrap());
     let app = b.broker.router().layer(axum::middleware::from_fn(identify));

@@ -35,28 +35,28 @@ use crate::{
 };
 
 /// How long oz, the controllers and kwok may take to get somewhere on a busy 2-core machine.
-const WAIT: Duration = Duration::from_secs(90);
+pub(crate) const WAIT: Duration = Duration::from_secs(90);
 /// The bound on how long after `expiresAt` an open session may last, seen by the client.
 const CLOSE_WITHIN: Duration = Duration::from_secs(2);
 
 /// The install applied to a private control plane, its oz-managers run as its ServiceAccount.
-struct Installed {
-    sessions: SessionsPlane,
+pub(crate) struct Installed {
+    pub(crate) sessions: SessionsPlane,
     /// The watched namespace, where access without a grant is denied.
-    ns: String,
+    pub(crate) ns: String,
     /// The install's namespace: its ServiceAccount and leader-election Lease.
-    operator_ns: String,
+    pub(crate) operator_ns: String,
     yaml: String,
     kubeconfig: PathBuf,
     /// Where every replica stores recordings (as one bucket would be shared).
-    recordings: PathBuf,
-    dir: PathBuf,
+    pub(crate) recordings: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 /// One oz-manager process.
-struct Replica {
-    operator: Operator,
-    audit_log: PathBuf,
+pub(crate) struct Replica {
+    pub(crate) operator: Operator,
+    pub(crate) audit_log: PathBuf,
 }
 
 impl Replica {
@@ -68,7 +68,7 @@ impl Replica {
 }
 
 impl Installed {
-    async fn start(prefix: &str) -> Self {
+    pub(crate) async fn start(prefix: &str) -> Self {
         let sessions = SessionsPlane::start(prefix).await;
         let ns = sessions.namespace.clone();
         let admin = sessions.admin.clone();
@@ -151,7 +151,17 @@ impl Installed {
     /// sessions on `sessions_port`, an APIService (when it leads) naming `api_port` on the
     /// ExternalName Service, `--audit-enforce-namespaces` on the watched namespace, and a
     /// 4-second Lease so that a follower takes over soon after its leader dies.
-    fn replica(&self, sessions_port: u16, api_port: u16) -> Replica {
+    pub(crate) fn replica(&self, sessions_port: u16, api_port: u16) -> Replica {
+        self.replica_with(sessions_port, api_port, &[])
+    }
+
+    /// [`Installed::replica`] with more flags (`Some` sets one, `None` drops it).
+    pub(crate) fn replica_with(
+        &self,
+        sessions_port: u16,
+        api_port: u16,
+        more: &[(&str, Option<String>)],
+    ) -> Replica {
         let webhook_port = free_port();
         let audit_log = self.dir.join(format!("audit-{sessions_port}.jsonl"));
         let args = operator_args(
@@ -176,7 +186,10 @@ impl Installed {
                 ("--audit-enforce-namespaces", Some(self.ns.clone())),
                 ("--leader-elect-lease-duration", Some("4".into())),
                 ("--log-format", None),
-            ],
+            ]
+            .into_iter()
+            .chain(more.iter().cloned())
+            .collect::<Vec<_>>(),
         );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Replica {
@@ -206,7 +219,7 @@ impl Installed {
     }
 
     /// alice asks for `duration` through `template`, once oz's webhooks admit her, and gets it.
-    async fn granted(
+    pub(crate) async fn granted(
         &self,
         name: &str,
         template: &str,
@@ -248,7 +261,7 @@ impl Installed {
     }
 
     /// `ozctl ARGS` in the namespace as `user` (admin for `None`), stdin empty.
-    async fn ozctl(&self, user: Option<&str>, args: &[&str]) -> exec::Output {
+    pub(crate) async fn ozctl(&self, user: Option<&str>, args: &[&str]) -> exec::Output {
         let mut ozctl = std::process::Command::new(ozctl_bin());
         ozctl
             .args(["--namespace", &self.ns])
@@ -257,7 +270,7 @@ impl Installed {
         exec::run(ozctl, exec::RUN_TIMEOUT).await.unwrap()
     }
 
-    fn kubeconfig_of(&self, user: Option<&str>) -> &Path {
+    pub(crate) fn kubeconfig_of(&self, user: Option<&str>) -> &Path {
         match user {
             Some(user) => self.sessions.plane.kubeconfig_of(user).unwrap(),
             None => self.sessions.plane.admin_kubeconfig(),
@@ -293,7 +306,7 @@ impl Installed {
 
     /// [`Installed::session`], once its end is recorded (the replica writes it after the
     /// stream has closed).
-    async fn ended_session(&self, name: &str, command: &[&str]) -> SessionRecord {
+    pub(crate) async fn ended_session(&self, name: &str, command: &[&str]) -> SessionRecord {
         self.session_where(name, command, "record its session's end", |s| {
             s.end_reason.is_some()
         })
@@ -354,7 +367,7 @@ impl Recording {
 }
 
 /// `ozctl exec REQUEST -- sh` as alice, whose stdin is a pipe the test types into.
-struct Shell {
+pub(crate) struct Shell {
     child: Child,
     stdin: Option<tokio::process::ChildStdin>,
     stdout: Arc<Mutex<Vec<u8>>>,
@@ -364,16 +377,16 @@ struct Shell {
 }
 
 /// How an [`Shell`] ended.
-struct Ended {
-    code: Option<i32>,
+pub(crate) struct Ended {
+    pub(crate) code: Option<i32>,
     /// When the test saw ozctl exit.
-    at: Timestamp,
-    stdout: String,
-    stderr: String,
+    pub(crate) at: Timestamp,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Shell {
-    fn open(installed: &Installed, request: &str) -> Self {
+    pub(crate) fn open(installed: &Installed, request: &str) -> Self {
         let mut child = tokio::process::Command::new(ozctl_bin())
             .args(["--namespace", &installed.ns, "exec", request, "--", "sh"])
             .env("KUBECONFIG", installed.kubeconfig_of(Some("alice")))
@@ -399,7 +412,7 @@ impl Shell {
     }
 
     /// Types `line` and a newline, as alice would.
-    async fn type_line(&mut self, line: &str) {
+    pub(crate) async fn type_line(&mut self, line: &str) {
         let text = format!("{line}\n");
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(text.as_bytes()).await.unwrap();
@@ -413,7 +426,7 @@ impl Shell {
 
     /// Waits until the session has printed `text` (or ozctl exited, which fails the test with
     /// what it said).
-    async fn wait_for(&mut self, text: &str) {
+    pub(crate) async fn wait_for(&mut self, text: &str) {
         let printed = eventually(WAIT, &format!("the session to print {text:?}"), || {
             let printed = self.stdout().contains(text);
             let exited = matches!(self.child.try_wait(), Ok(Some(_)));
@@ -429,7 +442,7 @@ impl Shell {
     }
 
     /// Waits for ozctl to exit, noting when.
-    async fn ended(mut self, within: Duration) -> Ended {
+    pub(crate) async fn ended(mut self, within: Duration) -> Ended {
         let status = tokio::time::timeout(within, self.child.wait())
             .await
             .unwrap_or_else(|_| {
@@ -479,7 +492,7 @@ fn expires_at(request: &ExecAccessRequest) -> Timestamp {
 }
 
 /// The audit records in `path` whose `event` is `event`.
-fn audit_records(path: &Path, event: &str) -> Vec<Value> {
+pub(crate) fn audit_records(path: &Path, event: &str) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()

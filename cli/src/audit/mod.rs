@@ -9,6 +9,7 @@
 //! problem the check finds exits 1.
 
 pub mod brokered;
+pub mod recordings;
 pub mod review;
 pub mod verify;
 

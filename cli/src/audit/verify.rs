@@ -1,14 +1,20 @@
 //! `ozctl audit verify FILE...`: checks oz's audit files (their hash chain and every signed
 //! checkpoint, with `oz_audit::verify`) and says what it verified and what is wrong, each
-//! problem as `FILE:LINE (seq N): what`. Exit status 0 when intact, 1 on any problem.
+//! problem as `FILE:LINE (seq N): what`. With `--recordings DIR`, also checks each session's
+//! recording against the SHA-256 its session-end record carries ([`super::recordings`]).
+//! Exit status 0 when intact, 1 on any problem.
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use oz_audit::{ProblemKind, PublicKey, Report};
 
-use super::{KeyArgs, problem_line, unreadable};
-use crate::{error::CliError, output};
+use super::{
+    KeyArgs, problem_line,
+    recordings::{self, RecordingCheck},
+    unreadable,
+};
+use crate::{error::CliError, output, terminal_text::printable_line};
 
 /// `ozctl audit verify`.
 #[derive(Args, Debug)]
@@ -20,6 +26,11 @@ pub struct VerifyArgs {
     /// at the next checkpoint)
     #[arg(long)]
     pub allow_unsigned_tail: bool,
+    /// Also check each brokered session's recording against its session-end record: DIR holds
+    /// recordings as oz stores them (NAMESPACE/ID.cast, a copy of the recordings volume or
+    /// bucket) or as `ozctl replay --output` saves them (ID.cast); repeat for several
+    #[arg(long, value_name = "DIR")]
+    pub recordings: Vec<PathBuf>,
     /// Output format
     #[arg(
         short = 'o',
@@ -40,10 +51,10 @@ pub enum VerifyFormat {
     Json,
 }
 
-/// The exit code for `report`: 0 when nothing is wrong (the unsigned tail aside, if allowed),
-/// else 1.
-pub fn exit_code(report: &Report, allow_unsigned_tail: bool) -> u8 {
-    if report.is_intact(allow_unsigned_tail) {
+/// The exit code for `report` and the recordings checked: 0 when nothing is wrong (the
+/// unsigned tail aside, if allowed), else 1.
+pub fn exit_code(report: &Report, allow_unsigned_tail: bool, checks: &[RecordingCheck]) -> u8 {
+    if report.is_intact(allow_unsigned_tail) && !checks.iter().any(RecordingCheck::differs) {
         0
     } else {
         1
@@ -51,7 +62,7 @@ pub fn exit_code(report: &Report, allow_unsigned_tail: bool) -> u8 {
 }
 
 /// The report as text: what was verified, then every problem in file order, then the verdict.
-pub fn to_text(report: &Report, allow_unsigned_tail: bool) -> String {
+pub fn to_text(report: &Report, allow_unsigned_tail: bool, checks: &[RecordingCheck]) -> String {
     let mut text = String::from("files, in chain order:\n");
     let width = report
         .files
@@ -110,7 +121,8 @@ pub fn to_text(report: &Report, allow_unsigned_tail: bool) -> String {
             if report.recovered == 1 { "" } else { "s" }
         ));
     }
-    let counted = report.problems(allow_unsigned_tail).count();
+    let differing = checks.iter().filter(|c| c.differs()).count();
+    let counted = report.problems(allow_unsigned_tail).count() + differing;
     text.push_str(&format!("problems:     {}\n", report.problems.len()));
     for problem in &report.problems {
         text.push_str(&problem_line(problem));
@@ -118,6 +130,21 @@ pub fn to_text(report: &Report, allow_unsigned_tail: bool) -> String {
             text.push_str(" (allowed)");
         }
         text.push('\n');
+    }
+    if !checks.is_empty() {
+        let missing = checks
+            .iter()
+            .filter(|c| c.outcome == recordings::Outcome::NotFound)
+            .count();
+        text.push_str(&format!(
+            "recordings:   {} named by session-end records: {} match, {differing} differ, {missing} not found\n",
+            checks.len(),
+            checks.len() - differing - missing
+        ));
+        for check in checks {
+            text.push_str(&printable_line(&check.line()));
+            text.push('\n');
+        }
     }
     text.push_str(&if counted == 0 {
         "intact\n".to_string()
@@ -131,9 +158,15 @@ pub fn to_text(report: &Report, allow_unsigned_tail: bool) -> String {
 }
 
 /// The report as JSON, with `intact` (whether the command exits 0).
-pub fn to_json(report: &Report, allow_unsigned_tail: bool) -> Result<String, CliError> {
+pub fn to_json(
+    report: &Report,
+    allow_unsigned_tail: bool,
+    checks: &[RecordingCheck],
+) -> Result<String, CliError> {
     let mut value = serde_json::to_value(report).map_err(|e| CliError::Output(e.to_string()))?;
-    value["intact"] = report.is_intact(allow_unsigned_tail).into();
+    value["intact"] = (exit_code(report, allow_unsigned_tail, checks) == 0).into();
+    value["recordings"] =
+        serde_json::to_value(checks).map_err(|e| CliError::Output(e.to_string()))?;
     value["unsignedTailAllowed"] = allow_unsigned_tail.into();
     serde_json::to_string_pretty(&value)
         .map(|text| text + "\n")
@@ -143,11 +176,17 @@ pub fn to_json(report: &Report, allow_unsigned_tail: bool) -> Result<String, Cli
 /// Runs `ozctl audit verify` with these trusted keys.
 pub fn run(args: &VerifyArgs, keys: &[PublicKey]) -> Result<u8, CliError> {
     let report = oz_audit::verify(&args.files, keys).map_err(unreadable)?;
+    let checks = if args.recordings.is_empty() {
+        Vec::new()
+    } else {
+        recordings::check(&args.files, &args.recordings)?
+    };
+    let allow = args.allow_unsigned_tail;
     match args.output {
-        VerifyFormat::Text => output::print(&to_text(&report, args.allow_unsigned_tail))?,
-        VerifyFormat::Json => output::print(&to_json(&report, args.allow_unsigned_tail)?)?,
+        VerifyFormat::Text => output::print(&to_text(&report, allow, &checks))?,
+        VerifyFormat::Json => output::print(&to_json(&report, allow, &checks)?)?,
     }
-    Ok(exit_code(&report, args.allow_unsigned_tail))
+    Ok(exit_code(&report, allow, &checks))
 }
 
 #[cfg(test)]
@@ -177,8 +216,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, key) = log(dir.path(), 0);
         let report = oz_audit::verify(&[&path], std::slice::from_ref(&key)).unwrap();
-        assert_eq!(exit_code(&report, false), 0);
-        let text = to_text(&report, false);
+        assert_eq!(exit_code(&report, false, &[]), 0);
+        let text = to_text(&report, false, &[]);
         let name = path.display().to_string();
         for line in [
             format!("  {name}   4 lines, seq 1-4"),
@@ -204,8 +243,8 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replacen("\"bob\"", "\"eve\"", 1)).unwrap();
         let report = oz_audit::verify(&[&path], &[key]).unwrap();
-        assert_eq!(exit_code(&report, true), 1);
-        let text = to_text(&report, true);
+        assert_eq!(exit_code(&report, true, &[]), 1);
+        let text = to_text(&report, true, &[]);
         let problems: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with(&path.display().to_string()))
@@ -223,23 +262,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, key) = log(dir.path(), 2);
         let report = oz_audit::verify(&[&path], &[key]).unwrap();
-        assert_eq!(exit_code(&report, false), 1);
-        assert_eq!(exit_code(&report, true), 0);
-        let strict = to_text(&report, false);
+        assert_eq!(exit_code(&report, false, &[]), 1);
+        assert_eq!(exit_code(&report, true, &[]), 0);
+        let strict = to_text(&report, false, &[]);
         let tail = format!("{}:5 (seq 5-6): unsigned tail: ", path.display());
         assert!(strict.contains(&tail), "{strict}");
         assert!(strict.ends_with("NOT INTACT: 1 problem\n"), "{strict}");
-        let allowed = to_text(&report, true);
+        let allowed = to_text(&report, true, &[]);
         assert!(allowed.contains(" (allowed)\n"), "{allowed}");
         assert!(allowed.ends_with("\nintact\n"), "{allowed}");
         let json: serde_json::Value =
-            serde_json::from_str(&to_json(&report, true).unwrap()).unwrap();
+            serde_json::from_str(&to_json(&report, true, &[]).unwrap()).unwrap();
         assert_eq!(json["intact"], true);
         assert_eq!(json["records"], 5);
         assert_eq!(json["verifiedRecords"], 3);
         assert_eq!(json["problems"][0]["kind"], "unsigned_tail");
         let json: serde_json::Value =
-            serde_json::from_str(&to_json(&report, false).unwrap()).unwrap();
+            serde_json::from_str(&to_json(&report, false, &[]).unwrap()).unwrap();
         assert_eq!(json["intact"], false);
     }
 
@@ -249,8 +288,8 @@ mod tests {
         let (path, _) = log(dir.path(), 0);
         let other = Signer::generate().unwrap().public_key();
         let report = oz_audit::verify(&[&path], &[other]).unwrap();
-        assert_eq!(exit_code(&report, true), 1);
-        let text = to_text(&report, true);
+        assert_eq!(exit_code(&report, true, &[]), 1);
+        let text = to_text(&report, true, &[]);
         assert!(
             text.contains(&format!("{}:4 (seq 4): unknown key: ", path.display())),
             "{text}"

@@ -3,11 +3,12 @@
 //! closes it when the grant ends.
 //!
 //! - `frames.rs`: the channel protocol, as far as the tap needs it.
-//! - `session.rs`: one open session: the pipe, its timers and the close.
+//! - `session.rs`: one open session: its timers and the close; `pipe.rs`: its two directions.
 //! - The grant is chosen by [`crate::grants`], the close decided by [`crate::closing`],
 //!   recorded by [`crate::status`] and [`crate::audit`], counted by [`crate::metrics`].
 
 pub mod frames;
+mod pipe;
 mod session;
 
 use std::{

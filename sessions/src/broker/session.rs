@@ -2,21 +2,24 @@
 //! input), and closes when the command ends, the user leaves, or [`closing`] says the grant
 //! has ended; then tells the user why, and writes the end everywhere it is recorded.
 
-use std::future::pending;
+use std::{future::pending, sync::Mutex};
 
 use axum::extract::ws::{Message, WebSocket};
 use chrono::{DateTime, Utc};
-use futures::{SinkExt, StreamExt};
+use futures::{
+    SinkExt, StreamExt,
+    stream::{SplitSink, SplitStream},
+};
 use hyper_util::rt::TokioIo;
 use kube::Api;
 use oz_api::{AccessKind, AccessTemplate, ExecAccessTemplate, PodAccessTemplate, SessionEndReason};
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::{WebSocketStream, tungstenite::Message as UpMessage};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::{
-    Broker,
-    frames::{self, Input, Output},
+    Broker, frames,
+    pipe::{forward_input, forward_output},
 };
 use crate::{
     SessionInfo, audit,
@@ -49,12 +52,22 @@ impl Drop for OpenGuard {
 }
 
 /// How a session's pipe ended.
-struct Ended {
+pub struct Ended {
     reason: SessionEndReason,
     /// Whether the client is still there to be told.
     client_open: bool,
     /// Whether the pod's side is still open, to be closed.
     upstream_open: bool,
+}
+
+impl Ended {
+    pub fn new(reason: SessionEndReason, client_open: bool, upstream_open: bool) -> Self {
+        Self {
+            reason,
+            client_open,
+            upstream_open,
+        }
+    }
 }
 
 impl Session {
@@ -162,7 +175,7 @@ impl Session {
             .inc();
         info!(session = %self.info.id, reason = reason.label(), "session closed");
 
-        recording.finish(ended_at, reason).await;
+        let digest = recording.finish(ended_at, reason).await;
         let _ = started.await;
         record.ended_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::from_microsecond(ended_at.timestamp_micros())
@@ -182,7 +195,11 @@ impl Session {
             &audit_grant,
             self.stdin,
             &key,
-            Some((ended_at, reason)),
+            Some(&audit::SessionEnd {
+                at: ended_at,
+                reason,
+                recording: digest,
+            }),
         )
         .await;
     }
@@ -201,16 +218,33 @@ impl Session {
             .or(self.grant.request.summary.expires_at)
     }
 
+    /// Pipes both directions at once, each on its own (see [`super::pipe`]), while watching
+    /// the grant; returns how the session ended.
     async fn pipe(
         &self,
         recording: &mut Recording,
-        down_tx: &mut futures::stream::SplitSink<WebSocket, Message>,
-        down_rx: &mut futures::stream::SplitStream<WebSocket>,
-        up_tx: &mut futures::stream::SplitSink<Upstream, UpMessage>,
-        up_rx: &mut futures::stream::SplitStream<Upstream>,
+        down_tx: &mut SplitSink<WebSocket, Message>,
+        down_rx: &mut SplitStream<WebSocket>,
+        up_tx: &mut SplitSink<Upstream, UpMessage>,
+        up_rx: &mut SplitStream<Upstream>,
     ) -> Ended {
+        let metrics = &self.broker.inner.config.metrics;
+        let last_input = Mutex::new(Instant::now());
+        let (input_tap, output_tap) = recording.taps();
+        let input = forward_input(down_rx, up_tx, input_tap, metrics, &last_input);
+        let output = forward_output(up_rx, down_tx, output_tap, metrics, &self.info.id);
+        tokio::select! {
+            biased;
+            ended = self.watch_grant(&last_input) => ended,
+            ended = input => ended,
+            ended = output => ended,
+        }
+    }
+
+    /// Waits for the grant to end: oz shutting down, expiresAt, the idle timeout since
+    /// `last_input`, or a change to the request or template that [`close_reason`] closes on.
+    async fn watch_grant(&self, last_input: &Mutex<Instant>) -> Ended {
         let inner = &self.broker.inner;
-        let metrics = &inner.config.metrics;
         let grants = &inner.grants;
         let info = &self.info;
         let mut changes = grants.subscribe();
@@ -222,25 +256,28 @@ impl Session {
             .expires_at
             .unwrap_or_else(Utc::now);
         let idle_timeout = self.grant.idle_timeout;
-        let mut last_input = Instant::now();
-        let end = |reason, client_open, upstream_open| Ended {
-            reason,
-            client_open,
-            upstream_open,
-        };
+        let end = |reason| Ended::new(reason, true, true);
         loop {
             let expiry = instant_of(expires_at);
             let idle = async {
                 match idle_timeout {
-                    Some(timeout) => sleep_until(last_input + timeout).await,
+                    Some(timeout) => {
+                        let last = *last_input.lock().unwrap_or_else(|e| e.into_inner());
+                        sleep_until(last + timeout).await;
+                        // Input since the sleep began moves the deadline: check again.
+                        let last = *last_input.lock().unwrap_or_else(|e| e.into_inner());
+                        last + timeout <= Instant::now()
+                    }
                     None => pending().await,
                 }
             };
             tokio::select! {
                 biased;
-                true = async { shutdown.wait_for(|down| *down).await.is_ok() } => return end(SessionEndReason::ServerShutdown, true, true),
-                () = sleep_until(expiry) => return end(SessionEndReason::Expired, true, true),
-                () = idle => return end(SessionEndReason::IdleTimeout, true, true),
+                true = async { shutdown.wait_for(|down| *down).await.is_ok() } => return end(SessionEndReason::ServerShutdown),
+                () = sleep_until(expiry) => return end(SessionEndReason::Expired),
+                idled = idle => if idled {
+                    return end(SessionEndReason::IdleTimeout);
+                },
                 Ok(()) = changes.changed() => {
                     let request = grants
                         .request(info.grant.kind, &info.namespace, &info.grant.name)
@@ -251,55 +288,9 @@ impl Session {
                     let template = grants.template(info.grant.kind, &info.namespace, &info.grant.template);
                     let holder = Holder { user: &info.user, groups: &info.groups };
                     if let Some(reason) = close_reason(holder, &info.grant.uid, expires_at, request.as_ref(), template.as_ref(), Utc::now()) {
-                        return end(self.refine(reason).await, true, true);
+                        return end(self.refine(reason).await);
                     }
                 }
-                message = down_rx.next() => match message {
-                    Some(Ok(Message::Binary(frame))) => {
-                        match frames::input(&frame) {
-                            Input::Stdin(data) => {
-                                last_input = Instant::now();
-                                metrics.piped("input", data.len());
-                                recording.input(data);
-                            }
-                            Input::Resize(cols, rows) => {
-                                last_input = Instant::now();
-                                recording.resize(cols, rows);
-                            }
-                            Input::Other => {}
-                        }
-                        if up_tx.send(UpMessage::Binary(frame)).await.is_err() {
-                            return end(SessionEndReason::Failed, true, false);
-                        }
-                    }
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
-                        return end(SessionEndReason::Exited, false, true);
-                    }
-                    Some(Ok(_)) => {}
-                },
-                message = up_rx.next() => match message {
-                    Some(Ok(UpMessage::Binary(frame))) => {
-                        match frames::output(&frame) {
-                            Output::Terminal(data) => {
-                                metrics.piped("output", data.len());
-                                recording.output(data);
-                            }
-                            Output::Status(data) => metrics.piped("output", data.len()),
-                            Output::Other => {}
-                        }
-                        if down_tx.send(Message::Binary(frame)).await.is_err() {
-                            return end(SessionEndReason::Exited, false, true);
-                        }
-                    }
-                    Some(Ok(UpMessage::Close(_))) | None => {
-                        return end(SessionEndReason::Exited, true, false);
-                    }
-                    Some(Err(e)) => {
-                        warn!(session = %info.id, error = %e, "the stream to the pod failed");
-                        return end(SessionEndReason::Failed, true, false);
-                    }
-                    Some(Ok(_)) => {}
-                },
             }
         }
     }

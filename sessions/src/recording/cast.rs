@@ -118,6 +118,23 @@ pub fn event_line(t: f64, code: &str, data: &str) -> String {
     format!("[{t:.6}, {}, {}]\n", Value::from(code), Value::from(data))
 }
 
+/// The most bytes of a frame one event carries. Control bytes escape to six characters
+/// (`\u0001`) and invalid bytes become U+FFFD (three), so a line is at most about six times
+/// this: input of any size becomes several events of bounded lines instead of one line too long
+/// to queue.
+pub const MAX_EVENT_TEXT_BYTES: usize = 4 * 1024;
+
+/// The `"m"` marker saying what was not recorded: `oz: N bytes of <stream> not recorded
+/// (sha256 <hex>): <cause>`. The digest lets a reader check the missing bytes against another
+/// copy of them (a client's log, the pod's).
+pub fn unrecorded_marker(t: f64, stream: &str, bytes: u64, sha256: &str, cause: &str) -> String {
+    event_line(
+        t,
+        "m",
+        &format!("oz: {bytes} bytes of {stream} not recorded (sha256 {sha256}): {cause}"),
+    )
+}
+
 /// The `"m"` marker that ends a recording: `end: <reason label>`.
 pub fn end_marker(t: f64, reason: SessionEndReason) -> String {
     event_line(t, "m", &format!("end: {}", reason.label()))
@@ -134,10 +151,16 @@ impl Utf8Carry {
     /// The text of `frame` after what was carried; `None` when it is all carried (nothing to
     /// write yet).
     pub fn push(&mut self, frame: &[u8]) -> Option<String> {
-        let mut bytes = std::mem::take(&mut self.tail);
-        bytes.extend_from_slice(frame);
+        let carried = std::mem::take(&mut self.tail);
+        let joined;
+        let bytes = if carried.is_empty() {
+            frame
+        } else {
+            joined = [&carried[..], frame].concat();
+            &joined[..]
+        };
         let mut text = String::with_capacity(bytes.len());
-        let mut rest = &bytes[..];
+        let mut rest = bytes;
         loop {
             match std::str::from_utf8(rest) {
                 Ok(valid) => {
@@ -247,6 +270,13 @@ mod tests {
             end_marker(2.25, SessionEndReason::TemplateDeleted),
             "[2.250000, \"m\", \"end: template_deleted\"]\n"
         );
+    }
+
+    #[test]
+    fn the_worst_case_line_stays_near_six_times_the_event_limit() {
+        let control = vec![1u8; MAX_EVENT_TEXT_BYTES];
+        let text = Utf8Carry::default().push(&control).unwrap();
+        assert!(event_line(1e6, "i", &text).len() <= 6 * MAX_EVENT_TEXT_BYTES + 64);
     }
 
     #[test]

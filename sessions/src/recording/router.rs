@@ -4,6 +4,7 @@
 
 use axum::{
     Router,
+    body::Body,
     extract::{Path, State},
     http::{StatusCode, header},
     response::{IntoResponse, Response},
@@ -40,10 +41,13 @@ async fn serve(
             details(&id),
         );
     }
-    match recordings.read(&namespace, &id).await {
-        Ok(Some(bytes)) => {
-            ([(header::CONTENT_TYPE, "application/x-asciicast")], bytes).into_response()
-        }
+    match recordings.read_stream(&namespace, &id).await {
+        // Streamed as it is read: a recording may be as large as its cap.
+        Ok(Some(body)) => (
+            [(header::CONTENT_TYPE, "application/x-asciicast")],
+            Body::from_stream(body),
+        )
+            .into_response(),
         Ok(None) => failure_about(
             StatusCode::NOT_FOUND,
             format!("recordings.{SESSIONS_GROUP} {id:?} not found in namespace {namespace:?}"),

@@ -2,21 +2,24 @@
 //! relative to the store's prefix: `<namespace>/<id>.cast` once finished, and
 //! `<namespace>/<id>/part-NNNNNNNN.cast` while the session runs.
 
-use std::sync::Arc;
+use std::{path::PathBuf, sync::Arc};
 
-use futures::TryStreamExt;
+use bytes::Bytes;
+use futures::{TryStreamExt, stream::BoxStream};
 use object_store::{
     ObjectStore, PutPayload, aws::AmazonS3Builder, aws::AmazonS3ConfigKey, local::LocalFileSystem,
     path::Path,
 };
 
-use super::RecordingError;
+use super::{RecordingDigest, RecordingError, unrecorded::hex};
 
 /// An opened store and the prefix every key goes under.
 #[derive(Clone, Debug)]
 pub(crate) struct Store {
     inner: Arc<dyn ObjectStore>,
     prefix: String,
+    /// The directory, for a directory store.
+    dir: Option<PathBuf>,
     /// The URL it was opened from, without its query (which may hold credentials).
     pub(crate) display: String,
 }
@@ -98,6 +101,7 @@ impl Store {
             return Ok(Self {
                 inner: Arc::new(inner),
                 prefix: prefix.trim_matches('/').to_owned(),
+                dir: None,
                 display: format!("s3://{location}"),
             });
         }
@@ -113,6 +117,7 @@ impl Store {
         Ok(Self {
             inner: Arc::new(inner),
             prefix: String::new(),
+            dir: Some(PathBuf::from(dir)),
             display: dir.to_owned(),
         })
     }
@@ -132,13 +137,45 @@ impl Store {
             .map(drop)
     }
 
-    /// The object's bytes, `None` when there is none.
-    pub(crate) async fn get(&self, key: &str) -> object_store::Result<Option<Vec<u8>>> {
+    /// The object's bytes, `None` when there is none. Only for parts, which are small.
+    pub(crate) async fn get(&self, key: &str) -> object_store::Result<Option<Bytes>> {
         match self.inner.get(&self.path(key)).await {
-            Ok(result) => Ok(Some(result.bytes().await?.to_vec())),
+            Ok(result) => Ok(Some(result.bytes().await?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// The object's bytes as they are read, `None` when there is none.
+    pub(crate) async fn get_stream(
+        &self,
+        key: &str,
+    ) -> object_store::Result<Option<BoxStream<'static, object_store::Result<Bytes>>>> {
+        match self.inner.get(&self.path(key)).await {
+            Ok(result) => Ok(Some(result.into_stream())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The bytes of a directory store's files, read when oz starts so that a total cap counts
+    /// what earlier runs left (an emptyDir outlives a restarted container). 0 for S3, whose
+    /// size is not this pod's disk.
+    pub(crate) fn used_bytes(&self) -> u64 {
+        fn walk(dir: &std::path::Path) -> u64 {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return 0;
+            };
+            entries
+                .flatten()
+                .map(|entry| match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => walk(&entry.path()),
+                    Ok(_) => entry.metadata().map_or(0, |m| m.len()),
+                    Err(_) => 0,
+                })
+                .sum()
+        }
+        self.dir.as_deref().map_or(0, walk)
     }
 
     /// A running (or crashed) session's part keys, in order.
@@ -173,16 +210,24 @@ impl Store {
     }
 
     /// Writes `header` and then `body`'s parts (each read in turn, so a long session is never
-    /// whole in memory) as the one object `key`, with a multipart upload.
+    /// whole in memory) as the one object `key`, with a multipart upload; returns the SHA-256
+    /// and length of what it wrote.
     pub(crate) async fn assemble(
         &self,
         key: &str,
         header: &str,
         parts: &[String],
-    ) -> object_store::Result<()> {
+    ) -> object_store::Result<RecordingDigest> {
         let upload = self.inner.put_multipart(&self.path(key)).await?;
         let mut writer = object_store::WriteMultipart::new(upload);
-        writer.write(header.as_bytes());
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut length = 0u64;
+        let mut write = |bytes: &[u8], writer: &mut object_store::WriteMultipart| {
+            digest.update(bytes);
+            length += bytes.len() as u64;
+            writer.write(bytes);
+        };
+        write(header.as_bytes(), &mut writer);
         let mut first = true;
         for part in parts {
             let Some(bytes) = self.get(part).await? else {
@@ -197,9 +242,13 @@ impl Store {
                     None => &[],
                 };
             }
-            writer.write(body);
+            write(body, &mut writer);
         }
-        writer.finish().await.map(drop)
+        writer.finish().await?;
+        Ok(RecordingDigest {
+            sha256: hex(digest.finish().as_ref()),
+            bytes: length,
+        })
     }
 }
 

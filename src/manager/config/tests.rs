@@ -221,6 +221,40 @@ fn sessions_are_opt_in_need_the_webhooks_and_a_service_for_their_api_service() {
 }
 
 #[test]
+fn recordings_are_capped_per_session_by_default_and_in_total_when_asked() {
+    let sessions = |extra: &[&str]| {
+        let mut args = vec![
+            "--controllers=webhooks,sessions".to_string(),
+            "--webhook-url-base=https://127.0.0.1:9443".into(),
+            "--sessions-service=oz-test/oz-sessions".into(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        parse(&args).map(|run| run.manager_config().unwrap().sessions.unwrap())
+    };
+    assert_eq!(
+        sessions(&[]).unwrap().recording_limits,
+        RecordingLimits {
+            max_session_bytes: 64 << 20,
+            max_total_bytes: None
+        }
+    );
+    assert_eq!(
+        sessions(&[
+            "--session-recording-max-size=1Mi",
+            "--session-recordings-max-total-size=1Gi"
+        ])
+        .unwrap()
+        .recording_limits,
+        RecordingLimits {
+            max_session_bytes: 1 << 20,
+            max_total_bytes: Some(1 << 30)
+        }
+    );
+    let error = sessions(&["--session-recording-max-size=1Ki"]).unwrap_err();
+    assert!(error.to_string().contains("at least 64Ki"), "{error}");
+}
+
+#[test]
 fn the_webhook_client_ca_is_read_at_startup_and_its_names_need_it() {
     let webhooks = |extra: &[&str]| {
         let mut args = vec![

@@ -124,6 +124,13 @@ pub struct SessionAudit {
     /// `session-end` only: why it ended ([`oz_api::SessionEndReason::label`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_reason: Option<String>,
+    /// `session-end` only, once the recording file was written: its SHA-256 (lowercase hex),
+    /// which `ozctl audit verify --recordings` checks the file against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording_sha256: Option<String>,
+    /// `session-end` only, with `recordingSha256`: the recording file's length in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording_bytes: Option<u64>,
     /// The oz replica that served it.
     pub replica: String,
 }
