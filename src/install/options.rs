@@ -165,6 +165,14 @@ pub struct InstallOptions {
     /// notification sink's. When set, a NetworkPolicy allows egress to these and to name
     /// servers only ([`super::egress`]). Empty: no egress policy.
     pub egress_cidrs: Vec<String>,
+    /// Where session recordings go (`--session-recordings`), e.g. `s3://BUCKET/PREFIX`;
+    /// `None`: the pod's `emptyDir`, capped below its size limit. Never with credentials in
+    /// it: those come from [`Self::session_recordings_secret`]. Needs sessions.
+    pub session_recordings: Option<String>,
+    /// A Secret in the operator's namespace whose keys become oz-manager's environment
+    /// (`envFrom`): `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, ... for the
+    /// recordings store. Needs sessions.
+    pub session_recordings_secret: Option<String>,
 }
 
 impl Default for InstallOptions {
@@ -181,6 +189,8 @@ impl Default for InstallOptions {
             webhook_ingress_cidrs: Vec::new(),
             unverified_webhook_callers: false,
             egress_cidrs: Vec::new(),
+            session_recordings: None,
+            session_recordings_secret: None,
         }
     }
 }
@@ -238,6 +248,12 @@ impl InstallOptions {
         }
         if !self.egress_cidrs.is_empty() {
             line.push_str(&format!(" --egress-cidrs {}", self.egress_cidrs.join(",")));
+        }
+        if let Some(url) = &self.session_recordings {
+            line.push_str(&format!(" --session-recordings {url}"));
+        }
+        if let Some(secret) = &self.session_recordings_secret {
+            line.push_str(&format!(" --session-recordings-secret {secret}"));
         }
         line
     }
@@ -377,6 +393,30 @@ impl InstallOptions {
         }
         for cidr in self.webhook_ingress_cidrs.iter().chain(&self.egress_cidrs) {
             check_cidr(cidr)?;
+        }
+        if let Some(secret) = &self.session_recordings_secret {
+            check_dns_subdomain("session recordings Secret", secret)?;
+        }
+        if let Some(url) = &self.session_recordings {
+            let credentials = oz_sessions::recording::credentials_in_url(url);
+            if url.trim().is_empty() || !credentials.is_empty() {
+                return Err(ManifestError::Invalid(format!(
+                    "--session-recordings {:?}: name a directory or s3://BUCKET/PREFIX without \
+                     credentials ({}); put them in a Secret and pass \
+                     --session-recordings-secret NAME",
+                    oz_sessions::recording::redact(url),
+                    credentials.join(", ")
+                )));
+            }
+        }
+        let recordings_options =
+            self.session_recordings.is_some() || self.session_recordings_secret.is_some();
+        if recordings_options && !self.runs(Component::Sessions) {
+            return Err(ManifestError::Invalid(
+                "--session-recordings and --session-recordings-secret are about brokered \
+                 sessions: add sessions to --controllers, or leave them out"
+                    .into(),
+            ));
         }
         if self.runs(Component::Sessions) && !self.runs(Component::Webhooks) {
             return Err(ManifestError::Invalid(

@@ -642,6 +642,7 @@ fn the_audit_signing_key_and_its_public_keys_are_granted_by_name() {
 mod callers;
 mod egress;
 mod image_recipe;
+mod recordings;
 mod release_version;
 
 /// With sessions: oz holds what a Brokered grant's Role grants (so creating it needs no

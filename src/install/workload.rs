@@ -8,10 +8,11 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-            HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec,
-            PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
-            SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar,
+            EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext,
+            PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretEnvSource,
+            SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
+            VolumeMount,
         },
         networking::v1::{
             IPBlock, NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
@@ -262,10 +263,16 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
     }
     if options.runs(Component::Sessions) {
         args.push(format!("--sessions-port={SESSIONS_PORT}"));
-        args.push(format!("--session-recordings={SESSION_RECORDINGS_DIR}"));
-        args.push(format!(
-            "--session-recordings-max-total-size={SESSION_RECORDINGS_MAX_TOTAL_SIZE}"
-        ));
+        match &options.session_recordings {
+            Some(url) => args.push(format!("--session-recordings={url}")),
+            // The emptyDir: capped below its size limit.
+            None => {
+                args.push(format!("--session-recordings={SESSION_RECORDINGS_DIR}"));
+                args.push(format!(
+                    "--session-recordings-max-total-size={SESSION_RECORDINGS_MAX_TOTAL_SIZE}"
+                ));
+            }
+        }
     }
     args.push("--log-format=json".into());
     args
@@ -375,6 +382,20 @@ fn deployment(options: &InstallOptions) -> Deployment {
             field_env("POD_NAME", "metadata.name"),
             field_env("POD_NAMESPACE", "metadata.namespace"),
         ]),
+        // The recordings store's credentials (AWS_ACCESS_KEY_ID, ...), never in the arguments.
+        env_from: options
+            .session_recordings_secret
+            .as_ref()
+            .filter(|_| options.runs(Component::Sessions))
+            .map(|secret| {
+                vec![EnvFromSource {
+                    secret_ref: Some(SecretEnvSource {
+                        name: secret.clone(),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                }]
+            }),
         ports: Some(ports),
         volume_mounts,
         liveness_probe: Some(probe("/healthz", 15, 20)),

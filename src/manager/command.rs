@@ -81,6 +81,14 @@ struct ManifestsArgs {
     /// egress policy.
     #[arg(long, value_delimiter = ',', value_name = "CIDR,...")]
     egress_cidrs: Vec<String>,
+    /// Where session recordings go, e.g. s3://BUCKET/PREFIX?region=eu-west-1; default: the
+    /// pod's emptyDir. Never with credentials: see --session-recordings-secret.
+    #[arg(long, value_name = "URL")]
+    session_recordings: Option<String>,
+    /// A Secret in the operator's namespace whose keys (AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, ...) become oz-manager's environment, for the recordings store.
+    #[arg(long, value_name = "SECRET")]
+    session_recordings_secret: Option<String>,
 }
 
 impl ManifestsArgs {
@@ -109,6 +117,8 @@ impl ManifestsArgs {
                 .into_iter()
                 .filter(|c| !c.is_empty())
                 .collect(),
+            session_recordings: self.session_recordings,
+            session_recordings_secret: self.session_recordings_secret,
         }
     }
 }

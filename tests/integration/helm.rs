@@ -217,6 +217,22 @@ fn the_chart_renders_what_oz_manager_manifests_prints_for_the_same_settings() {
         json!({"controllers": ["exec", "pod", "webhooks", "sessions"]}),
     );
     assert_chart_matches(
+        "recordings in S3, credentials from a Secret",
+        InstallOptions {
+            controllers: Component::ALL.to_vec(),
+            session_recordings: Some("s3://recordings/oz?region=eu-west-1".into()),
+            session_recordings_secret: Some("oz-recordings-s3".into()),
+            ..InstallOptions::default()
+        },
+        json!({
+            "controllers": ["exec", "pod", "webhooks", "sessions"],
+            "sessions": {
+                "recordings": "s3://recordings/oz?region=eu-west-1",
+                "recordingsCredentialsSecret": "oz-recordings-s3",
+            },
+        }),
+    );
+    assert_chart_matches(
         "egress",
         InstallOptions {
             egress_cidrs: vec!["10.96.0.1/32".into(), "203.0.113.0/24".into()],

@@ -38,7 +38,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{mpsc, oneshot};
 
 pub use router::router;
-pub use store::credentials_in_url;
+pub use store::{credentials_in_url, redact};
 
 use crate::SessionInfo;
 use limits::{RecordingLimits, SessionBudget, StoreUsage};

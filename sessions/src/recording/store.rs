@@ -252,10 +252,21 @@ impl Store {
     }
 }
 
-/// `url` without its query string, which may hold credentials.
-pub(crate) fn redact(url: &str) -> String {
-    url.split_once('?')
-        .map_or_else(|| url.to_owned(), |(u, _)| format!("{u}?…"))
+/// `url` without its query string or user info, which may hold credentials.
+pub fn redact(url: &str) -> String {
+    let url = url
+        .split_once('?')
+        .map_or_else(|| url.to_owned(), |(u, _)| format!("{u}?…"));
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split('/').next().and_then(|h| h.rsplit_once('@')) {
+            Some((_, host)) => {
+                let path = &rest[rest.find('/').unwrap_or(rest.len())..];
+                format!("{scheme}://…@{host}{path}")
+            }
+            None => url,
+        },
+        None => url,
+    }
 }
 
 fn percent_decode(value: &str) -> String {
@@ -291,6 +302,8 @@ mod tests {
         );
         assert_eq!(part_key("team", "x", 12), "team/x/part-00000012.cast");
         assert_eq!(redact("s3://b/p?secret_access_key=s"), "s3://b/p?…");
+        assert_eq!(redact("s3://KEY:SECRET@b/p"), "s3://…@b/p");
+        assert_eq!(redact("/var/lib/oz/recordings"), "/var/lib/oz/recordings");
         assert_eq!(
             percent_decode("http%3A%2F%2F127.0.0.1%3A9000"),
             "http://127.0.0.1:9000"
