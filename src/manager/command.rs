@@ -34,7 +34,7 @@ enum Print {
     /// Print a complete install (Namespace, CRDs, ServiceAccount, least-privilege RBAC,
     /// Services, Deployment, webhook configurations) as YAML, scoped to exactly the given
     /// namespaces and parts.
-    Manifests(ManifestsArgs),
+    Manifests(Box<ManifestsArgs>),
 }
 
 // No `env =` here: these describe an install, and must not pick up the OZ_* run settings.
