@@ -32,7 +32,7 @@ pub fn is_stream(record: &CheckedRecord) -> bool {
 }
 
 /// Adds [`ON_BEHALF_OF`] to each brokered stream's record whose `session-start` is among
-/// `records`: the same namespace, pod and command, the nearest in time within [`WINDOW`], each
+/// `records`: the same namespace, pod and command, the nearest in time within 10 s, each
 /// start given to one stream. The files of every replica can be given at once: a stream's
 /// admission and its session may be recorded by different replicas.
 pub fn attribute(records: &mut [CheckedRecord]) {

@@ -10,7 +10,7 @@
 //! Both cut what they are given into events of at most [`MAX_EVENT_TEXT_BYTES`] (and an
 //! incomplete character carried over), and both stop at the
 //! session's cap ([`super::limits`]): from there on their text is counted and digested, and
-//! [`finish_markers`](InputTap::finish_markers) says so at the end.
+//! `finish_markers` says so at the end.
 
 use std::sync::{Arc, Mutex};
 
