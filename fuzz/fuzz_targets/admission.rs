@@ -21,7 +21,7 @@ use libfuzzer_sys::fuzz_target;
 use oz_api::{AccessConfig, AccessKind};
 use oz_webhooks::admission::{
     AccessLookup, AdmissionState, AuditLog, EnforceSettings, GrantSummary, LookupError,
-    requests::DeletePolicy, router,
+    approvals::UnverifiedReads, requests::DeletePolicy, router,
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -84,6 +84,8 @@ static ROUTER: LazyLock<Router> = LazyLock::new(|| {
             ..EnforceSettings::default()
         },
         deletes: DeletePolicy::new(["system:masters".to_string()], "oz-system"),
+        // Reads cost the fuzzer's in-memory lookup nothing: every review is judged in full.
+        unverified_reads: UnverifiedReads::new(1e9, 1e9),
     }))
 });
 

@@ -69,14 +69,16 @@ pub struct UnverifiedReads(TokenBucket);
 
 impl Default for UnverifiedReads {
     fn default() -> Self {
-        Self(TokenBucket::new(
-            UNVERIFIED_REVIEWS_PER_SECOND,
-            UNVERIFIED_REVIEW_BURST,
-        ))
+        Self::new(UNVERIFIED_REVIEWS_PER_SECOND, UNVERIFIED_REVIEW_BURST)
     }
 }
 
 impl UnverifiedReads {
+    /// A budget of `burst` reviews at once, refilled at `per_second`.
+    pub fn new(per_second: f64, burst: f64) -> Self {
+        Self(TokenBucket::new(per_second, burst))
+    }
+
     /// Whether a review that reads the apiserver may be answered: always for the verified
     /// apiserver, else while the budget lasts.
     fn allow(&self, request: &AdmissionRequest<DynamicObject>, verified: bool) -> bool {
