@@ -262,7 +262,8 @@ sleeping || fail "alice's kubectl exec -- sleep 600 did not start"
 pids=$({ pgrep -g "$leader"; pgrep -f "$run/"; in_pods; } | sort -u | paste -sd, -)
 # Each with its start time, so that a pid used again meanwhile does not count.
 ps -o pid=,lstart=,args= -p "$pids" | sort >"$out.started"
-for what in hack/run-local.sh target/debug/oz-manager 'kube-testenv run' /kwok ' sleep 600$'; do
+# run-local.sh runs oz-manager from cargo's target directory, wherever CARGO_TARGET_DIR puts it.
+for what in hack/run-local.sh /debug/oz-manager 'kube-testenv run' /kwok ' sleep 600$'; do
   grep -q -- "$what" "$out.started" || fail "$what is not among what the run started: $(cat "$out.started")"
 done
 kill -INT -- "-$leader"
