@@ -33,21 +33,19 @@ use crate::{
     time,
 };
 
-/// Goes on only with a request whose access may still be granted: an Expired request is kept
-/// revoked (and deleted after its retention), a Denied one stays so, and one past a recorded
-/// `expiresAt` ends now, whatever else has changed since.
+/// Goes on only with a request whose access may still be granted: an ended (Expired or
+/// Revoked) request is kept revoked (and deleted after its retention, counted from its end), a
+/// Denied one stays so, and one past a recorded `expiresAt` ends now, whatever else has changed
+/// since.
 pub async fn is_access_over<B: AccessBuilder>(r: &Reconciling<'_, B>, pass: &mut Pass) -> Step {
     match pass.status.phase {
-        Some(RequestPhase::Expired) => {
+        Some(phase) if phase.is_ended() => {
             r.revoke_leftovers().await?;
-            let expires_at = pass.status.expires_at.as_ref().map_or(pass.now, |t| t.0);
-            let action = after_expiry(r.ctx, r.request, expires_at).await?;
-            return Ok(ControlFlow::Break(action));
-        }
-        Some(RequestPhase::Revoked) => {
-            r.revoke_leftovers().await?;
-            let revoked_at = super::revoke::revoked_at(pass).unwrap_or(pass.now);
-            let action = after_expiry(r.ctx, r.request, revoked_at).await?;
+            let ended_at = match phase {
+                RequestPhase::Revoked => super::revoke::revoked_at(pass),
+                _ => pass.status.expires_at.as_ref().map(|t| t.0),
+            };
+            let action = after_expiry(r.ctx, r.request, ended_at.unwrap_or(pass.now)).await?;
             return Ok(ControlFlow::Break(action));
         }
         Some(RequestPhase::Denied) => return Ok(ControlFlow::Break(Action::await_change())),

@@ -29,7 +29,6 @@ pub async fn is_revocation_asked<B: AccessBuilder>(
     let Some(by) = oz_api::revoke_asked_by(r.request.meta()) else {
         return Ok(ControlFlow::Continue(()));
     };
-    let by = by.to_string();
     // Before the status says so: what users read never runs ahead of their access.
     r.revoke().await?;
     pass.observe(Observation::no(
