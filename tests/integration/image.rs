@@ -18,17 +18,14 @@ use std::{
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use oz::install::{
-    Component, HEALTH_PORT, InstallOptions, METRICS_PORT, RUN_AS, SESSIONS_PORT, WEBHOOK_PORT,
-    install_yaml,
-};
+use oz::install::{HEALTH_PORT, METRICS_PORT, RUN_AS, SESSIONS_PORT, WEBHOOK_PORT};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
 use crate::{
-    install::{TEMPLATE, apply_install, operator_args, service_account_kubeconfig, wait_for_ready},
-    support::{Operator, can_exec, create_manifest, env, eventually, install_crds},
+    install::{ScopedInstall, TEMPLATE, operator_args, service_account_kubeconfig, wait_for_ready},
+    support::{Operator, can_exec, create_manifest, env, eventually},
     versions::version_commit,
 };
 
@@ -199,19 +196,13 @@ async fn the_images_oz_manager_grants_alice_an_exec_and_revokes_it_at_expiry() {
     let commit = version_commit(&oz_manager, "oz-manager");
     assert_ne!(commit, "unknown", "make image names the commit it builds");
 
-    install_crds().await;
-    let admin = env().admin().await.unwrap();
-    let operator_ns = env().namespace("image-oz").await.unwrap();
-    let ns = env().namespace("image").await.unwrap();
-    let options = InstallOptions {
-        namespace: operator_ns.clone(),
-        watch_namespaces: vec![ns.clone()],
-        controllers: vec![Component::Exec, Component::Pod],
-        crds: false,
-        ..InstallOptions::default()
-    };
-    let yaml = install_yaml(&options).unwrap();
-    apply_install(&admin, &yaml, |_| true).await;
+    let ScopedInstall {
+        admin,
+        operator_ns,
+        ns,
+        yaml,
+        ..
+    } = ScopedInstall::apply("image").await;
     let kubeconfig = service_account_kubeconfig(env(), &admin, &operator_ns, "oz-manager").await;
     workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 1))
         .await

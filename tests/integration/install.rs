@@ -55,19 +55,13 @@ pub(crate) const ALICES_REQUEST: &str = "apiVersion: crds.wizardofoz.co/v1alpha1
 
 #[tokio::test]
 async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
-    install_crds().await;
-    let admin = env().admin().await.unwrap();
-    let operator_ns = env().namespace("install-oz").await.unwrap();
-    let ns = env().namespace("install").await.unwrap();
-    let options = InstallOptions {
-        namespace: operator_ns.clone(),
-        watch_namespaces: vec![ns.clone()],
-        controllers: vec![Component::Exec, Component::Pod],
-        crds: false,
-        ..InstallOptions::default()
-    };
-    let yaml = install_yaml(&options).unwrap();
-    let applied = apply_install(&admin, &yaml, |_| true).await;
+    let ScopedInstall {
+        admin,
+        operator_ns,
+        ns,
+        yaml,
+        applied,
+    } = ScopedInstall::apply("install").await;
     // The users' ClusterRoles (aggregated into view, edit and admin) aside: they are not oz's.
     let cluster_scoped: Vec<String> = applied
         .iter()
@@ -397,6 +391,41 @@ async fn the_install_with_caller_verification_passes_the_apiservers_validation()
 /// Applies the documents of `yaml` as admin by server-side apply, without force (nothing else
 /// owns these objects), after `rewrite`, which also says whether to apply each (false leaves it
 /// out). Returns what was applied.
+/// The exec and pod controllers' install, applied: oz in a namespace `<prefix>-oz` of its own,
+/// watching `<prefix>` alone, the CRDs already there.
+pub(crate) struct ScopedInstall {
+    pub admin: Client,
+    pub operator_ns: String,
+    pub ns: String,
+    pub yaml: String,
+    pub applied: Vec<DynamicObject>,
+}
+
+impl ScopedInstall {
+    pub async fn apply(prefix: &str) -> ScopedInstall {
+        install_crds().await;
+        let admin = env().admin().await.unwrap();
+        let operator_ns = env().namespace(&format!("{prefix}-oz")).await.unwrap();
+        let ns = env().namespace(prefix).await.unwrap();
+        let options = InstallOptions {
+            namespace: operator_ns.clone(),
+            watch_namespaces: vec![ns.clone()],
+            controllers: vec![Component::Exec, Component::Pod],
+            crds: false,
+            ..InstallOptions::default()
+        };
+        let yaml = install_yaml(&options).unwrap();
+        let applied = apply_install(&admin, &yaml, |_| true).await;
+        ScopedInstall {
+            admin,
+            operator_ns,
+            ns,
+            yaml,
+            applied,
+        }
+    }
+}
+
 pub(crate) async fn apply_install(
     admin: &Client,
     yaml: &str,
