@@ -7,6 +7,13 @@ use tokio::time::advance;
 
 use super::unrecorded::hex;
 
+/// A store in a new temporary directory, which lives as long as the returned guard.
+fn in_a_directory() -> (tempfile::TempDir, Recordings) {
+    let dir = tempfile::tempdir().unwrap();
+    let recordings = Recordings::open(dir.path().to_str().unwrap()).unwrap();
+    (dir, recordings)
+}
+
 fn info(id: &str) -> SessionInfo {
     SessionInfo {
         id: id.into(),
@@ -33,8 +40,7 @@ fn info(id: &str) -> SessionInfo {
 
 /// A small session, its clock driven by hand: returns the finished file's events.
 async fn session(record_input: bool) -> (String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let recordings = Recordings::open(dir.path().to_str().unwrap()).unwrap();
+    let (dir, recordings) = in_a_directory();
     let id = "20261123-081500-abcd1234";
     let mut recording = recordings.start(&info(id), record_input, Some((100, 30)));
     assert_eq!(recording.key(), format!("team/{id}.cast"));
@@ -137,8 +143,7 @@ fn sha256(bytes: &[u8]) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn input_larger_than_the_queue_is_held_and_recorded_whole_in_pieces() {
-    let dir = tempfile::tempdir().unwrap();
-    let recordings = Recordings::open(dir.path().to_str().unwrap()).unwrap();
+    let (_dir, recordings) = in_a_directory();
     let id = "20261123-081500-in000000";
     let mut recording = recordings.start(&info(id), true, None);
     // Escaped six times over, 3 MiB of control bytes is ~18 MiB of lines: far more than
@@ -169,8 +174,7 @@ async fn input_larger_than_the_queue_is_held_and_recorded_whole_in_pieces() {
 
 #[tokio::test(start_paused = true)]
 async fn output_that_finds_the_queue_full_is_counted_and_digested_with_its_cause() {
-    let dir = tempfile::tempdir().unwrap();
-    let recordings = Recordings::open(dir.path().to_str().unwrap()).unwrap();
+    let (_dir, recordings) = in_a_directory();
     let id = "20261123-081500-zzzz0000";
     let mut recording = recordings.start(&info(id), false, None);
     recording.output(b"before");
@@ -292,8 +296,7 @@ async fn the_total_cap_caps_new_recordings_once_the_store_is_full() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_recording_keeps_what_was_flushed() {
-    let dir = tempfile::tempdir().unwrap();
-    let recordings = Recordings::open(dir.path().to_str().unwrap()).unwrap();
+    let (_dir, recordings) = in_a_directory();
     let id = "20261123-081500-drop0000";
     let mut recording = recordings.start(&info(id), false, None);
     recording.output(b"before");
