@@ -24,27 +24,28 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY api/Cargo.toml api/
 COPY audit/Cargo.toml audit/
+COPY platform/Cargo.toml platform/
 COPY webhooks/Cargo.toml webhooks/
 COPY sessions/Cargo.toml sessions/
 COPY cli/Cargo.toml cli/
 COPY tests/support/Cargo.toml tests/support/
 COPY bench/Cargo.toml bench/
-RUN mkdir -p src/bin api/src audit/src webhooks/src sessions/src cli/src tests/support/src \
+RUN mkdir -p src/bin api/src audit/src platform/src webhooks/src sessions/src cli/src tests/support/src \
           tests/integration bench/src \
  && echo 'fn main() {}' > src/bin/oz-manager.rs \
  && echo 'fn main() {}' > bench/src/main.rs \
  && echo 'fn main() {}' > cli/src/main.rs \
- && touch src/lib.rs api/src/lib.rs audit/src/lib.rs webhooks/src/lib.rs sessions/src/lib.rs \
+ && touch src/lib.rs api/src/lib.rs audit/src/lib.rs platform/src/lib.rs webhooks/src/lib.rs sessions/src/lib.rs \
           cli/src/lib.rs tests/support/src/lib.rs tests/integration/main.rs \
  && cargo build --locked --profile release -p oz -p ozctl --bin oz-manager --bin ozctl \
- && rm -rf src api/src audit/src webhooks/src sessions/src cli/src tests bench/src
+ && rm -rf src api/src audit/src platform/src webhooks/src sessions/src cli/src tests bench/src
 
 # Then oz itself. COPY keeps the files' own modification times, which can be older than the
 # stand-ins' build: touching the sources makes cargo rebuild oz's crates (and only those).
 COPY . .
 # The commit `--version` names (`unknown` unless given).
 ARG OZ_GIT_COMMIT
-RUN find src api/src audit/src webhooks/src sessions/src cli/src -name '*.rs' -exec touch {} + \
+RUN find src api/src audit/src platform/src webhooks/src sessions/src cli/src -name '*.rs' -exec touch {} + \
  && cargo build --locked --profile release -p oz -p ozctl --bin oz-manager --bin ozctl \
  && install -D target/release/oz-manager /out/oz-manager
 

@@ -1,8 +1,10 @@
-//! oz's tamper-evident audit file (format v1): every line a JSON entry chained to the one
-//! before it by SHA-256, with Ed25519-signed checkpoints that vouch for everything before
-//! them; its writer ([`AuditFile`]) and its verifier ([`verify`]). Plain Rust and std I/O: no
-//! Kubernetes here (oz-webhooks keeps the key in a Secret and writes through this; `ozctl
-//! audit verify` reads through it).
+//! oz's audit trail, in one place: the record of one way into a pod ([`AuditRecord`]), the log
+//! every record is written through ([`AuditLog`]), and the tamper-evident audit file (format
+//! v1) behind it: every line a JSON entry chained to the one before it by SHA-256, with
+//! Ed25519-signed checkpoints that vouch for everything before them; its writer
+//! ([`AuditFile`]) and its verifier ([`verify`]). Plain Rust and std I/O: no Kubernetes here
+//! (oz-platform keeps the key in a Secret; the admission webhooks and the sessions broker
+//! write through [`AuditLog`]; `ozctl audit verify` reads through [`verify`]).
 //!
 //! # The format
 //!
@@ -92,6 +94,8 @@ pub mod entry;
 mod error;
 mod hash;
 mod keys;
+mod log;
+mod record;
 mod verify;
 mod writer;
 
@@ -99,6 +103,11 @@ pub use entry::{Body, Entry, checkpoint_message};
 pub use error::{Error, Result};
 pub use hash::Hash;
 pub use keys::{KeyId, PublicKey, Signer};
+pub use log::{
+    AuditLog, LogCounters, UNWRITABLE_REPORT_INTERVAL, UNWRITABLE_WARNING_INTERVAL,
+    UnwritableReport,
+};
+pub use record::{AuditRecord, CallerKind, Grant, SessionAudit, audit_annotations};
 pub use verify::{
     CheckedRecord, CheckpointAt, FileSummary, Location, Problem, ProblemKind, Report, verify,
     verify_records,

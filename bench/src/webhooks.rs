@@ -30,13 +30,14 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 use oz_api::{AccessConfig, AccessKind, ExecAccessRequest, PodAccessRequest, RequestPhase};
-use oz_webhooks::{
-    admission::{
-        self, AccessLookup, AdmissionState, AuditLog, CachedLookup, EnforceSettings, GrantSummary,
-        KubeLookup, LookupError, audit::find_grant,
-    },
+use oz_audit::AuditLog;
+use oz_platform::{
     certs::secrets::CA_CRT,
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
+};
+use oz_webhooks::admission::{
+    self, AccessLookup, AdmissionState, CachedLookup, EnforceSettings, GrantSummary, KubeLookup,
+    LookupError, audit::find_grant,
 };
 use serde::Serialize;
 use serde_json::json;

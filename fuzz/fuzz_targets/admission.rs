@@ -19,8 +19,9 @@ use futures::future::BoxFuture;
 use http::Request;
 use libfuzzer_sys::fuzz_target;
 use oz_api::{AccessConfig, AccessKind};
+use oz_audit::AuditLog;
 use oz_webhooks::admission::{
-    AccessLookup, AdmissionState, AuditLog, EnforceSettings, GrantSummary, LookupError,
+    AccessLookup, AdmissionState, EnforceSettings, GrantSummary, LookupError,
     approvals::UnverifiedReads, requests::DeletePolicy, router,
 };
 use serde_json::{Value, json};

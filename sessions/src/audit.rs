@@ -4,10 +4,7 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use oz_api::SessionEndReason;
-use oz_webhooks::{
-    admission::{AuditLog, AuditRecord, Grant, audit::SessionAudit},
-    callers::CallerKind,
-};
+use oz_audit::{AuditLog, AuditRecord, CallerKind, Grant, SessionAudit};
 
 use crate::{SessionInfo, recording::RecordingDigest};
 

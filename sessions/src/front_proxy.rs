@@ -25,9 +25,9 @@ use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
 };
-use oz_webhooks::{
-    WebhookMetrics,
-    callers::{Caller, CallerVerifier, ClientCa, ClientCaError},
+use oz_platform::{
+    ServerMetrics,
+    callers::{Caller, CallerVerifier, ClientCa, ClientCaError, NamesRead, admit_verified},
     metrics::RefusedLabels,
 };
 use prometheus_client::metrics::{counter::Counter, family::Family};
@@ -42,11 +42,11 @@ pub const AUTHENTICATION_NAMESPACE: &str = "kube-system";
 pub const AUTHENTICATION_CONFIG_MAP: &str = "extension-apiserver-authentication";
 
 /// `oz_sessions_refused_total{reason}`: a call without a verified client certificate.
-pub const NO_CERTIFICATE: &str = oz_webhooks::callers::NO_CERTIFICATE;
+pub const NO_CERTIFICATE: &str = oz_platform::callers::NO_CERTIFICATE;
 /// A verified certificate with none of the allowed names.
-pub const NAME_NOT_ALLOWED: &str = oz_webhooks::callers::NAME_NOT_ALLOWED;
+pub const NAME_NOT_ALLOWED: &str = oz_platform::callers::NAME_NOT_ALLOWED;
 /// A certificate the front-proxy CA did not sign: the handshake fails.
-pub const UNTRUSTED_CERTIFICATE: &str = oz_webhooks::callers::UNTRUSTED_CERTIFICATE;
+pub const UNTRUSTED_CERTIFICATE: &str = oz_platform::callers::UNTRUSTED_CERTIFICATE;
 /// A verified call with no user header (only the apiserver's discovery calls may lack one).
 pub const NO_USER: &str = "no_user";
 
@@ -190,9 +190,9 @@ impl FrontProxy {
     /// Verifies against `config`, counting refusals (handshakes included) in `refusals`.
     pub fn new(config: FrontProxyConfig, refusals: Refusals) -> Result<Arc<Self>, FrontProxyError> {
         let ca = ClientCa::from_pem(config.ca_pem.as_bytes(), config.allowed_names.clone())?;
-        let metrics = WebhookMetrics {
+        let metrics = ServerMetrics {
             refused_callers: refusals.clone(),
-            ..WebhookMetrics::default()
+            ..ServerMetrics::default()
         };
         let verifier = CallerVerifier::new(&ca, metrics)?;
         Ok(Arc::new(Self {
@@ -272,20 +272,14 @@ impl FrontProxy {
         })
     }
 
-    /// Whether `caller` is the apiserver, or why not.
+    /// Whether `caller` is the apiserver, or why not: the webhooks' rule
+    /// ([`admit_verified`]), with CNs only, as the apiserver reads the same list: a
+    /// certificate the front-proxy CA signed for some other purpose with the name as a DNS SAN
+    /// is not the apiserver.
     fn admit(&self, caller: &Caller) -> Result<(), &'static str> {
-        if !caller.is_verified() {
-            return Err(NO_CERTIFICATE);
-        }
         let config = self.config.load();
-        // CNs only, as the apiserver reads the same list: a certificate the front-proxy CA
-        // signed for some other purpose with the name as a DNS SAN is not the apiserver.
-        if !config.allowed_names.is_empty()
-            && !caller.has_allowed_common_name(&config.allowed_names)
-        {
-            return Err(NAME_NOT_ALLOWED);
-        }
-        Ok(())
+        admit_verified(caller, &config.allowed_names, NamesRead::CommonName)
+            .map_err(|refusal| refusal.reason())
     }
 
     fn refuse(&self, reason: &'static str) -> Response {

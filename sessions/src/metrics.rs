@@ -131,14 +131,14 @@ impl SessionMetrics {
         ] {
             let _ = self
                 .refused
-                .get_or_create(&oz_webhooks::metrics::RefusedLabels { reason });
+                .get_or_create(&oz_platform::metrics::RefusedLabels { reason });
         }
     }
 
     /// Counts a refused session request.
     pub fn refuse(&self, reason: &'static str) {
         self.refused
-            .get_or_create(&oz_webhooks::metrics::RefusedLabels { reason })
+            .get_or_create(&oz_platform::metrics::RefusedLabels { reason })
             .inc();
     }
 

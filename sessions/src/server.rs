@@ -11,7 +11,7 @@
 use std::{io, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{Router, http::StatusCode, middleware};
-use oz_webhooks::tls::{SwappableCert, TlsServer};
+use oz_platform::tls::{SwappableCert, TlsServer};
 use tracing::info;
 
 use crate::{

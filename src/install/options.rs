@@ -4,7 +4,7 @@
 use std::{fmt, str::FromStr};
 
 use oz_api::AccessKind;
-use oz_webhooks::{Registration, WebhookEndpoint};
+use oz_platform::{Registration, WebhookEndpoint};
 
 use super::{ManifestError, registration::webhook_registration};
 
@@ -33,9 +33,9 @@ pub const SESSIONS_PORT: u16 = 9444;
 /// directory (in the Deployment, a volume of its own).
 pub const DEFAULT_SESSION_RECORDINGS: &str = "/var/lib/oz/recordings";
 /// The Secret holding the audit file's checkpoint signing key, in the operator's namespace.
-pub const AUDIT_SIGNING_KEY_SECRET: &str = oz_webhooks::audit_key::SIGNING_KEY_SECRET;
+pub const AUDIT_SIGNING_KEY_SECRET: &str = oz_platform::audit_key::SIGNING_KEY_SECRET;
 /// The ConfigMap publishing the audit signing keys' public halves, in the operator's namespace.
-pub const AUDIT_PUBLIC_KEYS_CONFIGMAP: &str = oz_webhooks::audit_key::PUBLIC_KEYS_CONFIGMAP;
+pub const AUDIT_PUBLIC_KEYS_CONFIGMAP: &str = oz_platform::audit_key::PUBLIC_KEYS_CONFIGMAP;
 /// The non-root user and group the container runs as (distroless `nonroot`).
 pub const RUN_AS: i64 = 65532;
 
@@ -278,8 +278,8 @@ impl InstallOptions {
     }
 
     /// The Service the sessions APIService names: the webhook Service's `sessions` port.
-    pub fn sessions_service(&self) -> oz_webhooks::registration::SessionsService {
-        oz_webhooks::registration::SessionsService {
+    pub fn sessions_service(&self) -> oz_platform::registration::SessionsService {
+        oz_platform::registration::SessionsService {
             namespace: self.namespace.clone(),
             name: self.webhook_service_name(),
             port: SESSIONS_PORT,

@@ -2,7 +2,7 @@
 //! oz-manager, so that what oz-manager applies at run time agrees with what was installed.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use oz_webhooks::{Registration, WebhookEndpoint, registration::NAMESPACE_NAME_LABEL};
+use oz_platform::{Registration, WebhookEndpoint, registration::NAMESPACE_NAME_LABEL};
 
 /// The namespaceSelector of a scoped install's webhooks: exactly the watched namespaces, by the
 /// name label the apiserver sets on every Namespace.

@@ -6,11 +6,11 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::ValueEnum;
 use oz_api::AccessKind;
-use oz_sessions::recording::limits::{MIN_MAX_SESSION_BYTES, RecordingLimits};
-use oz_webhooks::{
-    FailurePolicy, Registration, WebhookConfig, WebhookEndpoint, callers::ClientCa,
-    registration::SessionsService,
+use oz_platform::{
+    FailurePolicy, Registration, WebhookEndpoint, callers::ClientCa, registration::SessionsService,
 };
+use oz_sessions::recording::limits::{MIN_MAX_SESSION_BYTES, RecordingLimits};
+use oz_webhooks::WebhookConfig;
 
 use super::{leader::LeaderElection, sessions::SessionsSettings};
 use crate::{

@@ -19,7 +19,8 @@ use oz_api::{
     AccessApproval, AccessApprovalSpec, ApprovalRequestRef, ApprovedKind, Decision,
     ExecAccessRequest, ExecAccessRequestSpec,
 };
-use oz_webhooks::{WebhookConfig, WebhookEndpoint, WebhookServer};
+use oz_platform::WebhookEndpoint;
+use oz_webhooks::{WebhookConfig, WebhookServer};
 use serde_json::json;
 
 use crate::support::{

@@ -115,7 +115,7 @@ impl Audited {
             .unwrap();
         let mut config = kube::Config::new(url);
         config.root_cert =
-            Some(oz_webhooks::certs::certificates_der(&String::from_utf8(ca).unwrap()).unwrap());
+            Some(oz_platform::certs::certificates_der(&String::from_utf8(ca).unwrap()).unwrap());
         config.default_retry = false;
         config.read_timeout = Some(Duration::from_secs(30));
         if let Some((cert, key)) = identity {

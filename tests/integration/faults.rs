@@ -859,7 +859,7 @@ async fn served_certificate(port: u16) -> Option<Vec<u8>> {
     const END: &str = "-----END CERTIFICATE-----";
     let begin = text.find("-----BEGIN CERTIFICATE-----")?;
     let end = begin + text[begin..].find(END)? + END.len();
-    oz_webhooks::certs::certificates_der(&text[begin..end])
+    oz_platform::certs::certificates_der(&text[begin..end])
         .ok()?
         .into_iter()
         .next()
@@ -868,7 +868,7 @@ async fn served_certificate(port: u16) -> Option<Vec<u8>> {
 /// Whether a TLS client trusting only `ca_bundle` (PEM) accepts the certificate served on
 /// `127.0.0.1:port` (signed by that CA, for that address) and gets an answer.
 async fn served_is_signed_by(port: u16, ca_bundle: &[u8]) -> bool {
-    let Ok(roots) = oz_webhooks::certs::certificates_der(&String::from_utf8_lossy(ca_bundle))
+    let Ok(roots) = oz_platform::certs::certificates_der(&String::from_utf8_lossy(ca_bundle))
     else {
         return false;
     };
@@ -940,7 +940,7 @@ async fn certificates_recovered(
         .flatten()
         .and_then(|s| s.data?.get("tls.crt").map(|b| b.0.clone()))
         .ok_or("no CA Secret")?;
-    if ca == old_ca || oz_webhooks::certs::certificates_der(&String::from_utf8_lossy(&ca)).is_err()
+    if ca == old_ca || oz_platform::certs::certificates_der(&String::from_utf8_lossy(&ca)).is_err()
     {
         return Err("the CA Secret still holds the old or an unusable CA".into());
     }

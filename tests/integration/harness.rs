@@ -25,12 +25,12 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::{DeleteParams, ObjectMeta, PostParams},
 };
+use oz_platform::tls::{SwappableCert, TlsServer};
 use oz_testenv::{
     ControlPlane, ControlPlaneOptions,
     pods::{create_ready_pod, test_pod_spec},
     workloads::{self, WorkloadSpec},
 };
-use oz_webhooks::tls::{SwappableCert, TlsServer};
 use serde_json::{Value, json};
 
 use crate::support::{can, env, eventually, exec, grant, rule, subject};

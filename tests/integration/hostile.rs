@@ -29,12 +29,13 @@ use kube::{
     api::{DynamicObject, ListParams, ObjectMeta, PostParams},
 };
 use oz_api::duration::parse_go_duration;
+use oz_audit::AuditLog;
 use oz_testenv::{
     pods,
     workloads::{self, WorkloadSpec},
 };
 use oz_webhooks::admission::{
-    self, AdmissionState, AuditLog, EnforceSettings, KubeLookup, requests::DeletePolicy,
+    self, AdmissionState, EnforceSettings, KubeLookup, requests::DeletePolicy,
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -801,7 +802,7 @@ async fn malformed_admission_reviews_get_a_reason_in_process_and_over_tls() {
         .clone();
     let mut config = kube::Config::new(format!("https://127.0.0.1:{}", oz.port).parse().unwrap());
     config.root_cert =
-        Some(oz_webhooks::certs::certificates_der(&String::from_utf8(ca).unwrap()).unwrap());
+        Some(oz_platform::certs::certificates_der(&String::from_utf8(ca).unwrap()).unwrap());
     config.default_retry = false;
     config.read_timeout = Some(Duration::from_secs(30));
     let client = Client::try_from(config).unwrap();

@@ -14,14 +14,13 @@ use kube::{
     },
 };
 use oz_api::{ExecAccessRequest, RequestPhase};
+use oz_audit::AuditRecord;
+use oz_platform::callers::Caller;
 use oz_testenv::{
     exec::{self, RUN_TIMEOUT},
     workloads::{self, WorkloadSpec},
 };
-use oz_webhooks::{
-    admission::audit::{AuditRecord, PodAction, describe},
-    callers::Caller,
-};
+use oz_webhooks::admission::audit::{PodAction, describe};
 use serde_json::{Map, Value, json};
 
 use crate::{

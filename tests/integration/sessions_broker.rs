@@ -17,11 +17,11 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams},
 };
 use oz_api::{AccessRequest, ExecAccessRequest, ExecAccessTemplate, SessionEndReason};
+use oz_audit::AuditLog;
 use oz_sessions::{
     Broker, BrokerConfig, Identity, SessionMetrics,
     recording::{Recordings, limits::RecordingLimits},
 };
-use oz_webhooks::{WebhookMetrics, admission::AuditLog};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
@@ -84,8 +84,7 @@ impl Brokered {
             &audit,
             signer,
             oz_audit::Rotation::default(),
-            WebhookMetrics::default(),
-            None,
+            oz_audit::LogCounters::default(),
         )
         .unwrap();
         let recordings = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))

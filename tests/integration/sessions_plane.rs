@@ -18,14 +18,14 @@ use kube::{
     Api, Client,
     api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
+use oz_platform::{
+    certs::PemPair, metrics::RefusedLabels, registration::SessionsService, tls::SwappableCert,
+};
 use oz_sessions::{
     SessionServer,
     front_proxy::{FrontProxy, Refusals},
 };
 use oz_testenv::{ControlPlane, ControlPlaneOptions, exec};
-use oz_webhooks::{
-    certs::PemPair, metrics::RefusedLabels, registration::SessionsService, tls::SwappableCert,
-};
 
 use crate::support::eventually;
 

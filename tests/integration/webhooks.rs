@@ -26,18 +26,19 @@ use kube::{
     config::Kubeconfig,
 };
 use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, RequestPhase, Requester};
-use oz_testenv::{
-    pods::{create_ready_pod, test_pod_spec},
-    workloads::{self, WorkloadSpec},
-};
-use oz_webhooks::{
-    WebhookConfig, WebhookEndpoint, WebhookServer,
+use oz_platform::{
+    WebhookEndpoint,
     certs::{
         self,
         secrets::{CA_CRT, TLS_CRT, TLS_SECRET_TYPE},
     },
     registration::AUDIT_ENFORCED_WEBHOOK,
 };
+use oz_testenv::{
+    pods::{create_ready_pod, test_pod_spec},
+    workloads::{self, WorkloadSpec},
+};
+use oz_webhooks::{WebhookConfig, WebhookServer};
 use serde_json::{Value, json};
 use tower::util::MapRequestLayer;
 
@@ -673,7 +674,7 @@ async fn a_deleted_ca_is_replaced_and_served_without_a_restart() {
                 cert: serving,
                 key: fixture.secret_text(&names.serving, "tls.key").await?,
             };
-            let expiry_exported = fixture.config.metrics.certificate_expiry.get()
+            let expiry_exported = fixture.config.metrics.server.certificate_expiry.get()
                 == certs::inspect(&pair).ok()?.not_after.unix_timestamp();
             (fresh && published && serving_it && expiry_exported).then_some(bundle)
         }

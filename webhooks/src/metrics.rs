@@ -10,25 +10,20 @@ use axum::{
 };
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, histogram::Histogram},
     registry::Registry,
 };
 
-use crate::{
+use oz_audit::LogCounters;
+use oz_platform::{
+    ServerMetrics,
     callers::{NAME_NOT_ALLOWED, NO_CERTIFICATE, UNTRUSTED_CERTIFICATE},
-    certs::{self, PemPair},
+    metrics::RefusedLabels,
     registration::{
         AUDIT_PATH, MUTATE_APPROVALS_PATH, MUTATE_REQUESTS_PATH, VALIDATE_APPROVALS_PATH,
         VALIDATE_REQUESTS_PATH, VALIDATE_TEMPLATES_PATH,
     },
 };
-
-/// Why a caller of a webhook path was refused.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RefusedLabels {
-    /// `no_certificate`, `untrusted_certificate` or `name_not_allowed`.
-    pub reason: &'static str,
-}
 
 /// Why an audit Event on a pod was not published.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,8 +61,8 @@ const WEBHOOK_PATHS: [&str; 6] = [
 /// The webhook server's metrics. Cloning shares them.
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {
-    /// Callers refused because they are not the apiserver (with `--webhook-client-ca-file`).
-    pub refused_callers: Family<RefusedLabels, Counter>,
+    /// The server layer's: refused callers, the served certificate's expiry.
+    pub server: ServerMetrics,
     /// Audit records appended to the audit file.
     pub audit_records_written: Counter,
     /// Audit records that could not be appended to the audit file; each is in the JSON log.
@@ -78,9 +73,6 @@ pub struct WebhookMetrics {
     /// often than its own limit allows: each is counted in the note of that access's next
     /// Event (not a drop: nothing to warn about).
     pub audit_events_folded: Counter,
-    /// When the serving certificate being served expires, in seconds since the Unix epoch; 0
-    /// until one is served.
-    pub certificate_expiry: Gauge,
     /// Seconds from a webhook call's arrival to its answer, by path.
     pub request_duration: Family<PathLabels, Histogram>,
 }
@@ -88,12 +80,11 @@ pub struct WebhookMetrics {
 impl Default for WebhookMetrics {
     fn default() -> Self {
         Self {
-            refused_callers: Family::default(),
+            server: ServerMetrics::default(),
             audit_records_written: Counter::default(),
             audit_records_unwritten: Counter::default(),
             audit_events_dropped: Family::default(),
             audit_events_folded: Counter::default(),
-            certificate_expiry: Gauge::default(),
             // 0.25 ms .. ~4 s: the audit webhook answers in about 1.5 ms (docs/benchmarks.md),
             // and the apiserver gives up on a webhook after 10 s.
             request_duration: Family::new_with_constructor(|| {
@@ -110,13 +101,14 @@ impl WebhookMetrics {
     pub fn register(&self, registry: &mut Registry) {
         for reason in [NO_CERTIFICATE, UNTRUSTED_CERTIFICATE, NAME_NOT_ALLOWED] {
             let _ = self
+                .server
                 .refused_callers
                 .get_or_create(&RefusedLabels { reason });
         }
         registry.register(
             "webhook_refused_callers",
             "Webhook calls refused because the caller is not the apiserver",
-            self.refused_callers.clone(),
+            self.server.refused_callers.clone(),
         );
         registry.register(
             "audit_records_written",
@@ -146,7 +138,7 @@ impl WebhookMetrics {
         registry.register(
             "webhook_certificate_expiry_timestamp_seconds",
             "When the webhook serving certificate being served expires (Unix time; 0 until one is served)",
-            self.certificate_expiry.clone(),
+            self.server.certificate_expiry.clone(),
         );
         for path in WEBHOOK_PATHS {
             let _ = self
@@ -160,13 +152,6 @@ impl WebhookMetrics {
         );
     }
 
-    /// Counts a refused caller.
-    pub fn refuse(&self, reason: &'static str) {
-        self.refused_callers
-            .get_or_create(&RefusedLabels { reason })
-            .inc();
-    }
-
     /// Counts an audit Event dropped for `reason` (one of [`AUDIT_EVENT_DROP_REASONS`]).
     pub fn audit_event_dropped(&self, reason: &'static str) {
         self.audit_events_dropped
@@ -174,11 +159,12 @@ impl WebhookMetrics {
             .inc();
     }
 
-    /// Records the expiry of the serving certificate now served, `pair`'s. A certificate that
-    /// cannot be read is never served (the TLS server refuses it first), so it changes nothing.
-    pub fn serving_certificate(&self, pair: &PemPair) {
-        if let Ok(info) = certs::inspect(pair) {
-            self.certificate_expiry.set(info.not_after.unix_timestamp());
+    /// The audit log's counters (its Event on an unwritable file is added by the caller).
+    pub fn audit_log_counters(&self) -> LogCounters {
+        LogCounters {
+            written: self.audit_records_written.clone(),
+            unwritten: self.audit_records_unwritten.clone(),
+            on_unwritable: None,
         }
     }
 }
@@ -203,10 +189,7 @@ pub async fn measure(
 
 #[cfg(test)]
 mod tests {
-    use time::OffsetDateTime;
-
     use super::*;
-    use crate::certs::{CertSettings, generate_ca, issue_serving_cert};
 
     fn render(metrics: &WebhookMetrics) -> String {
         let mut registry = Registry::with_prefix("oz");
@@ -245,19 +228,5 @@ mod tests {
         ] {
             assert!(text.contains(sample), "{sample} in\n{text}");
         }
-    }
-
-    #[test]
-    fn the_served_certificates_expiry_is_its_not_after() {
-        let settings = CertSettings::default();
-        let now = OffsetDateTime::now_utc();
-        let ca = generate_ca(&settings, now).unwrap();
-        let names = ["oz.oz-system.svc".to_string()];
-        let leaf = issue_serving_cert(&ca, &names, settings.cert_validity, now).unwrap();
-        let metrics = WebhookMetrics::default();
-        metrics.serving_certificate(&leaf);
-        let not_after = certs::inspect(&leaf).unwrap().not_after;
-        assert_eq!(metrics.certificate_expiry.get(), not_after.unix_timestamp());
-        assert!(not_after > now + time::Duration::days(300));
     }
 }

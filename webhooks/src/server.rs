@@ -12,9 +12,9 @@ use tokio::{
 };
 use tracing::info;
 
-use crate::{
-    Error, Result, WebhookMetrics,
-    admission::{self, AdmissionState, AuditEvents, AuditLog, CachedLookup, EnforceSettings},
+use oz_audit::AuditLog;
+use oz_platform::{
+    Error, Result,
     audit_key::ensure_audit_key,
     callers::{CallerPolicy, CallerVerifier, ClientCa},
     certs::{
@@ -24,6 +24,11 @@ use crate::{
     },
     registration::{Registration, WebhookEndpoint},
     tls::{SwappableCert, TlsError, TlsServer},
+};
+
+use crate::{
+    WebhookMetrics,
+    admission::{self, AdmissionState, AuditEvents, CachedLookup, EnforceSettings},
 };
 
 /// Everything that can be set about the webhook server. [`WebhookConfig::new`] gives the
@@ -207,14 +212,17 @@ impl WebhookServer {
             initial.serving.cert.as_bytes(),
             initial.serving.key.as_bytes(),
         )?);
-        config.metrics.serving_certificate(&initial.serving);
+        config.metrics.server.serving_certificate(&initial.serving);
         let audit_log = match (&config.audit_log_path, audit_key) {
             (Some(path), Some(key)) => AuditLog::open(
                 path,
                 key.signer,
                 config.audit_rotation,
-                config.metrics.clone(),
-                Some((client.clone(), key.public_keys)),
+                admission::audit::report_unwritable_with_events(
+                    config.metrics.audit_log_counters(),
+                    client.clone(),
+                    key.public_keys,
+                ),
             )?,
             _ => AuditLog::log_only(),
         };
@@ -243,13 +251,14 @@ impl WebhookServer {
             unverified_reads: admission::approvals::UnverifiedReads::default(),
         };
         let verifier = (config.client_ca.as_ref())
-            .map(|ca| CallerVerifier::reloading(ca, config.metrics.clone()))
+            .map(|ca| CallerVerifier::reloading(ca, config.metrics.server.clone()))
             .transpose()
             .map_err(TlsError::from)?;
-        let policy = CallerPolicy::for_client_ca(config.client_ca.as_ref(), config.metrics.clone());
+        let policy =
+            CallerPolicy::for_client_ca(config.client_ca.as_ref(), config.metrics.server.clone());
         let tls = TlsServer::start_verifying(
             listener,
-            admission::guarded_router(Arc::new(state), policy),
+            admission::guarded_router(Arc::new(state), policy, config.metrics.clone()),
             certificate.clone(),
             verifier,
         )
@@ -269,7 +278,7 @@ impl WebhookServer {
             served: initial.serving,
             leader,
             check_interval: config.check_interval,
-            metrics: config.metrics.clone(),
+            metrics: config.metrics.server.clone(),
         };
         // Registers the configurations, now that the server answers them.
         if let Err(e) = reconciler.sync().await {

@@ -29,7 +29,7 @@ use axum::{
 use chrono::Utc;
 use kube::Client;
 use oz_api::SessionStream;
-use oz_webhooks::admission::AuditLog;
+use oz_audit::AuditLog;
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::{info, warn};
 

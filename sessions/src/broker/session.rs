@@ -101,7 +101,7 @@ impl Session {
         let key = recording.key().to_string();
         let mut record = self.info.record();
         record.recording = Some(key.clone());
-        let audit_grant = oz_webhooks::admission::Grant {
+        let audit_grant = oz_audit::Grant {
             kind: self.info.grant.kind.request_kind().into(),
             name: self.info.grant.name.clone(),
             template: self.info.grant.template.clone(),

@@ -40,7 +40,8 @@ use oz_api::{
 use serde_json::{Value, json};
 use tracing::info;
 
-use crate::callers::{Caller, CallerKind};
+use oz_audit::CallerKind;
+use oz_platform::callers::Caller;
 
 use super::{
     AccessLookup, AdmissionState, RequestState, Review, deny, events::TokenBucket, parse_object,

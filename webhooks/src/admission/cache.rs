@@ -586,9 +586,11 @@ mod tests {
     use oz_api::RequestPhase;
     use serde_json::{Value, json};
 
+    use oz_audit::Grant;
+
     use super::*;
     use crate::admission::{
-        audit::{Grant, find_grant},
+        audit::find_grant,
         // The apiserver, as far as the cache's fallbacks can tell: what it holds, and how
         // often it was asked.
         fake_lookup::{FakeLookup as Apiserver, NS},

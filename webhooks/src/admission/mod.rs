@@ -1,17 +1,17 @@
 //! The admission handlers, as an axum [`Router`] that can be driven in-process
 //! (`tower::ServiceExt::oneshot`) or served over TLS by [`crate::WebhookServer`].
 //!
-//! Each webhook oz registers ([`crate::registration`] writes its configuration) and the
+//! Each webhook oz registers ([`oz_platform::registration`] writes its configuration) and the
 //! handler that answers it:
 //!
 //! | Path | Webhook | Handler |
 //! |---|---|---|
-//! | [`MUTATE_REQUESTS_PATH`] | [`REQUESTER_WEBHOOK`](crate::registration::REQUESTER_WEBHOOK) | [`requests::mutate`] |
-//! | [`VALIDATE_REQUESTS_PATH`] | [`REQUESTS_WEBHOOK`](crate::registration::REQUESTS_WEBHOOK), [`REQUEST_DELETES_WEBHOOK`](crate::registration::REQUEST_DELETES_WEBHOOK) | [`requests::validate`] |
-//! | [`MUTATE_APPROVALS_PATH`] | [`APPROVER_WEBHOOK`](crate::registration::APPROVER_WEBHOOK) | [`approvals::mutate`] |
-//! | [`VALIDATE_APPROVALS_PATH`] | [`APPROVALS_WEBHOOK`](crate::registration::APPROVALS_WEBHOOK) | [`approvals::validate`] |
-//! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](crate::registration::AUDIT_WEBHOOK), [`AUDIT_ENFORCED_WEBHOOK`](crate::registration::AUDIT_ENFORCED_WEBHOOK) | [`audit::audit`] |
-//! | [`VALIDATE_TEMPLATES_PATH`] | [`TEMPLATES_ENFORCED_WEBHOOK`](crate::registration::TEMPLATES_ENFORCED_WEBHOOK) | [`templates::validate`] |
+//! | [`MUTATE_REQUESTS_PATH`] | [`REQUESTER_WEBHOOK`](oz_platform::registration::REQUESTER_WEBHOOK) | [`requests::mutate`] |
+//! | [`VALIDATE_REQUESTS_PATH`] | [`REQUESTS_WEBHOOK`](oz_platform::registration::REQUESTS_WEBHOOK), [`REQUEST_DELETES_WEBHOOK`](oz_platform::registration::REQUEST_DELETES_WEBHOOK) | [`requests::validate`] |
+//! | [`MUTATE_APPROVALS_PATH`] | [`APPROVER_WEBHOOK`](oz_platform::registration::APPROVER_WEBHOOK) | [`approvals::mutate`] |
+//! | [`VALIDATE_APPROVALS_PATH`] | [`APPROVALS_WEBHOOK`](oz_platform::registration::APPROVALS_WEBHOOK) | [`approvals::validate`] |
+//! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](oz_platform::registration::AUDIT_WEBHOOK), [`AUDIT_ENFORCED_WEBHOOK`](oz_platform::registration::AUDIT_ENFORCED_WEBHOOK) | [`audit::audit`] |
+//! | [`VALIDATE_TEMPLATES_PATH`] | [`TEMPLATES_ENFORCED_WEBHOOK`](oz_platform::registration::TEMPLATES_ENFORCED_WEBHOOK) | [`templates::validate`] |
 //!
 //! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
 //! - [`approvals`]: stamp who decided on an AccessApproval's create, then validate the decision.
@@ -24,7 +24,7 @@
 //! A body that is not a v1 AdmissionReview with a request, or is larger than
 //! [`MAX_BODY_BYTES`], gets HTTP 400 with the reason; nothing a client sends makes a handler
 //! panic. With a client CA, a caller that is not the kube-apiserver gets HTTP 401 or 403 before
-//! any handler runs ([`guarded_router`], [`crate::callers`]).
+//! any handler runs ([`guarded_router`], [`oz_platform::callers`]).
 
 pub mod approvals;
 pub mod audit;
@@ -50,14 +50,17 @@ use kube::core::{
     DynamicObject, Status, TypeMeta,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
 };
+use oz_audit::AuditLog;
+
+use crate::WebhookMetrics;
 use tracing::warn;
 
-pub use audit::{AuditLog, AuditRecord, EnforceSettings, Grant};
+pub use audit::EnforceSettings;
 pub use cache::CachedLookup;
 pub use events::AuditEvents;
 pub use lookup::{AccessLookup, Answer, GrantSummary, KubeLookup, LookupError, RequestState};
 
-use crate::{
+use oz_platform::{
     callers::{self, CallerPolicy},
     registration::{
         AUDIT_PATH, MUTATE_APPROVALS_PATH, MUTATE_REQUESTS_PATH, VALIDATE_APPROVALS_PATH,
@@ -92,13 +95,17 @@ pub struct AdmissionState {
 /// [`VALIDATE_APPROVALS_PATH`], [`AUDIT_PATH`], [`VALIDATE_TEMPLATES_PATH`] and
 /// [`HEALTHZ_PATH`], answering anyone ([`CallerPolicy::anyone`]).
 pub fn router(state: Arc<AdmissionState>) -> Router {
-    guarded_router(state, CallerPolicy::anyone())
+    guarded_router(state, CallerPolicy::anyone(), WebhookMetrics::default())
 }
 
 /// [`router`], whose webhook paths answer only the callers `callers` admits
 /// ([`callers::guard`]); `/healthz` answers anyone, as probes carry no client certificate.
-pub fn guarded_router(state: Arc<AdmissionState>, callers: CallerPolicy) -> Router {
-    let metrics = callers.metrics.clone();
+/// How long each call took is observed in `metrics`.
+pub fn guarded_router(
+    state: Arc<AdmissionState>,
+    callers: CallerPolicy,
+    metrics: WebhookMetrics,
+) -> Router {
     Router::new()
         .route(MUTATE_REQUESTS_PATH, post(requests::mutate))
         .route(VALIDATE_REQUESTS_PATH, post(requests::validate))

@@ -35,7 +35,8 @@ use serde_json::{Value, json};
 use tracing::info;
 
 use super::{AccessLookup, AdmissionState, Review, deny, parse_object, reply};
-use crate::callers::{Caller, CallerKind};
+use oz_audit::CallerKind;
+use oz_platform::callers::Caller;
 
 /// Oz's message for a changed `spec.targetPod`, kept as the CRD schema words it.
 pub const TARGET_POD_IMMUTABLE: &str =

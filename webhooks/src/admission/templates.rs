@@ -7,7 +7,7 @@
 //! hands out nothing those roles could not do already). So in the enforced namespaces,
 //! templates are created, changed and deleted only by members of the template admin groups
 //! (`--template-admin-groups`, default `system:masters`). The webhook that asks this,
-//! [`TEMPLATES_ENFORCED_WEBHOOK`](crate::registration::TEMPLATES_ENFORCED_WEBHOOK), is
+//! [`TEMPLATES_ENFORCED_WEBHOOK`](oz_platform::registration::TEMPLATES_ENFORCED_WEBHOOK), is
 //! registered for those namespaces alone and fails closed.
 
 use std::sync::Arc;

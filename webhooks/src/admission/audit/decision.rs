@@ -6,15 +6,15 @@ use std::collections::BTreeSet;
 
 use oz_api::{AccessConfig, AccessKind, Asked, GrantSummary, PodAction, granting};
 
-use super::{AuditRecord, Grant};
 use crate::admission::{AccessLookup, LookupError};
+use oz_audit::{AuditRecord, Grant};
 
 /// Which pod accesses are denied without a grant. Off (no namespaces) by default.
 ///
 /// Enforcement is only as strong as the webhook's failure policy: an unreachable oz behind
 /// `Ignore` lets every access through. So the [`WebhookServer`](crate::WebhookServer) registers
 /// these namespaces in a webhook of their own with `Fail`
-/// ([`Registration::audit_enforced_namespaces`](crate::Registration::audit_enforced_namespaces)):
+/// ([`Registration::audit_enforced_namespaces`](oz_platform::Registration::audit_enforced_namespaces)):
 /// while oz is down, access there is refused; elsewhere it is only not audited.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnforceSettings {

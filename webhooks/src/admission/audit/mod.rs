@@ -8,16 +8,16 @@
 //! apiserver's own audit log shows the grant too. The operation is always allowed unless
 //! [`EnforceSettings`] names the namespace and no grant is found.
 //!
-//! - `record.rs`: the record ([`AuditRecord`]), made from the AdmissionReview.
+//! - `describe.rs`: the record ([`oz_audit::AuditRecord`]) of an AdmissionReview.
 //! - `decision.rs`: the grant that covers an access ([`find_grant`]), and enforcement
 //!   ([`EnforceSettings`], [`denial`]).
-//! - `log.rs`: where records are written ([`AuditLog`]), and what happens when the file
-//!   cannot take one.
+//! - `unwritable.rs`: the Warning Event published when the audit file cannot take a record;
+//!   the record itself is written through [`oz_audit::AuditLog`].
 //! - The Event: [`AuditEvents`](super::AuditEvents), in [`super::events`].
 
 mod decision;
-mod log;
-mod record;
+mod describe;
+mod unwritable;
 
 use std::{sync::Arc, time::Duration};
 
@@ -28,14 +28,15 @@ use kube::core::{
 };
 
 pub use decision::{EnforceSettings, denial, find_grant};
-pub use log::{AuditLog, UNWRITABLE_REASON};
+pub use describe::{describe, pod_action};
 pub use oz_api::PodAction;
-pub use record::{AuditRecord, Grant, SessionAudit, audit_annotations, describe, pod_action};
+pub use unwritable::{UNWRITABLE_REASON, report_unwritable_with_events};
 
 use oz_api::{Asked, Route};
+use oz_audit::audit_annotations;
 
 use super::{AdmissionState, Review, deny, reply};
-use crate::callers::Caller;
+use oz_platform::callers::Caller;
 
 /// How long the grant lookup may take; the audit webhook's own timeout is 5 s.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);

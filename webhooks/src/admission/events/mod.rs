@@ -36,10 +36,13 @@ use tracing::warn;
 
 pub use limits::{ACCESS_EVENT_BURST, ACCESS_EVENT_PERIOD, EVENT_BURST, EVENTS_PER_SECOND};
 
-use super::audit::{AuditRecord, PodAction};
+use oz_audit::AuditRecord;
+
+use super::audit::PodAction;
+use oz_audit::CallerKind;
+
 use crate::{
     WebhookMetrics,
-    callers::CallerKind,
     metrics::{PUBLISH_FAILED, QUEUE_FULL, RATE_LIMITED},
 };
 use limits::AccessLimit;

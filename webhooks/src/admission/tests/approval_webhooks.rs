@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use oz_api::AccessApproval;
 
 use super::*;
-use crate::registration::{MUTATE_APPROVALS_PATH, VALIDATE_APPROVALS_PATH};
+use oz_platform::registration::{MUTATE_APPROVALS_PATH, VALIDATE_APPROVALS_PATH};
 
 /// Template `gated`: devs request, leads or ops decide. `glass`: the same, with breakGlass.
 /// `selfish`: devs decide, their own requests included.

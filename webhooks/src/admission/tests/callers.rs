@@ -3,11 +3,13 @@
 
 use super::audit_webhook::alice_exec;
 use super::*;
-use crate::{
-    WebhookMetrics,
-    callers::{CallerKind, NAME_NOT_ALLOWED, NO_CERTIFICATE},
+use oz_audit::CallerKind;
+use oz_platform::{
+    callers::{NAME_NOT_ALLOWED, NO_CERTIFICATE},
     metrics::RefusedLabels,
 };
+
+use crate::WebhookMetrics;
 
 const APISERVER: &str = "kube-apiserver-webhook-client";
 
@@ -15,12 +17,13 @@ fn verified_only(names: &[&str], metrics: &WebhookMetrics) -> CallerPolicy {
     CallerPolicy {
         verified_only: true,
         allowed_names: names.iter().map(|n| n.to_string()).collect(),
-        metrics: metrics.clone(),
+        metrics: metrics.server.clone(),
     }
 }
 
 fn refused(metrics: &WebhookMetrics, reason: &'static str) -> u64 {
     metrics
+        .server
         .refused_callers
         .get_or_create(&RefusedLabels { reason })
         .get()
@@ -30,7 +33,13 @@ fn refused(metrics: &WebhookMetrics, reason: &'static str) -> u64 {
 async fn an_exec_the_apiserver_reports_is_recorded_as_the_apiservers_with_its_name() {
     let metrics = WebhookMetrics::default();
     let policy = verified_only(&[], &metrics);
-    let h = guarded_harness(standard_lookup(), EnforceSettings::default(), policy).await;
+    let h = guarded_harness(
+        standard_lookup(),
+        EnforceSettings::default(),
+        policy,
+        &metrics,
+    )
+    .await;
     let (status, body) = h
         .post_from(Some(apiserver()), AUDIT_PATH, alice_exec().to_string())
         .await;
@@ -50,7 +59,13 @@ async fn an_exec_the_apiserver_reports_is_recorded_as_the_apiservers_with_its_na
 async fn a_forged_exec_without_a_verified_caller_is_refused_and_recorded_nowhere() {
     let metrics = WebhookMetrics::default();
     let policy = verified_only(&[], &metrics);
-    let h = guarded_harness(standard_lookup(), EnforceSettings::default(), policy).await;
+    let h = guarded_harness(
+        standard_lookup(),
+        EnforceSettings::default(),
+        policy,
+        &metrics,
+    )
+    .await;
     for caller in [None, Some(Caller::Unverified)] {
         let (status, _) = h
             .post_from(caller, AUDIT_PATH, alice_exec().to_string())
@@ -78,7 +93,13 @@ async fn a_forged_exec_without_a_verified_caller_is_refused_and_recorded_nowhere
 async fn the_apiserver_under_a_name_not_allowed_is_refused_and_recorded_nowhere() {
     let metrics = WebhookMetrics::default();
     let policy = verified_only(&["other-name"], &metrics);
-    let h = guarded_harness(standard_lookup(), EnforceSettings::default(), policy).await;
+    let h = guarded_harness(
+        standard_lookup(),
+        EnforceSettings::default(),
+        policy,
+        &metrics,
+    )
+    .await;
     let (status, _) = h
         .post_from(Some(apiserver()), AUDIT_PATH, alice_exec().to_string())
         .await;

@@ -16,7 +16,9 @@ use tower::ServiceExt;
 
 use super::fake_lookup::{FakeLookup, NS};
 use super::*;
-use crate::{
+use crate::WebhookMetrics;
+use oz_audit::{AuditRecord, Grant};
+use oz_platform::{
     callers::{Caller, CallerPolicy},
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
 };
@@ -51,7 +53,13 @@ struct Harness {
 }
 
 async fn harness(lookup: FakeLookup, enforce: EnforceSettings) -> Harness {
-    guarded_harness(lookup, enforce, CallerPolicy::anyone()).await
+    guarded_harness(
+        lookup,
+        enforce,
+        CallerPolicy::anyone(),
+        &WebhookMetrics::default(),
+    )
+    .await
 }
 
 /// A harness whose webhook paths answer only the callers `callers` admits.
@@ -59,6 +67,7 @@ async fn guarded_harness(
     lookup: FakeLookup,
     enforce: EnforceSettings,
     callers: CallerPolicy,
+    metrics: &WebhookMetrics,
 ) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
@@ -67,8 +76,7 @@ async fn guarded_harness(
             audit_file.path(),
             oz_audit::Signer::generate().unwrap(),
             oz_audit::Rotation::default(),
-            crate::WebhookMetrics::default(),
-            None,
+            oz_audit::LogCounters::default(),
         )
         .unwrap(),
         events: None,
@@ -80,7 +88,7 @@ async fn guarded_harness(
         unverified_reads: crate::admission::approvals::UnverifiedReads::default(),
     };
     Harness {
-        router: guarded_router(Arc::new(state), callers),
+        router: guarded_router(Arc::new(state), callers, metrics.clone()),
         audit_file,
     }
 }
@@ -365,8 +373,14 @@ async fn request_webhooks_refuse_kinds_that_are_not_requests() {
 #[tokio::test]
 async fn each_webhook_call_is_timed_under_its_path() {
     let metrics = crate::WebhookMetrics::default();
-    let callers = CallerPolicy::for_client_ca(None, metrics.clone());
-    let h = guarded_harness(standard_lookup(), EnforceSettings::default(), callers).await;
+    let callers = CallerPolicy::for_client_ca(None, metrics.server.clone());
+    let h = guarded_harness(
+        standard_lookup(),
+        EnforceSettings::default(),
+        callers,
+        &metrics,
+    )
+    .await;
     let (status, _) = h.post(AUDIT_PATH, "not a review").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let mut registry = prometheus_client::registry::Registry::with_prefix("oz");

@@ -2,7 +2,7 @@
 //! templates; elsewhere (and oz's own status writes) it never judges.
 
 use super::*;
-use crate::registration::VALIDATE_TEMPLATES_PATH;
+use oz_platform::registration::VALIDATE_TEMPLATES_PATH;
 
 fn enforcing(namespace: &str, writers: &[&str]) -> EnforceSettings {
     EnforceSettings {

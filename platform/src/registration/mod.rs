@@ -137,9 +137,8 @@ pub struct Registration {
     pub audit_failure_policy: FailurePolicy,
     /// Namespaces where access without a grant is denied (`--audit-enforce-namespaces`). They
     /// get [`AUDIT_ENFORCED_WEBHOOK`], which fails closed, and [`AUDIT_WEBHOOK`] leaves them
-    /// out. Default none. [`WebhookServer`](crate::WebhookServer) fills it in from
-    /// [`WebhookConfig::enforce`](crate::WebhookConfig::enforce), so enforcement is never
-    /// registered to be skipped.
+    /// out. Default none. oz-webhooks' `WebhookServer` fills it in from its
+    /// `WebhookConfig::enforce`, so enforcement is never registered to be skipped.
     pub audit_enforced_namespaces: BTreeSet<String>,
     /// The APIService of oz's sessions API (`--controllers` with `sessions`), applied with the
     /// same CA bundle as the webhooks and kept current with it. Default none.

@@ -1,11 +1,13 @@
 //! [`AuditLog`]: where audit records are written: always the log (target `oz::audit`), and,
-//! when configured, the tamper-evident audit file ([`oz_audit::AuditFile`]: a hash chain with
-//! signed checkpoints, rotated, recovered after a crash).
+//! when configured, the tamper-evident audit file ([`AuditFile`]: a hash chain with signed
+//! checkpoints, rotated, recovered after a crash). Both the admission webhooks and the sessions
+//! broker write through one `AuditLog`, so their records share one chain.
 //!
 //! A record the file cannot take is never dropped silently: it is in the log like every
-//! record (with `unwritten = true`), counted in `oz_audit_records_unwritten_total`, warned
-//! about, and a Warning Event [`UNWRITABLE_REASON`] is published on the ConfigMap that holds
-//! the audit keys (both at most once per interval, so a full disk does not flood either).
+//! record (with `unwritten = true`), counted ([`LogCounters::unwritten`]), warned about, and
+//! handed to [`LogCounters::on_unwritable`] (oz-manager publishes a Warning Event on the
+//! ConfigMap that holds the audit keys), both at most once per interval, so a full disk floods
+//! neither.
 
 use std::{
     fmt,
@@ -17,26 +19,37 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::{
-    Client,
-    runtime::events::{Event, EventType, Recorder, Reporter},
-};
-use oz_audit::{AuditFile, Rotation, Signer};
+use prometheus_client::metrics::counter::Counter;
 use serde_json::Value;
 use tracing::{info, warn};
 
-use super::AuditRecord;
-use crate::{WebhookMetrics, admission::events::EVENT_REPORTER};
-
-/// The reason of the Warning Event published when the audit file cannot be written.
-pub const UNWRITABLE_REASON: &str = "AuditFileUnwritable";
+use crate::{
+    error::Result,
+    keys::Signer,
+    record::AuditRecord,
+    writer::{AuditFile, Rotation},
+};
 
 /// At most one warning in the log about the file this often.
 pub const UNWRITABLE_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
-/// At most one [`UNWRITABLE_REASON`] Event this often.
-pub const UNWRITABLE_EVENT_INTERVAL: Duration = Duration::from_secs(60);
+/// At most one call of [`LogCounters::on_unwritable`] this often.
+pub const UNWRITABLE_REPORT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Told, with a sentence for people, that the audit file cannot be written.
+pub type UnwritableReport = Arc<dyn Fn(String) + Send + Sync>;
+
+/// What an [`AuditLog`] with a file counts, and whom it tells when the file fails. Cloning
+/// shares the counters.
+#[derive(Clone, Default)]
+pub struct LogCounters {
+    /// Records appended to the file.
+    pub written: Counter,
+    /// Records the file could not take (each is in the log).
+    pub unwritten: Counter,
+    /// Called at most once per [`UNWRITABLE_REPORT_INTERVAL`] while the file fails.
+    pub on_unwritable: Option<UnwritableReport>,
+}
 
 /// Where audit records go: always the log, and the audit file if one is configured. Cloning
 /// shares the file.
@@ -59,9 +72,7 @@ struct FileSink {
     /// A write is one `write` call (a rotation, now and then, a few more), so a blocking
     /// mutex held across it costs the handler microseconds, never an await.
     file: Mutex<AuditFile>,
-    metrics: WebhookMetrics,
-    /// Where [`UNWRITABLE_REASON`] Events go: a client and the ConfigMap `oz-audit`.
-    events: Option<(Client, ObjectReference)>,
+    counters: LogCounters,
     /// Records not written since the last warning.
     unreported: AtomicU64,
     last_warning: Mutex<Option<Instant>>,
@@ -76,16 +87,13 @@ impl AuditLog {
 
     /// Records also go to the audit file at `path` (created if missing; an existing one is
     /// continued), checkpoints signed by `signer`, rotated as `rotation` says; what is and is
-    /// not written is counted in `metrics`. With `unwritable_events` (a client and the ConfigMap
-    /// of the audit keys), a Warning Event [`UNWRITABLE_REASON`] is published there when the
-    /// file cannot be written.
+    /// not written is counted in `counters`.
     pub fn open(
         path: &Path,
         signer: Signer,
         rotation: Rotation,
-        metrics: WebhookMetrics,
-        unwritable_events: Option<(Client, ObjectReference)>,
-    ) -> oz_audit::Result<Self> {
+        counters: LogCounters,
+    ) -> Result<Self> {
         let file = AuditFile::open(path, signer, rotation)?;
         info!(
             path = %path.display(), key = %file.signer().key_id(), next_seq = file.next_seq(),
@@ -95,8 +103,7 @@ impl AuditLog {
             file: Some(Arc::new(FileSink {
                 path: path.to_path_buf(),
                 file: Mutex::new(file),
-                metrics,
-                events: unwritable_events,
+                counters,
                 unreported: AtomicU64::new(0),
                 last_warning: Mutex::new(None),
                 last_event: Mutex::new(None),
@@ -155,11 +162,11 @@ impl FileSink {
         let appended = self.lock().append(record);
         match appended {
             Ok(seq) => {
-                self.metrics.audit_records_written.inc();
+                self.counters.written.inc();
                 Some(seq)
             }
             Err(e) => {
-                self.metrics.audit_records_unwritten.inc();
+                self.counters.unwritten.inc();
                 self.unwritable(&e, 1);
                 None
             }
@@ -167,7 +174,7 @@ impl FileSink {
     }
 
     /// Warns, and publishes the Event, each at most once per its interval.
-    fn unwritable(&self, error: &oz_audit::Error, records: u64) {
+    fn unwritable(&self, error: &crate::Error, records: u64) {
         let unwritten = self.unreported.fetch_add(records, Ordering::Relaxed) + records;
         if due(&self.last_warning, UNWRITABLE_WARNING_INTERVAL) {
             self.unreported.fetch_sub(unwritten, Ordering::Relaxed);
@@ -176,30 +183,15 @@ impl FileSink {
                 "could not write the audit file: the records not written are in this log only (target oz::audit, unwritten=true)"
             );
         }
-        let Some((client, object)) = &self.events else {
+        let Some(report) = &self.counters.on_unwritable else {
             return;
         };
-        if !due(&self.last_event, UNWRITABLE_EVENT_INTERVAL) {
-            return;
+        if due(&self.last_event, UNWRITABLE_REPORT_INTERVAL) {
+            report(format!(
+                "could not write the audit file {}: {error}; records are in oz's log only until it can",
+                self.path.display()
+            ));
         }
-        let (client, object) = (client.clone(), object.clone());
-        let note = format!(
-            "could not write the audit file {}: {error}; records are in oz's log only until it can",
-            self.path.display()
-        );
-        tokio::spawn(async move {
-            let recorder = Recorder::new(client, Reporter::from(EVENT_REPORTER));
-            let event = Event {
-                type_: EventType::Warning,
-                reason: UNWRITABLE_REASON.into(),
-                note: Some(note),
-                action: "WriteAuditRecord".into(),
-                secondary: None,
-            };
-            if let Err(e) = recorder.publish(&event, &object).await {
-                warn!(error = %e, "could not publish the {UNWRITABLE_REASON} Event");
-            }
-        });
     }
 }
 
@@ -236,25 +228,24 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let signer = Signer::generate().unwrap();
         let public = signer.public_key();
-        let metrics = WebhookMetrics::default();
-        let log =
-            AuditLog::open(&path, signer, Rotation::default(), metrics.clone(), None).unwrap();
+        let metrics = LogCounters::default();
+        let log = AuditLog::open(&path, signer, Rotation::default(), metrics.clone()).unwrap();
         log.write(&record("alice")).await;
-        assert_eq!(metrics.audit_records_written.get(), 1);
+        assert_eq!(metrics.written.get(), 1);
 
         // The file replaced by a directory: the next record cannot be written.
         let moved = dir.path().join("moved.jsonl");
         std::fs::rename(&path, &moved).unwrap();
         std::fs::create_dir(&path).unwrap();
         log.write(&record("bob")).await;
-        assert_eq!(metrics.audit_records_unwritten.get(), 1);
-        assert_eq!(metrics.audit_records_written.get(), 1);
+        assert_eq!(metrics.unwritten.get(), 1);
+        assert_eq!(metrics.written.get(), 1);
 
         std::fs::remove_dir(&path).unwrap();
         log.write(&record("carol")).await;
         log.checkpoint();
-        assert_eq!(metrics.audit_records_written.get(), 2);
-        let report = oz_audit::verify(&[moved, path], &[public]).unwrap();
+        assert_eq!(metrics.written.get(), 2);
+        let report = crate::verify(&[moved, path], &[public]).unwrap();
         assert!(report.is_intact(false), "{report}");
         assert_eq!(report.records, 2);
     }

@@ -64,7 +64,7 @@ impl Authority {
 struct Server {
     tls: TlsServer,
     serving_ca: String,
-    metrics: WebhookMetrics,
+    metrics: ServerMetrics,
     /// How many calls reached the handler.
     handled: Arc<AtomicUsize>,
     verifier: Option<Arc<CallerVerifier>>,
@@ -74,7 +74,7 @@ struct Server {
 }
 
 async fn server(client_ca: Option<ClientCa>) -> Server {
-    let metrics = WebhookMetrics::default();
+    let metrics = ServerMetrics::default();
     let verifier = client_ca
         .as_ref()
         .map(|ca| CallerVerifier::new(ca, metrics.clone()).unwrap());
@@ -275,7 +275,7 @@ async fn keep_current_rereads_the_file_on_its_interval() {
     let path = dir.path().join("client-ca.crt");
     std::fs::write(&path, &old.pem).unwrap();
     let ca = ClientCa::from_file(&path, vec![]).unwrap();
-    let verifier = CallerVerifier::new(&ca, WebhookMetrics::default()).unwrap();
+    let verifier = CallerVerifier::new(&ca, ServerMetrics::default()).unwrap();
     verifier.keep_current(Duration::from_millis(50));
     let loaded = || verifier.current.load().pem.clone();
     assert_eq!(loaded(), old.pem.as_bytes());

@@ -5,7 +5,7 @@
 //! Kubernetes. [`secrets`] keeps the results in Secrets, and `rotation` keeps the served
 //! certificate and every `caBundle` in step with them.
 
-pub(crate) mod rotation;
+pub mod rotation;
 pub mod secrets;
 
 use std::{fmt, net::IpAddr, time::Duration};

@@ -26,7 +26,7 @@ use tokio::sync::{oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::{
-    Result, WebhookMetrics,
+    Result, ServerMetrics,
     certs::{
         PemPair,
         secrets::{CertStore, Certificates},
@@ -40,7 +40,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often a follower looks again for the leader's certificates at startup.
 const FOLLOWER_POLL: Duration = Duration::from_secs(2);
 
-pub(crate) struct CertReconciler {
+pub struct CertReconciler {
     pub client: Client,
     pub namespace: String,
     pub store: CertStore,
@@ -51,12 +51,12 @@ pub(crate) struct CertReconciler {
     pub leader: watch::Receiver<bool>,
     pub check_interval: Duration,
     /// Where the served certificate's expiry is exported.
-    pub metrics: WebhookMetrics,
+    pub metrics: ServerMetrics,
 }
 
 /// The certificates to start serving with. The leader makes them if needed; a follower waits
 /// until the leader has stored them (or it becomes the leader itself).
-pub(crate) async fn initial_certificates(
+pub async fn initial_certificates(
     store: &CertStore,
     leader: &watch::Receiver<bool>,
 ) -> Result<Certificates> {

@@ -2,7 +2,7 @@
 
 use crate::{certs::CertError, tls::TlsError};
 
-/// Why the webhook server could not start, or a certificate or registration step failed.
+/// Why a server could not start, or a certificate or registration step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("kubernetes API error: {0}")]

@@ -43,11 +43,12 @@ use rustls::{
         danger::{ClientCertVerified, ClientCertVerifier},
     },
 };
-use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 use x509_parser::{certificate::X509Certificate, extensions::GeneralName, prelude::FromDer};
 
-use crate::{WebhookMetrics, tls::crypto_provider};
+use oz_audit::CallerKind;
+
+use crate::{ServerMetrics, tls::crypto_provider};
 
 /// `oz_webhook_refused_callers_total{reason}`: a webhook call without a client certificate.
 pub const NO_CERTIFICATE: &str = "no_certificate";
@@ -156,7 +157,7 @@ pub struct CallerVerifier {
     current: ArcSwap<Current>,
     path: Option<PathBuf>,
     provider: Arc<CryptoProvider>,
-    metrics: WebhookMetrics,
+    metrics: ServerMetrics,
 }
 
 struct Current {
@@ -166,7 +167,7 @@ struct Current {
 
 impl CallerVerifier {
     /// Verifies against `ca`, counting refusals in `metrics`.
-    pub fn new(ca: &ClientCa, metrics: WebhookMetrics) -> Result<Arc<Self>, ClientCaError> {
+    pub fn new(ca: &ClientCa, metrics: ServerMetrics) -> Result<Arc<Self>, ClientCaError> {
         let provider = crypto_provider();
         let verifier = verifier_with(&ca.pem, provider.clone())?;
         Ok(Arc::new(Self {
@@ -182,7 +183,7 @@ impl CallerVerifier {
 
     /// [`CallerVerifier::new`], re-reading the CA file every [`RELOAD_INTERVAL`]
     /// ([`CallerVerifier::keep_current`]).
-    pub fn reloading(ca: &ClientCa, metrics: WebhookMetrics) -> Result<Arc<Self>, ClientCaError> {
+    pub fn reloading(ca: &ClientCa, metrics: ServerMetrics) -> Result<Arc<Self>, ClientCaError> {
         let verifier = Self::new(ca, metrics)?;
         verifier.keep_current(RELOAD_INTERVAL);
         Ok(verifier)
@@ -331,19 +332,6 @@ pub enum Caller {
     Unverified,
 }
 
-/// What an audit record says of who sent the review it was made from (its `caller`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CallerKind {
-    /// The kube-apiserver: its webhook client certificate was verified against the client CA
-    /// (`--webhook-client-ca-file`), so the record describes an access the apiserver saw.
-    Apiserver,
-    /// Anyone who could reach the webhook port (no client CA): the record is only as true as
-    /// that network is closed.
-    #[default]
-    Unverified,
-}
-
 impl Caller {
     /// The caller a connection's peer certificates (leaf first) make, as rustls reports them
     /// after the handshake: only a verified certificate is ever reported.
@@ -431,7 +419,7 @@ pub struct CallerPolicy {
     /// certificate must have; empty: any.
     pub allowed_names: Vec<String>,
     /// Where refusals are counted.
-    pub metrics: WebhookMetrics,
+    pub metrics: ServerMetrics,
 }
 
 /// Why a caller is refused.
@@ -476,7 +464,7 @@ impl CallerPolicy {
     }
 
     /// With `client_ca`, verified callers with an allowed name; without, anyone.
-    pub fn for_client_ca(client_ca: Option<&ClientCa>, metrics: WebhookMetrics) -> Self {
+    pub fn for_client_ca(client_ca: Option<&ClientCa>, metrics: ServerMetrics) -> Self {
         Self {
             verified_only: client_ca.is_some(),
             allowed_names: client_ca
@@ -486,19 +474,39 @@ impl CallerPolicy {
         }
     }
 
-    /// Whether `caller` may call the webhooks, or why not.
+    /// Whether `caller` may call the webhooks, or why not ([`admit_verified`], names read
+    /// from the CN or a DNS SAN, as the webhook client CA's names have always been).
     pub fn admit(&self, caller: &Caller) -> Result<(), Refusal> {
         if !self.verified_only {
             return Ok(());
         }
-        if !caller.is_verified() {
-            return Err(Refusal::NoCertificate);
-        }
-        if !self.allowed_names.is_empty() && !caller.has_any_name(&self.allowed_names) {
-            return Err(Refusal::NameNotAllowed(caller.name().map(String::from)));
-        }
-        Ok(())
+        admit_verified(caller, &self.allowed_names, NamesRead::CommonNameOrDnsName)
     }
+}
+
+/// Which names of a verified certificate an allowed name is compared with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamesRead {
+    /// The subject CN only, as the apiserver reads its own front-proxy names.
+    CommonName,
+    /// The subject CN or any DNS SAN.
+    CommonNameOrDnsName,
+}
+
+/// The one rule both servers apply to a caller who must be the apiserver: a verified
+/// certificate, with one of `allowed` (empty: any name) among the names `read`.
+pub fn admit_verified(caller: &Caller, allowed: &[String], read: NamesRead) -> Result<(), Refusal> {
+    if !caller.is_verified() {
+        return Err(Refusal::NoCertificate);
+    }
+    let named = match read {
+        NamesRead::CommonName => caller.has_allowed_common_name(allowed),
+        NamesRead::CommonNameOrDnsName => caller.has_any_name(allowed),
+    };
+    if !allowed.is_empty() && !named {
+        return Err(Refusal::NameNotAllowed(caller.name().map(String::from)));
+    }
+    Ok(())
 }
 
 /// The middleware on the webhook paths: refuses (and counts) a caller `policy` does not admit,
