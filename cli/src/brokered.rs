@@ -23,7 +23,7 @@ use oz_api::BrokeredPod;
 
 use super::{
     error::{CliError, chain},
-    exec::{exit_code, pipe_output},
+    pod_output::{exit_code, pipe_output},
     session::Session,
     terminal_text::printable_line,
 };

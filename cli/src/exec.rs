@@ -17,19 +17,15 @@ use std::{
 };
 
 use clap::Args;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
-use kube::{
-    Api,
-    api::{AttachParams, AttachedProcess},
-};
+use kube::{Api, api::AttachParams};
 use oz_api::{AccessKind, RequestPhase, SessionMode, pod_mutation::DEFAULT_CONTAINER_ANNOTATION};
-use tokio::io::AsyncRead;
 
 use super::{
     brokered,
     error::{CliError, chain},
     kind_arg,
+    pod_output::{exit_code, pipe_output},
     progress::Progress,
     requests::{self, RequestView},
     session::{ClusterArgs, Session},
@@ -347,87 +343,6 @@ async fn exec_directly(
     exit_code(status.as_ref()).map_err(CliError::Exec)
 }
 
-/// How long output that arrived before a connection failed may take to reach our stdout.
-const FLUSH_AFTER_FAILURE: Duration = Duration::from_millis(500);
-
-/// Copies the pod's stdout (and stderr) to ours until the stream ends, and returns the final
-/// Status (`None` when the connection closed without one).
-///
-/// kube's stream task, when the connection fails rather than closes (the server behind the
-/// apiserver died, the network went), returns without closing the output pipes it feeds, so a
-/// copy from them would wait forever and the user's terminal would hang. So the task's own end
-/// is watched as well: after a failure, the output that arrived is flushed and the failure
-/// returned.
-pub async fn pipe_output(
-    attached: AttachedProcess,
-    mut from_pod: impl AsyncRead + Unpin,
-    errors: Option<impl AsyncRead + Unpin>,
-    status: impl Future<Output = Option<Status>>,
-) -> Result<Option<Status>, String> {
-    let streams = async {
-        let mut stdout = tokio::io::stdout();
-        let out = tokio::io::copy(&mut from_pod, &mut stdout);
-        match errors {
-            Some(mut errors) => {
-                let mut stderr = tokio::io::stderr();
-                let err = tokio::io::copy(&mut errors, &mut stderr);
-                let _ = tokio::join!(out, err);
-            }
-            None => {
-                let _ = out.await;
-            }
-        }
-        status.await
-    };
-    let task = attached.join();
-    tokio::pin!(streams, task);
-    tokio::select! {
-        status = &mut streams => {
-            let _ = task.await;
-            Ok(status)
-        }
-        ended = &mut task => match ended {
-            Ok(()) => Ok(streams.await),
-            Err(error) => {
-                let _ = tokio::time::timeout(FLUSH_AFTER_FAILURE, &mut streams).await;
-                Err(format!(
-                    "the connection ended before the command did: {}",
-                    chain(&error)
-                ))
-            }
-        },
-    }
-}
-
-/// The exit code of a command run over the websocket, from the Status the API server sends
-/// when it ends: 0 on success, the command's code when it exits non-zero.
-pub fn exit_code(status: Option<&Status>) -> Result<u8, String> {
-    let Some(status) = status else {
-        return Err("the connection to the pod ended without an exit status".into());
-    };
-    if status.status.as_deref() == Some("Success") {
-        return Ok(0);
-    }
-    let code = status
-        .details
-        .as_ref()
-        .and_then(|d| d.causes.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|cause| cause.reason.as_deref() == Some("ExitCode"))
-        .and_then(|cause| cause.message.as_deref()?.parse::<i64>().ok());
-    match (code, status.message.as_deref()) {
-        (Some(code), _) => Ok(code.clamp(1, 255) as u8),
-        (None, Some(message)) if !message.is_empty() => {
-            Err(format!("the command failed in the pod: {message}"))
-        }
-        (None, _) => Err(format!(
-            "the command failed in the pod ({})",
-            status.reason.as_deref().unwrap_or("no reason given")
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
 
@@ -567,26 +482,5 @@ mod tests {
         assert_eq!(find_program("no-such-program", Some(&path)), None);
         assert_eq!(find_program("kubectl", None), None);
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn exit_codes_come_from_the_status() {
-        let success = Status {
-            status: Some("Success".into()),
-            ..Default::default()
-        };
-        assert_eq!(exit_code(Some(&success)), Ok(0));
-        let failed = crate::fixtures::exited_with(42);
-        assert_eq!(exit_code(Some(&failed)), Ok(42));
-        let broken = Status {
-            status: Some("Failure".into()),
-            message: Some("container not found".into()),
-            ..Default::default()
-        };
-        assert_eq!(
-            exit_code(Some(&broken)),
-            Err("the command failed in the pod: container not found".into())
-        );
-        assert!(exit_code(None).is_err());
     }
 }

@@ -34,6 +34,7 @@ pub mod identity;
 pub mod kind_arg;
 pub mod names;
 pub mod output;
+pub mod pod_output;
 pub mod progress;
 pub mod replay;
 pub mod requests;

@@ -10,7 +10,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
 use oz_audit::{CheckedRecord, ProblemKind, PublicKey, Report};
 use serde_json::Value;
 
-use super::{brokered, problem_line, unreadable};
+use super::{
+    brokered,
+    problems::{problem_line, unreadable},
+};
 use crate::{
     error::CliError,
     output::{self, ObjectFormat, TableFormat},

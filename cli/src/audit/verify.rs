@@ -10,9 +10,9 @@ use clap::{Args, ValueEnum};
 use oz_audit::{ProblemKind, PublicKey, Report};
 
 use super::{
-    KeyArgs, problem_line,
+    problems::{problem_line, unreadable},
     recordings::{self, RecordingCheck},
-    unreadable,
+    trusted_keys::KeyArgs,
 };
 use crate::{error::CliError, output, terminal_text::printable_line};
 
