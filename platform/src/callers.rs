@@ -48,7 +48,7 @@ use x509_parser::{certificate::X509Certificate, extensions::GeneralName, prelude
 
 use oz_audit::CallerKind;
 
-use crate::{ServerMetrics, tls::crypto_provider};
+use crate::{ServerMetrics, crypto::crypto_provider};
 
 /// `oz_webhook_refused_callers_total{reason}`: a webhook call without a client certificate.
 pub const NO_CERTIFICATE: &str = "no_certificate";

@@ -1,7 +1,8 @@
 //! What oz's two servers, the admission webhooks (oz-webhooks) and the sessions API
 //! (oz-sessions), stand on:
 //!
-//! - [`tls`]: an axum server over rustls whose certificate can be replaced while it runs.
+//! - [`tls`]: an axum server over rustls whose certificate can be replaced while it runs, with
+//!   the one crypto provider ([`crypto`]) both it and the caller checks use.
 //! - [`callers`]: who may call a server: with a client CA, only the kube-apiserver (its client
 //!   certificate, with an allowed name); one [`callers::CallerPolicy`] for both servers, and
 //!   who called is on every audit record.
@@ -20,6 +21,7 @@
 pub mod audit_key;
 pub mod callers;
 pub mod certs;
+pub mod crypto;
 mod error;
 pub mod metrics;
 pub mod registration;

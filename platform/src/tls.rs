@@ -23,7 +23,10 @@ use rustls::{
 use tokio::net::TcpStream;
 use tower::Layer;
 
-use crate::callers::{Caller, CallerVerifier, ClientCaError};
+use crate::{
+    callers::{Caller, CallerVerifier, ClientCaError},
+    crypto::crypto_provider,
+};
 
 /// Why a certificate or key could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -38,11 +41,6 @@ pub enum TlsError {
     Unusable(#[source] rustls::Error),
     #[error("the webhook client CA cannot be used: {0}")]
     ClientCa(#[from] ClientCaError),
-}
-
-/// The one crypto provider oz uses for TLS: ring, as kube's client does.
-pub fn crypto_provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// A certificate resolver that always answers with the current certificate, which

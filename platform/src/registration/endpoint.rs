@@ -7,7 +7,7 @@ use k8s_openapi::{
     api::admissionregistration::v1::{ServiceReference, WebhookClientConfig},
 };
 
-use super::CLUSTER_DOMAIN;
+use super::object_meta::CLUSTER_DOMAIN;
 use crate::{Error, Result};
 
 /// How the apiserver reaches the webhook server.

@@ -33,13 +33,16 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{ObjectMeta, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 
 use crate::{FIELD_MANAGER, Result};
 
 mod endpoint;
+mod object_meta;
 mod sessions;
+
+use object_meta::metadata;
 
 pub use endpoint::WebhookEndpoint;
 pub use sessions::{SESSIONS_GROUP_PRIORITY_MINIMUM, SESSIONS_VERSION_PRIORITY, SessionsService};
@@ -84,8 +87,6 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 const REQUEST_TIMEOUT_SECONDS: i32 = 10;
 /// The audit webhook answers fast or is skipped: an exec should not wait long for an audit.
 const AUDIT_TIMEOUT_SECONDS: i32 = 5;
-
-const CLUSTER_DOMAIN: &str = "cluster.local";
 
 /// The failure policy of the audit webhook.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -385,20 +386,6 @@ impl Registration {
                 .await?;
         }
         Ok(())
-    }
-}
-
-fn metadata(name: String) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name),
-        labels: Some(
-            [(
-                "app.kubernetes.io/managed-by".to_string(),
-                FIELD_MANAGER.to_string(),
-            )]
-            .into(),
-        ),
-        ..Default::default()
     }
 }
 

@@ -8,7 +8,10 @@ use k8s_openapi::{
     },
 };
 
-use super::{CLUSTER_DOMAIN, WebhookEndpoint, metadata};
+use super::{
+    endpoint::WebhookEndpoint,
+    object_meta::{CLUSTER_DOMAIN, metadata},
+};
 use crate::{Error, Result};
 
 /// The Service the apiserver proxies oz's aggregated sessions API to
