@@ -195,8 +195,14 @@ class Crate:
                 via = self.resolve(cur, target + rest[1:], depth + 1)
                 if via:
                     return via
+                if self.is_external(cur, target[0]):
+                    return None  # another crate's item, re-exported here
             return self.modules.get(cur)
         return None  # a module itself, not an item of it
+
+    def is_external(self, module, first):
+        """Whether a path that starts with `first`, written in `module`, leaves this crate."""
+        return first not in ("crate", "self", "super") and first not in self.children.get(module, ())
 
     def arrows(self):
         found = {}

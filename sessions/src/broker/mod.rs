@@ -10,6 +10,11 @@
 pub mod frames;
 mod pipe;
 mod session;
+mod state;
+mod streams;
+
+use state::Inner;
+pub use state::{Broker, BrokerConfig};
 
 use std::{
     sync::{Arc, Mutex},
@@ -29,17 +34,13 @@ use axum::{
 use chrono::Utc;
 use kube::Client;
 use oz_api::SessionStream;
-use oz_audit::AuditLog;
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::{
     GrantRef, Identity, SessionInfo,
     grants::{Grant, GrantCache, choose_grant},
-    kube_status,
-    metrics::SessionMetrics,
-    new_session_id,
-    recording::Recordings,
+    kube_status, new_session_id,
 };
 
 /// How long a session request waits for the grant cache to list, or to see a grant it does
@@ -54,38 +55,6 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 /// client make a replica hold hundreds of MiB while the input is copied and recorded, enough
 /// to get the pod, and with it the fail-closed webhooks and every session on it, OOM-killed.
 pub const MAX_CLIENT_MESSAGE_BYTES: usize = 1 << 20;
-
-/// What the broker needs.
-#[derive(Clone, Debug)]
-pub struct BrokerConfig {
-    /// Where sessions are recorded.
-    pub recordings: Recordings,
-    /// Where `session-start` and `session-end` records go (the webhooks' audit log).
-    pub audit_log: AuditLog,
-    /// The namespaces whose grants are watched; empty: all.
-    pub watch_namespaces: Vec<String>,
-    /// This replica's name (its pod name, else its host name), in each session's records.
-    pub replica: String,
-    /// What the broker counts.
-    pub metrics: SessionMetrics,
-}
-
-/// The broker. Cloning shares it.
-#[derive(Clone)]
-pub struct Broker {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    client: Client,
-    config: BrokerConfig,
-    grants: GrantCache,
-    watches: Mutex<Vec<JoinHandle<()>>>,
-    /// Set once, by [`Broker::shutdown`].
-    shutdown: watch::Sender<bool>,
-    /// Sessions open now.
-    open: watch::Sender<usize>,
-}
 
 impl Broker {
     /// Starts the broker's watches of requests and templates (in `config.watch_namespaces`),

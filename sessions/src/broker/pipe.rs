@@ -20,7 +20,7 @@ use tracing::warn;
 
 use super::{
     frames::{self, Input, Output},
-    session::{Ended, Upstream},
+    streams::{Ended, Upstream},
 };
 use crate::{
     metrics::SessionMetrics,

@@ -10,16 +10,17 @@ use futures::{
     SinkExt, StreamExt,
     stream::{SplitSink, SplitStream},
 };
-use hyper_util::rt::TokioIo;
 use kube::Api;
 use oz_api::{AccessKind, AccessTemplate, ExecAccessTemplate, PodAccessTemplate, SessionEndReason};
 use tokio::time::{Instant, sleep_until};
-use tokio_tungstenite::{WebSocketStream, tungstenite::Message as UpMessage};
+use tokio_tungstenite::tungstenite::Message as UpMessage;
 use tracing::info;
 
 use super::{
-    Broker, frames,
+    frames,
     pipe::{forward_input, forward_output},
+    state::Broker,
+    streams::{Ended, Upstream},
 };
 use crate::{
     SessionInfo, audit,
@@ -29,9 +30,6 @@ use crate::{
     recording::Recording,
     status::{self, SessionChange},
 };
-
-/// The stream to the pod, as kube opens it.
-pub type Upstream = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
 /// A session, ready to run once the client's upgrade completes.
 pub struct Session {
@@ -48,25 +46,6 @@ impl Drop for OpenGuard {
     fn drop(&mut self) {
         self.0.inner.config.metrics.open.dec();
         self.0.inner.open.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-/// How a session's pipe ended.
-pub struct Ended {
-    reason: SessionEndReason,
-    /// Whether the client is still there to be told.
-    client_open: bool,
-    /// Whether the pod's side is still open, to be closed.
-    upstream_open: bool,
-}
-
-impl Ended {
-    pub fn new(reason: SessionEndReason, client_open: bool, upstream_open: bool) -> Self {
-        Self {
-            reason,
-            client_open,
-            upstream_open,
-        }
     }
 }
 

@@ -21,6 +21,8 @@
 //!   `router`: the HTTP handler.
 
 pub mod cast;
+mod digest;
+mod error;
 pub mod limits;
 mod router;
 mod store;
@@ -37,8 +39,11 @@ use oz_api::SessionEndReason;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{mpsc, oneshot};
 
+pub use digest::RecordingDigest;
+pub use error::RecordingError;
 pub use router::router;
 pub use store::{credentials_in_url, redact};
+pub use writer::{FLUSH_BYTES, FLUSH_EVERY};
 
 use crate::SessionInfo;
 use limits::{RecordingLimits, SessionBudget, StoreUsage};
@@ -46,10 +51,6 @@ use store::Store;
 use tap::{InputTap, Message, OutputTap, Queue};
 use writer::Writer;
 
-/// How often a running session's new events are written (as its next part).
-pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
-/// How many buffered bytes make the writer flush before the second is up.
-pub const FLUSH_BYTES: usize = 64 * 1024;
 /// How many bytes of one session's events may wait for the store: input beyond that waits,
 /// output beyond that is counted instead of kept, so a slow or broken store never grows oz's
 /// memory without bound.
@@ -57,39 +58,6 @@ pub const MAX_BUFFERED_BYTES: usize = 256 * 1024;
 /// How long [`Recording::finish`] waits for the store; the writer finishes in the background
 /// after that.
 pub const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Why recordings cannot be opened or read.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordingError {
-    /// The store's URL is wrong.
-    #[error("cannot open the recordings store {url}: {reason}")]
-    Config {
-        /// The URL, without its query (which may hold credentials).
-        url: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The store failed.
-    #[error("the recordings store {store} failed on {key}: {source}")]
-    Storage {
-        /// Where the store is.
-        store: String,
-        /// The object.
-        key: String,
-        /// What the store said.
-        source: object_store::Error,
-    },
-}
-
-/// A finished recording file's SHA-256 (lowercase hex) and length in bytes, as the
-/// `session-end` audit record carries them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordingDigest {
-    /// SHA-256 of the whole file, in lowercase hex (as `sha256sum` prints it).
-    pub sha256: String,
-    /// Its length in bytes.
-    pub bytes: u64,
-}
 
 /// A recording's bytes as they are read from the store.
 pub type RecordingBody = BoxStream<'static, Result<Bytes, RecordingError>>;

@@ -2,11 +2,18 @@
 //! [`FLUSH_EVERY`], or once [`FLUSH_BYTES`] are pending), then, at the end, the whole file. The
 //! room each line took in the session's queue is released only once the line is stored.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
-use super::{FLUSH_BYTES, FLUSH_EVERY, RecordingDigest, store, store::Store, tap::Message};
+use super::{RecordingDigest, store, store::Store, tap::Message};
+
+/// How often a running session's new events are written (as its next part).
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How many buffered bytes make the writer flush before the second is up.
+pub const FLUSH_BYTES: usize = 64 * 1024;
 
 pub(super) struct Writer {
     pub(super) store: Store,
