@@ -43,9 +43,10 @@ use tracing::info;
 use oz_audit::CallerKind;
 use oz_platform::callers::Caller;
 
+pub use super::unverified_reads::UnverifiedReads;
 use super::{
-    AccessLookup, AdmissionState, RequestState, Review, deny, events::TokenBucket, parse_object,
-    reply, requests::requester_of,
+    AccessLookup, AdmissionState, RequestState, Review, deny, parse_object, reply,
+    requests::requester_of,
 };
 
 /// The kind these handlers admit.
@@ -54,38 +55,19 @@ const KIND: &str = "AccessApproval";
 const NO_USER: &str =
     "spec.approver: the approval has no authenticated user name, so oz cannot record who decides";
 
-/// Reviews of AccessApproval CREATEs from callers not verified to be the apiserver, each of
-/// which costs reads of the apiserver, that may be answered per second on average ...
-const UNVERIFIED_REVIEWS_PER_SECOND: f64 = 5.0;
-/// ... and at once.
-const UNVERIFIED_REVIEW_BURST: f64 = 20.0;
-
 /// The answer to an unverified caller once [`UnverifiedReads`] is spent.
 pub const UNVERIFIED_BUDGET_SPENT: &str = "oz is answering more approval reviews from callers it \
      cannot verify than it reads the apiserver for; try again in a few seconds";
 
-/// The reads that approval reviews from unverified callers may cost, shared by all of them
-/// (see the module documentation).
-pub struct UnverifiedReads(TokenBucket);
-
-impl Default for UnverifiedReads {
-    fn default() -> Self {
-        Self::new(UNVERIFIED_REVIEWS_PER_SECOND, UNVERIFIED_REVIEW_BURST)
-    }
-}
-
-impl UnverifiedReads {
-    /// A budget of `burst` reviews at once, refilled at `per_second`.
-    pub fn new(per_second: f64, burst: f64) -> Self {
-        Self(TokenBucket::new(per_second, burst))
-    }
-
-    /// Whether a review that reads the apiserver may be answered: always for the verified
-    /// apiserver, else while the budget lasts.
-    fn allow(&self, request: &AdmissionRequest<DynamicObject>, verified: bool) -> bool {
-        let reads = is_approval(request) && request.operation == Operation::Create;
-        verified || !reads || self.0.take()
-    }
+/// Whether a review that reads the apiserver may be answered: always for the verified
+/// apiserver, else while the unverified callers' budget lasts.
+fn may_answer(
+    state: &AdmissionState,
+    request: &AdmissionRequest<DynamicObject>,
+    verified: bool,
+) -> bool {
+    let reads = is_approval(request) && request.operation == Operation::Create;
+    verified || !reads || state.unverified_reads.take()
 }
 
 fn is_verified(caller: Option<Extension<Caller>>) -> bool {
@@ -98,7 +80,7 @@ pub async fn mutate(
     caller: Option<Extension<Caller>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    if !state.unverified_reads.allow(&request, is_verified(caller)) {
+    if !may_answer(&state, &request, is_verified(caller)) {
         return reply(deny(&request, UNVERIFIED_BUDGET_SPENT));
     }
     reply(mutation(state.lookup.as_ref(), &request).await)
@@ -110,7 +92,7 @@ pub async fn validate(
     caller: Option<Extension<Caller>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    if !state.unverified_reads.allow(&request, is_verified(caller)) {
+    if !may_answer(&state, &request, is_verified(caller)) {
         return reply(deny(&request, UNVERIFIED_BUDGET_SPENT));
     }
     reply(validation(state.lookup.as_ref(), &request).await)

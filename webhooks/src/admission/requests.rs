@@ -34,6 +34,7 @@ use oz_api::{
 use serde_json::{Value, json};
 use tracing::info;
 
+pub use super::delete_policy::DeletePolicy;
 use super::{AccessLookup, AdmissionState, Review, deny, parse_object, reply};
 use oz_audit::CallerKind;
 use oz_platform::callers::Caller;
@@ -406,29 +407,6 @@ pub fn check_revocation(
         ));
     }
     check_delete(old, user, policy)
-}
-
-/// Who may delete requests besides their requester. Deleting a request only ever removes access,
-/// so this guards against two other harms: someone revoking a colleague's access, and anyone
-/// erasing the access-review record an expired request is.
-#[derive(Clone, Debug)]
-pub struct DeletePolicy {
-    /// Groups whose members may delete any request, expired or not: administrators
-    /// (`system:masters` by default), the cluster's own controllers (the garbage collector and
-    /// the namespace controller run as service accounts of kube-system) and oz itself (the
-    /// service accounts of its namespace, which delete expired requests after the retention).
-    pub trusted_groups: std::collections::BTreeSet<String>,
-}
-
-impl DeletePolicy {
-    /// `admin_groups`, kube-system's service accounts, and those of oz's `namespace`.
-    pub fn new(admin_groups: impl IntoIterator<Item = String>, namespace: &str) -> Self {
-        let mut trusted_groups: std::collections::BTreeSet<String> =
-            admin_groups.into_iter().collect();
-        trusted_groups.insert("system:serviceaccounts:kube-system".into());
-        trusted_groups.insert(format!("system:serviceaccounts:{namespace}"));
-        Self { trusted_groups }
-    }
 }
 
 /// A request may be deleted (revoked) by its requester while it is not expired, and by trusted

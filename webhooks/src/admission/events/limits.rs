@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::PodAction;
+use oz_api::PodAction;
 
 /// Sustained audit Events per second, across all pods.
 pub const EVENTS_PER_SECOND: f64 = 50.0;

@@ -17,7 +17,7 @@ use tower::ServiceExt;
 use super::fake_lookup::{FakeLookup, NS};
 use super::*;
 use crate::WebhookMetrics;
-use oz_audit::{AuditRecord, Grant};
+use oz_audit::{AuditLog, AuditRecord, Grant};
 use oz_platform::{
     callers::{Caller, CallerPolicy},
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},

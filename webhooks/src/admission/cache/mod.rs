@@ -23,12 +23,10 @@
 //! still be named as the grant, and a template's just-changed accessConfig is not yet seen.
 
 use std::{
-    borrow::Borrow,
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::BTreeMap,
     fmt::Debug,
-    hash::{Hash, Hasher},
     sync::{
-        Arc, PoisonError, RwLock,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -54,6 +52,11 @@ use oz_api::AccessApproval;
 
 use super::{AccessLookup, Answer, GrantSummary, KubeLookup, RequestState};
 
+mod summaries;
+
+pub use summaries::WatchesStopped;
+use summaries::{RequestSummaries, SummaryWriter, summarize};
+
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
 /// kinds, in every namespace served.
@@ -61,11 +64,6 @@ pub struct CachedLookup {
     scope: Scope,
     live: Arc<dyn AccessLookup>,
 }
-
-/// The watches stopped (their future was dropped) before they had all listed once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the audit and admission cache's watches stopped before they had listed")]
-pub struct WatchesStopped;
 
 /// The stores, for all namespaces at once or one set per namespace.
 enum Scope {
@@ -434,148 +432,6 @@ where
     events
         .modify(|template| oz_api::strip_unread_metadata(template.meta_mut()))
         .reflect(writer)
-}
-
-/// `events` applied to the summaries `writer` keeps; the requests themselves are dropped.
-fn summarize<R, S>(events: S, mut writer: SummaryWriter) -> impl Stream<Item = watcher::Result<()>>
-where
-    R: AccessRequest,
-    S: Stream<Item = watcher::Result<watcher::Event<R>>>,
-{
-    events.map_ok(move |event| writer.apply(&event))
-}
-
-/// The requests of one kind, each as its [`GrantSummary`], by namespace and name.
-struct RequestSummaries {
-    by_namespace: RwLock<HashMap<String, Summaries>>,
-    /// Becomes true once the watch has listed.
-    listed: watch::Receiver<bool>,
-}
-
-impl RequestSummaries {
-    /// The requests in `namespace` that are `wanted`.
-    fn in_namespace(
-        &self,
-        namespace: &str,
-        wanted: impl Fn(&GrantSummary) -> bool,
-    ) -> Vec<GrantSummary> {
-        let by_namespace = self
-            .by_namespace
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        by_namespace
-            .get(namespace)
-            .map(|requests| {
-                (requests.iter().map(|kept| &kept.0))
-                    .filter(|summary| wanted(summary))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    fn listed(&self) -> bool {
-        *self.listed.borrow()
-    }
-
-    async fn wait_until_listed(&self) -> Result<(), WatchesStopped> {
-        let mut listed = self.listed.clone();
-        match listed.wait_for(|listed| *listed).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(WatchesStopped),
-        }
-    }
-}
-
-/// Keeps a [`RequestSummaries`] from its kind's watch events, the way a reflector's writer
-/// keeps its store: a (re)list replaces everything once complete.
-struct SummaryWriter {
-    summaries: Arc<RequestSummaries>,
-    listing: HashMap<String, Summaries>,
-    listed: watch::Sender<bool>,
-}
-
-impl SummaryWriter {
-    fn new() -> Self {
-        let (listed, reader) = watch::channel(false);
-        Self {
-            summaries: Arc::new(RequestSummaries {
-                by_namespace: RwLock::default(),
-                listed: reader,
-            }),
-            listing: HashMap::new(),
-            listed,
-        }
-    }
-
-    fn apply<R: AccessRequest>(&mut self, event: &watcher::Event<R>) {
-        fn namespace<R: AccessRequest>(request: &R) -> String {
-            request.namespace().unwrap_or_default()
-        }
-        let write = || {
-            self.summaries
-                .by_namespace
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-        };
-        match event {
-            watcher::Event::Init => self.listing = HashMap::new(),
-            watcher::Event::InitApply(request) => {
-                self.listing
-                    .entry(namespace(request))
-                    .or_default()
-                    .replace(ByName(GrantSummary::of(request)));
-            }
-            watcher::Event::InitDone => {
-                *write() = std::mem::take(&mut self.listing);
-                self.listed.send_replace(true);
-            }
-            watcher::Event::Apply(request) => {
-                write()
-                    .entry(namespace(request))
-                    .or_default()
-                    .replace(ByName(GrantSummary::of(request)));
-            }
-            watcher::Event::Delete(request) => {
-                let mut by_namespace = write();
-                let namespace = namespace(request);
-                if let Some(requests) = by_namespace.get_mut(&namespace) {
-                    requests.remove(request.name_any().as_str());
-                    if requests.is_empty() {
-                        by_namespace.remove(&namespace);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// One namespace's summaries of one kind.
-type Summaries = HashSet<ByName>;
-
-/// A summary in a set, found by its name, which is then not kept a second time as a key.
-#[derive(Debug)]
-struct ByName(GrantSummary);
-
-impl PartialEq for ByName {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.name == other.0.name
-    }
-}
-
-impl Eq for ByName {}
-
-impl Hash for ByName {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // As the `str` it is borrowed as hashes, so a lookup by name finds it.
-        self.0.name.as_str().hash(state);
-    }
-}
-
-impl Borrow<str> for ByName {
-    fn borrow(&self) -> &str {
-        &self.0.name
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,26 @@
+//! What the admission handlers share.
+
+use std::sync::Arc;
+
+use oz_audit::AuditLog;
+
+use super::{
+    audit::EnforceSettings, delete_policy::DeletePolicy, events::AuditEvents, lookup::AccessLookup,
+    unverified_reads::UnverifiedReads,
+};
+
+/// What the handlers share.
+pub struct AdmissionState {
+    /// Reads templates and requests.
+    pub lookup: Arc<dyn AccessLookup>,
+    /// Where audit records go.
+    pub audit_log: AuditLog,
+    /// Publishes the audit Events on pods; `None` publishes none (handler tests).
+    pub events: Option<AuditEvents>,
+    /// Which execs are denied without a grant; by default none.
+    pub enforce: EnforceSettings,
+    /// Who may delete requests besides their requester.
+    pub deletes: DeletePolicy,
+    /// The apiserver reads that approval reviews from unverified callers may cost.
+    pub unverified_reads: UnverifiedReads,
+}
