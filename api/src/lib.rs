@@ -11,6 +11,7 @@
 pub mod access_command;
 mod access_config;
 mod brokered_pod;
+mod condition_names;
 pub mod conditions;
 mod crds;
 #[macro_use]
@@ -40,6 +41,7 @@ pub use approval::{
     ApprovalRequestRef, ApprovedKind, Decision,
 };
 pub use brokered_pod::BrokeredPod;
+pub use condition_names::{condition_reason, condition_type};
 pub use conditions::Condition;
 pub use crds::{all_crds, crds_yaml};
 pub use exec::{
@@ -61,7 +63,7 @@ pub use session::{
     SESSIONS_API_SERVICE, SESSIONS_GROUP, SESSIONS_VERSION, SessionCounts, SessionEndReason,
     SessionMode, SessionRecord, SessionStream,
 };
-pub use status::{RequestPhase, RequestStatus, TemplateStatus, condition_reason, condition_type};
+pub use status::{RequestPhase, RequestStatus, TemplateStatus};
 pub use target_ref::{ControllerApiVersion, ControllerKind, CrossVersionObjectReference};
 pub use watched::WatchedRequest;
 

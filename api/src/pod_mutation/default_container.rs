@@ -1,48 +1,12 @@
 //! Step 1 of the mutation: which container the container-level mutations apply to.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use std::fmt;
 
-use super::{CONFIG_FIELD, MutationError};
+use super::{
+    MutationError,
+    vocabulary::{DEFAULT_CONTAINER_ANNOTATION, DefaultContainerOrigin},
+};
 use crate::PodTemplateSpecMutationConfig;
-
-/// The pod annotation kubectl reads for the default container, which Oz also honours.
-pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
-
-/// Where the name of the default container came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DefaultContainerOrigin {
-    /// `controllerTargetMutationConfig.defaultContainerName`.
-    DefaultContainerName,
-    /// The pod template's `kubectl.kubernetes.io/default-container` annotation.
-    Annotation,
-}
-
-impl DefaultContainerOrigin {
-    pub(super) fn fix(self) -> String {
-        match self {
-            Self::DefaultContainerName => {
-                format!("set {CONFIG_FIELD}.defaultContainerName to one of them")
-            }
-            Self::Annotation => format!(
-                "set {CONFIG_FIELD}.defaultContainerName to one of them, or correct the \
-                 annotation on the workload"
-            ),
-        }
-    }
-}
-
-impl fmt::Display for DefaultContainerOrigin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::DefaultContainerName => write!(f, "{CONFIG_FIELD}.defaultContainerName"),
-            Self::Annotation => write!(
-                f,
-                "the pod template's {DEFAULT_CONTAINER_ANNOTATION} annotation"
-            ),
-        }
-    }
-}
 
 /// Oz's `getDefaultContainerID`: the index of the container the container-level mutations
 /// apply to. An empty name counts as no name, as in Oz.

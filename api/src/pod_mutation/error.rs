@@ -1,7 +1,7 @@
 //! What can go wrong while building the access pod's template, each message naming the field
 //! at fault and the fix.
 
-use super::{CONFIG_FIELD, DefaultContainerOrigin, PrivilegeRule, patch::op_name};
+use super::vocabulary::{CONFIG_FIELD, DefaultContainerOrigin, PrivilegeRule, op_name};
 use crate::PatchOp;
 
 /// Why the workload's pod template could not be turned into the access pod's.

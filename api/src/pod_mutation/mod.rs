@@ -88,6 +88,7 @@ mod privilege;
 mod quantity;
 #[cfg(test)]
 mod tests;
+mod vocabulary;
 
 use std::collections::BTreeMap;
 
@@ -102,17 +103,15 @@ pub use caps::{
     CapProblem, CapViolation, CappedResource, ContainerList, ContainerRef, ResourceCapError,
     apply_resource_caps,
 };
-pub use default_container::{DEFAULT_CONTAINER_ANNOTATION, DefaultContainerOrigin};
+
 pub use error::MutationError;
-pub use privilege::{PrivilegeRule, privilege_raised};
+pub use privilege::privilege_raised;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
+pub use vocabulary::{DEFAULT_CONTAINER_ANNOTATION, DefaultContainerOrigin, PrivilegeRule};
 
 use default_container::default_container_index;
 use patch::apply_patch;
 use privilege::first_raising_operation;
-
-/// Where the mutation configuration lives in a PodAccessTemplate, for error messages.
-const CONFIG_FIELD: &str = "spec.controllerTargetMutationConfig";
 
 /// Builds the access pod's template from the workload's, as described in the
 /// [module documentation](self).

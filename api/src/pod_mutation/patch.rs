@@ -181,17 +181,6 @@ fn first_dropped_field(patched: &Value, typed: &Value, pointer: String) -> Optio
     }
 }
 
-pub(super) fn op_name(op: &PatchOp) -> &'static str {
-    match op {
-        PatchOp::Add => "add",
-        PatchOp::Remove => "remove",
-        PatchOp::Replace => "replace",
-        PatchOp::Move => "move",
-        PatchOp::Copy => "copy",
-        PatchOp::Test => "test",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

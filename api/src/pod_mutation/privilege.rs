@@ -1,59 +1,10 @@
 //! Step 8 of the mutation: a patch may not give the access pod more privilege than the pod it
 //! copies.
 
-use std::fmt;
-
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, SecurityContext};
 
-use super::apply_patch;
+use super::{apply_patch, vocabulary::PrivilegeRule};
 use crate::{JsonPatchOperation, PatchOp};
-
-/// What a patch may not do to the access pod (see the [module documentation](super)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PrivilegeRule {
-    /// `metadata.namespace` changed.
-    Namespace,
-    /// `spec.serviceAccountName` or `spec.serviceAccount` changed.
-    ServiceAccount,
-    /// `spec.automountServiceAccountToken` turned on.
-    AutomountToken,
-    /// `hostNetwork`, `hostPID`, `hostIPC` turned on, or `hostUsers: false` lifted.
-    HostNamespaces,
-    /// A `hostPath` volume added or changed.
-    HostPathVolume,
-    /// A container made `privileged`.
-    Privileged,
-    /// A container's `allowPrivilegeEscalation: false` lifted.
-    PrivilegeEscalation,
-    /// A capability added to a container, or no longer dropped.
-    Capabilities,
-    /// A container, init container or ephemeral container added.
-    AddedContainer,
-}
-
-impl fmt::Display for PrivilegeRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Namespace => "patches may not change the pod's namespace",
-            Self::ServiceAccount => "patches may not change the pod's service account",
-            Self::AutomountToken => "patches may not turn on automountServiceAccountToken",
-            Self::HostNamespaces => {
-                "patches may not turn on hostNetwork, hostPID or hostIPC, nor lift hostUsers: false"
-            }
-            Self::HostPathVolume => "patches may not add or change hostPath volumes",
-            Self::Privileged => "patches may not make a container privileged",
-            Self::PrivilegeEscalation => {
-                "patches may not lift a container's allowPrivilegeEscalation: false"
-            }
-            Self::Capabilities => {
-                "patches may not add Linux capabilities to a container, nor stop dropping them"
-            }
-            Self::AddedContainer => {
-                "patches may not add containers, init containers or ephemeral containers"
-            }
-        })
-    }
-}
 
 /// Which list of a pod spec a container is in, for the privilege check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
