@@ -15,6 +15,7 @@
 //!   entry acknowledges them by line number and hash; they are outside the chain.
 
 mod report;
+mod runs;
 mod scan;
 
 use std::{
@@ -22,11 +23,10 @@ use std::{
     path::Path,
 };
 
-use serde_json::{Map, Value};
-
 pub use report::{
     CheckedRecord, CheckpointAt, FileSummary, Location, Problem, ProblemKind, Report,
 };
+use runs::outside_every_longest_run;
 use scan::{Damaged, Item, ItemKind, Scanned, Signature};
 
 use crate::{Hash, PublicKey, Result};
@@ -570,45 +570,6 @@ impl Check {
         (report, records)
     }
 }
-
-/// For a sequence of seqs in file order: which are outside at least one of its longest
-/// strictly increasing subsequences. In an intact file none is; of a swapped pair both are;
-/// of one line moved away, that line.
-fn outside_every_longest_run(seqs: &[u64]) -> Vec<bool> {
-    let ending = longest_runs_ending_at(seqs.iter().copied());
-    let mut starting = longest_runs_ending_at(seqs.iter().rev().map(|s| u64::MAX - s));
-    starting.reverse();
-    let best = ending.iter().copied().max().unwrap_or(0);
-    let on_some: Vec<bool> = (0..seqs.len())
-        .map(|i| ending[i] + starting[i] - 1 == best)
-        .collect();
-    let mut at_length: HashMap<usize, usize> = HashMap::new();
-    for i in (0..seqs.len()).filter(|i| on_some[*i]) {
-        *at_length.entry(ending[i]).or_default() += 1;
-    }
-    (0..seqs.len())
-        .map(|i| !(on_some[i] && at_length[&ending[i]] == 1))
-        .collect()
-}
-
-/// For each position, the length of the longest strictly increasing subsequence ending there.
-fn longest_runs_ending_at(values: impl Iterator<Item = u64>) -> Vec<usize> {
-    let mut tails: Vec<u64> = Vec::new();
-    values
-        .map(|v| {
-            let at = tails.partition_point(|t| *t < v);
-            if at == tails.len() {
-                tails.push(v);
-            } else {
-                tails[at] = v;
-            }
-            at + 1
-        })
-        .collect()
-}
-
-/// A record as read, before verification.
-pub(crate) type RecordMap = Map<String, Value>;
 
 #[cfg(test)]
 pub(crate) mod tests;

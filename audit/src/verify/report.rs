@@ -4,8 +4,10 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::RecordMap;
+/// A record as read, before verification.
+pub type RecordMap = Map<String, Value>;
 
 /// A line of a file.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use std::{
     path::Path,
 };
 
-use super::RecordMap;
+use super::report::RecordMap;
 use crate::{
     Error, Hash, PublicKey, Result,
     entry::{Body, Entry, leading_seq},

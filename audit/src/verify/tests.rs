@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::*;
+use super::{report::RecordMap, *};
 use crate::{AuditFile, Entry, Rotation, Signer, entry::Body};
 
 /// A log written by [`AuditFile`] and its key.
