@@ -30,16 +30,15 @@
 //!   webhook port (`docs/audit.md`, "Caller verification").
 //!
 //! Where each part lives: [`options`] (what to install, and the parts of oz-manager), [`rbac`]
-//! (the rules and the Roles holding them), [`workload`] (Services, Deployment, NetworkPolicy,
-//! webhook configurations) and [`yaml`] (the rendering).
-
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{DynamicObject, ObjectMeta};
+//! (the rules and the Roles holding them), [`workload`] (Services, Deployment, webhook
+//! configurations), [`network_policies`] (what may reach oz-manager, and what it may reach),
+//! `objects.rs` (all of them in order, and as YAML), [`yaml`] (the rendering's helpers).
 
 pub mod chart;
-pub mod egress;
+mod error;
+mod manifest;
+pub mod network_policies;
+mod objects;
 pub mod options;
 pub mod rbac;
 pub mod registration;
@@ -47,6 +46,10 @@ pub mod user_roles;
 pub mod workload;
 pub mod yaml;
 
+pub use error::ManifestError;
+pub use manifest::Manifest;
+use manifest::{labels, meta, selector_labels};
+pub use objects::{install_objects, install_yaml};
 pub use options::{
     AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, DEFAULT_IMAGE, DEFAULT_NAME,
     DEFAULT_NAMESPACE, DEFAULT_SESSION_RECORDINGS, HEALTH_PORT, InstallOptions, METRICS_PORT,
@@ -56,99 +59,6 @@ pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_
 pub use registration::{watched_namespaces_selector, webhook_registration};
 pub use user_roles::is_users_role;
 pub use workload::{WEBHOOK_CLIENT_CA_DIR, WEBHOOK_CLIENT_CA_KEY, manager_args};
-pub use yaml::install_yaml;
-
-use yaml::ErasedObject;
-
-/// What can go wrong building an install.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    /// The options describe no valid install.
-    #[error("invalid install options: {0}")]
-    Invalid(String),
-    /// An object could not be turned into YAML.
-    #[error("could not render the install as YAML: {0}")]
-    Yaml(#[from] serde_saphyr::ser::Error),
-    /// An object could not be turned into JSON (it never can fail for these types).
-    #[error("could not serialise a {kind}: {source}")]
-    Json {
-        kind: String,
-        #[source]
-        source: serde_json::Error,
-    },
-}
-
-/// One object of the install and the comment rendered above it: what it is for and, for RBAC,
-/// why each rule exists.
-#[derive(Clone, Debug)]
-pub struct Manifest {
-    /// Comment lines, without the `# `.
-    pub comment: Vec<String>,
-    /// The object, with `apiVersion` and `kind`.
-    pub object: DynamicObject,
-}
-
-impl Manifest {
-    /// `object` under `comment`.
-    fn new(comment: Vec<String>, object: &dyn ErasedObject) -> Result<Self, ManifestError> {
-        Ok(Manifest {
-            comment,
-            object: object.to_dynamic()?,
-        })
-    }
-}
-
-/// Every object of the install, in the order to apply them: the Namespace, the CRDs (if
-/// wanted), the ServiceAccount, oz's RBAC, the users' ClusterRoles, Services, the Deployment, the NetworkPolicy (if
-/// `webhook_ingress_cidrs` are given) and the webhook configurations (if the webhooks run).
-pub fn install_objects(options: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
-    options.validate()?;
-    let o = options;
-    let mut out = vec![Manifest::new(
-        vec!["The operator's namespace.".into()],
-        &Namespace {
-            metadata: meta(o, &o.namespace, None),
-            ..Default::default()
-        },
-    )?];
-    if o.crds {
-        for crd in oz_api::all_crds() {
-            out.push(Manifest::new(vec![], &crd)?);
-        }
-    }
-    out.push(Manifest::new(
-        vec!["The identity oz-manager runs as; the RBAC below is all it may do.".into()],
-        &ServiceAccount {
-            metadata: meta(o, &o.manager_name(), Some(&o.namespace)),
-            ..Default::default()
-        },
-    )?);
-    out.extend(rbac::manifests(o)?);
-    out.extend(user_roles::manifests(o)?);
-    out.extend(workload::manifests(o)?);
-    Ok(out)
-}
-
-/// The labels of every object oz installs.
-fn labels(options: &InstallOptions) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), "oz".to_string()),
-        (
-            "app.kubernetes.io/instance".to_string(),
-            options.name.clone(),
-        ),
-    ])
-}
-
-/// An object's metadata: its name, its namespace (none when cluster-scoped) and the install's labels.
-fn meta(options: &InstallOptions, name: &str, namespace: Option<&str>) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: namespace.map(Into::into),
-        labels: Some(labels(options)),
-        ..Default::default()
-    }
-}
 
 #[cfg(test)]
 mod tests;

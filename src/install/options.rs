@@ -163,7 +163,7 @@ pub struct InstallOptions {
     pub unverified_webhook_callers: bool,
     /// The address ranges (CIDRs) oz-manager may connect to: the apiserver's and every
     /// notification sink's. When set, a NetworkPolicy allows egress to these and to name
-    /// servers only ([`super::egress`]). Empty: no egress policy.
+    /// servers only ([`super::network_policies`]). Empty: no egress policy.
     pub egress_cidrs: Vec<String>,
     /// Where session recordings go (`--session-recordings`), e.g. `s3://BUCKET/PREFIX`;
     /// `None`: the pod's `emptyDir`, capped below its size limit. Never with credentials in

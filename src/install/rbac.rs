@@ -14,10 +14,9 @@ use super::{
 
 mod rules;
 
+use rules::RBAC_GROUP;
 pub use rules::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
 
-const CRD_GROUP: &str = oz_api::GROUP;
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// Where the apiserver publishes its front-proxy settings, and the built-in Role that reads them.
 const FRONT_PROXY_NAMESPACE: &str = "kube-system";
 const FRONT_PROXY_READER_ROLE: &str = "extension-apiserver-authentication-reader";

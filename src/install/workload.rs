@@ -14,10 +14,6 @@ use k8s_openapi::{
             SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
             VolumeMount,
         },
-        networking::v1::{
-            IPBlock, NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
-            NetworkPolicySpec,
-        },
     },
     apimachinery::pkg::{
         api::resource::Quantity, apis::meta::v1::LabelSelector, util::intstr::IntOrString,
@@ -28,6 +24,7 @@ use kube::api::ObjectMeta;
 use super::{
     Component, DEFAULT_NAME, HEALTH_PORT, InstallOptions, METRICS_PORT, Manifest, ManifestError,
     RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT, labels, meta, options::join,
+    selector_labels,
 };
 
 const CONTAINER: &str = "manager";
@@ -93,7 +90,7 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
                 ),
                 "Enforced only where the network plugin implements NetworkPolicy.".into(),
             ],
-            &network_policy(o),
+            &super::network_policies::ingress_policy(o),
         )?;
     }
     if !o.egress_cidrs.is_empty() {
@@ -105,7 +102,7 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
                 ),
                 "Enforced only where the network plugin implements NetworkPolicy.".into(),
             ],
-            &super::egress::egress_policy(o),
+            &super::network_policies::egress_policy(o),
         )?;
     }
 
@@ -183,13 +180,6 @@ fn webhook_service(o: &InstallOptions) -> Service {
         });
     }
     service
-}
-
-/// The labels the Deployment's pods carry and the Services select.
-fn selector_labels(options: &InstallOptions) -> BTreeMap<String, String> {
-    let mut labels = labels(options);
-    labels.insert("app.kubernetes.io/component".into(), "manager".into());
-    labels
 }
 
 /// Adds the install's labels to an object built elsewhere (the webhook configurations).
@@ -461,73 +451,6 @@ fn deployment(options: &InstallOptions) -> Deployment {
             ..Default::default()
         }),
         ..Default::default()
-    }
-}
-
-/// Ingress to oz-manager's pods: the webhook port from the control plane's address ranges only,
-/// the metrics and health ports from anywhere (Prometheus, and kubelets whose probes a network
-/// plugin does not exempt). The policy selects the pods, so any other port is closed too.
-fn network_policy(options: &InstallOptions) -> NetworkPolicy {
-    let port = |name: &str| NetworkPolicyPort {
-        port: Some(IntOrString::String(name.into())),
-        protocol: Some("TCP".into()),
-        end_port: None,
-    };
-    let mut policy = oz_pods_policy(
-        options,
-        &format!("{}-webhook-ingress", options.name),
-        "Ingress",
-    );
-    let spec = policy.spec.as_mut().expect("oz_pods_policy has a spec");
-    spec.ingress = Some(vec![
-        NetworkPolicyIngressRule {
-            from: Some(address_ranges(&options.webhook_ingress_cidrs)),
-            ports: Some(if options.runs(Component::Sessions) {
-                vec![port("webhook"), port("sessions")]
-            } else {
-                vec![port("webhook")]
-            }),
-        },
-        NetworkPolicyIngressRule {
-            from: None,
-            ports: Some(vec![port("metrics"), port("health")]),
-        },
-    ]);
-    policy
-}
-
-/// A NetworkPolicy peer for each of `cidrs`.
-pub(super) fn address_ranges(cidrs: &[String]) -> Vec<NetworkPolicyPeer> {
-    cidrs
-        .iter()
-        .map(|cidr| NetworkPolicyPeer {
-            ip_block: Some(IPBlock {
-                cidr: cidr.clone(),
-                except: None,
-            }),
-            ..Default::default()
-        })
-        .collect()
-}
-
-/// A NetworkPolicy named `name` that selects oz-manager's pods, of `policy_type` (`Ingress` or
-/// `Egress`), without rules yet: selecting the pods closes what no rule opens.
-pub(super) fn oz_pods_policy(
-    options: &InstallOptions,
-    name: &str,
-    policy_type: &str,
-) -> NetworkPolicy {
-    NetworkPolicy {
-        metadata: meta(options, name, Some(&options.namespace)),
-        spec: Some(NetworkPolicySpec {
-            pod_selector: Some(LabelSelector {
-                match_labels: Some(selector_labels(options)),
-                match_expressions: None,
-            }),
-            policy_types: Some(vec![policy_type.into()]),
-            ingress: None,
-            egress: None,
-        }),
     }
 }
 

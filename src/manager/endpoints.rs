@@ -12,7 +12,7 @@ use std::{
 
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 
-use super::Shutdown;
+use super::shutdown::Shutdown;
 use crate::metrics::Metrics;
 
 /// What the health endpoints report.

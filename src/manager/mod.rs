@@ -4,7 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{FutureExt, future::Shared};
+use futures::FutureExt;
 use kube::Client;
 use tokio::sync::watch;
 
@@ -23,13 +23,12 @@ pub mod identity;
 pub mod leader;
 pub mod memory;
 pub mod sessions;
+mod shutdown;
 
 pub use command::Command;
 pub use config::{LogFormat, ManagerConfig, RunArgs};
 pub use endpoints::Health;
-
-/// A future every task can wait on for shutdown; it resolves once for all of them.
-pub type Shutdown = Shared<futures::future::BoxFuture<'static, ()>>;
+pub use shutdown::Shutdown;
 
 /// Runs oz-manager until `shutdown` resolves.
 pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> Result<(), String> {

@@ -4,7 +4,7 @@
 //! verified or not. Both read the files with `oz-audit`, which does the checking.
 //!
 //! The keys to trust come from `--public-key` files, else from the ConfigMap `oz-audit` that
-//! oz publishes its keys in ([`trusted_keys`]); only then is the cluster asked anything. An
+//! oz publishes its keys in ([`trusted_keys()`]); only then is the cluster asked anything. An
 //! error that keeps the check from running (a file or key that cannot be read) exits 2, a
 //! problem the check finds exits 1.
 

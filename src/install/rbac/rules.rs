@@ -5,11 +5,15 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use oz_api::AccessKind;
 use oz_api::notifications::NAMESPACE_SINK_SECRET;
 
-use super::{CRD_GROUP, RBAC_GROUP};
 use crate::builders::{pod::POD_PERMISSIONS, rbac::EXEC_PERMISSIONS};
 use crate::install::{
     AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, InstallOptions,
 };
+
+/// The API group of oz's kinds, as rules name it.
+pub(super) const CRD_GROUP: &str = oz_api::GROUP;
+/// The API group of Roles and RoleBindings.
+pub(super) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// A PolicyRule and why oz needs it.
 #[derive(Clone, Debug, PartialEq)]
