@@ -23,8 +23,9 @@ pub fn revoke_asked_by(meta: &ObjectMeta) -> Option<&str> {
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Drops from `meta` what no part of oz reads and can be most of a cached object's memory:
-/// managedFields (parsed, a tree of every field each manager set; oz-bench measured ~30 KB per
-/// cached request) and the last-applied annotation (a second copy of the object).
+/// managedFields (parsed, a tree of every field each manager set: larger than the rest of a
+/// cached request, docs/benchmarks.md) and the last-applied annotation (a second copy of the
+/// object).
 pub fn strip_unread_metadata(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {

@@ -3,9 +3,8 @@
 
 /// mimalloc, not the C library's malloc. oz-manager holds a cache entry per grant for hours,
 /// allocated between the short-lived buffers of watch events and LIST pages; glibc's malloc
-/// kept much of the freed space (oz-bench at 3,000 grants: 14 KB of RSS per request after a
-/// restart, 10.6 KB with mimalloc), and the release image's musl malloc is slow on a busy
-/// heap. Without transparent huge pages, and freed pages returned at once: `oz::manager::memory`.
+/// kept much of the freed space (docs/benchmarks.md), and the release image's musl malloc is
+/// slow on a busy heap. Without transparent huge pages, and freed pages returned at once: `oz::manager::memory`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

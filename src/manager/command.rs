@@ -248,8 +248,8 @@ const LOG_QUEUE_LINES: usize = 8192;
 /// Logs to stderr from a thread of its own: a line is formatted where it is logged and handed
 /// over, and the thread writes whatever has queued up in one write. Every audit review logs
 /// its record; written in place, each line was a write to stderr, under stderr's lock, by the
-/// runtime thread serving the webhook (oz-bench at 10,000 audits/s: 6% of oz-manager's CPU
-/// samples), and a slow reader of the log (a busy container runtime) would stall that thread
+/// runtime thread serving the webhook (a visible share of oz-manager's CPU at high audit
+/// rates, docs/benchmarks.md), and a slow reader of the log (a busy container runtime) would stall that thread
 /// and every task on it, expiry timers included. Nothing is dropped: past [`LOG_QUEUE_LINES`]
 /// lines queued, logging waits, as a write would. The lines queued are written when the
 /// returned guard is dropped.

@@ -5,9 +5,8 @@
 //! - **No transparent huge pages** ([`turn_off_huge_pages`]). mimalloc asks the kernel for huge
 //!   pages (`madvise(MADV_HUGEPAGE)`) on the regions it maps, and on a host whose THP setting is
 //!   `madvise` (the default of most distributions) or `always`, each then becomes resident 2 MiB
-//!   at a time, however little of it is in use. Measured by oz-bench (`--only scale
-//!   --scale-points 10000x100`), with them and without: idle 42.8 → 28.3 MiB, at 10,000 grants
-//!   100.3 → 81.2 MiB, and the peak during a restart at 10,000 148.7 → 111.0 MiB. Two switches,
+//!   at a time, however little of it is in use (what that cost is in docs/benchmarks.md). Two
+//!   switches,
 //!   because either alone leaves some: mimalloc is built with `no_thp` (Cargo.toml), so it never
 //!   asks, which covers what it maps before `main` on a `madvise` host; and the kernel's
 //!   per-process flag covers an `always` host from then on (the kernel checks it at each page
@@ -17,11 +16,9 @@
 //!   forbids unsafe code). mimalloc 3 keeps a page whose blocks are all freed for a second
 //!   before it hands it back (`purge_delay`, 1,000 ms). A restart frees most of what it
 //!   allocates within that second, over and over: the LIST pages, the parsed copies the caches
-//!   clone from, the start-up reconciles. heaptrack's count of a restart at 10,000 grants: the
-//!   live heap peaked at 51.5 MB against 50.1 MB after it, while the RSS rose ~20 MiB over the
-//!   idle figure. With no delay, oz-bench's peak at that restart went from 102.8 to 87.6 MiB
-//!   (`MIMALLOC_PURGE_DELAY=0`) and 88.8 MiB (set by oz-manager); idle at 10,000 stayed at
-//!   82.9–83.1 MiB and the restart's CPU at 39–40% of a core (one run each).
+//!   clone from, the start-up reconciles: the live heap barely rises during a restart while the
+//!   RSS did, by the freed pages held back. Without the delay the restart's peak falls and
+//!   nothing else moves (docs/benchmarks.md).
 
 /// Turns transparent huge pages off for this process and the processes it starts.
 #[cfg(target_os = "linux")]

@@ -1,6 +1,6 @@
 //! The namespaces' own sink Secrets (`oz-notifications`), watched by name, so that a notice
-//! costs no GET: a grant was five requests to the apiserver and this lookup the sixth, once per
-//! namespace and cache TTL (oz-bench's `calls` part).
+//! costs no GET: a lookup per namespace and cache TTL was a request of its own beside a grant's
+//! few (counted by the bench's `calls` part).
 //!
 //! The watch asks for `metadata.name=oz-notifications` only. The apiserver authorizes a list or
 //! watch whose field selector names one object as a request for that object, so oz's RBAC rule

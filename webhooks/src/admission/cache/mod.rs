@@ -233,8 +233,7 @@ impl CachedLookup {
     /// The request watches start once `requests_after` is true (or its sender is gone; `None`:
     /// at once). oz-manager holds them back while its controllers list the same requests at
     /// start-up: both LISTs at once shared the apiserver, and the expiry timers wait for the
-    /// controllers' (oz-bench, restart at 50,000 grants, with the Roles' and RoleBindings'
-    /// LISTs also held back: all armed after 12.3 s instead of 18.3 s).
+    /// controllers' (the restart figures are in docs/benchmarks.md).
     pub fn new(
         client: Client,
         namespaces: &[String],

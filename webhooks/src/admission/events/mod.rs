@@ -6,8 +6,7 @@
 //! truth and is always written; the Event is a convenience for `kubectl describe pod`. Events
 //! are also rate-limited (`limits.rs`), as client-go's event correlator limits them: each costs
 //! the apiserver a pod GET and an Event write, and a flood of execs must not turn into a flood
-//! of writes that slows everything else on it (oz-bench: 2,000 audits/s kept the control plane
-//! at 127% of a core with Events, 5% without). Overall at most [`EVENTS_PER_SECOND`] (bursts of
+//! of writes that slows everything else on it (docs/benchmarks.md has the cost). Overall at most [`EVENTS_PER_SECOND`] (bursts of
 //! [`EVENT_BURST`]); for one user's actions of one kind on one pod, [`ACCESS_EVENT_BURST`] and
 //! then one per [`ACCESS_EVENT_PERIOD`], whose note counts those folded into it (counted in
 //! `oz_audit_events_folded_total`, not as drops). When the queue is full or the overall rate is
