@@ -25,10 +25,9 @@ where
 }
 
 /// Creates `object` if it is `new`, else applies it. A create costs the apiserver less than an
-/// apply that creates: no apply body to parse as YAML and merge (a control plane of its own,
-/// 2,000 of each one after another: 2.25 ms of its CPU per Role created against 3.26 ms
-/// applied, 2.42 against 3.34 per RoleBinding), and a burst of grants, two objects each, is
-/// bound by the apiserver's CPU. What was created is owned by oz's field manager as an update;
+/// apply that creates: no apply body to parse as YAML and merge (about a third less of its CPU
+/// per object, docs/benchmarks.md), and a burst of grants, two objects each, is bound by the
+/// apiserver's CPU. What was created is owned by oz's field manager as an update;
 /// a later forced apply by oz takes it over. An object that exists after all (created meanwhile,
 /// or unseen by the cache that called it new) is applied instead.
 pub async fn create_or_apply<K>(api: &Api<K>, object: &K, new: bool) -> Result<K>

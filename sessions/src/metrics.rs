@@ -55,7 +55,7 @@ impl Default for SessionMetrics {
             open: Gauge::default(),
             total: Family::default(),
             ended: Family::default(),
-            // 10 ms .. ~41 s: a close within the 2 s the issue allows lands in the low buckets.
+            // 10 ms .. ~41 s: a close within the 2 s oz allows itself lands in the low buckets.
             close_lag: Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
                 0.01, 2.0, 13,
             )),

@@ -242,7 +242,7 @@ const LOG_WRITE_BYTES: usize = 64 * 1024;
 
 /// Lines that may wait for the log's thread before logging waits for it: about a second of
 /// audit records at 10,000 reviews/s. tracing-appender's default, 128,000, allocates a slot for
-/// each up front: 4 MB of idle RSS.
+/// each up front, a visible part of an idle oz-manager's RSS.
 const LOG_QUEUE_LINES: usize = 8192;
 
 /// Logs to stderr from a thread of its own: a line is formatted where it is logged and handed
