@@ -1,7 +1,7 @@
 //! How many bytes of heap a request controller holds per grant for its Role and RoleBinding: a
 //! counting allocator around 10,000 grants in 100 namespaces, held as kube's reflector stores
 //! would hold the watched forms (how oz kept them until the grant store) and as the
-//! [`GrantStore`] holds them. Run with `cargo run --release --example grant_cache_bytes`;
+//! [`GrantStore`] holds them. Run with `cargo run --release -p oz-heap --bin grant_cache_bytes`;
 //! the figures are requested bytes, before the allocator's own overhead.
 use k8s_openapi::api::rbac::v1::Subject;
 use kube::runtime::{reflector, watcher::Event};
@@ -14,8 +14,7 @@ use oz::builders::{
 };
 use oz_api::ExecAccessRequest;
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
+use oz_heap::counting_alloc;
 
 #[global_allocator]
 static ALLOC: counting_alloc::Counting = counting_alloc::Counting;

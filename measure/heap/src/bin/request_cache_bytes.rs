@@ -1,17 +1,16 @@
 //! How many bytes of heap one cached ExecAccessRequest holds, in each form oz keeps it, and how
 //! many its parsing allocates on the way: a counting allocator around 10,000 requests parsed
 //! from the JSON the apiserver sends for a Ready grant (six conditions, managedFields of two
-//! managers, one label as oz-bench sets). Run with `cargo run -p oz-webhooks --example
-//! cache_bytes`; the figures are requested bytes, before the allocator's own overhead (about
-//! 8-16 bytes per allocation with glibc), which the allocation counts show.
+//! managers, one label as oz-bench sets). Run with `cargo run -p oz-heap --bin
+//! request_cache_bytes`; the figures are requested bytes, before the allocator's own overhead
+//! (about 8-16 bytes per allocation with glibc), which the allocation counts show.
 use std::{collections::HashMap, sync::Arc};
 
 use oz_api::{ExecAccessRequest, WatchedRequest, strip_unread_metadata};
 use oz_webhooks::admission::GrantSummary;
 use serde_json::json;
 
-#[path = "../../examples/support/counting_alloc.rs"]
-mod counting_alloc;
+use oz_heap::counting_alloc;
 
 #[global_allocator]
 static ALLOC: counting_alloc::Counting = counting_alloc::Counting;

@@ -1,7 +1,7 @@
-//! The counting allocator of the heap-size examples (`examples/grant_cache_bytes.rs`,
-//! `webhooks/examples/cache_bytes.rs`): the system allocator, counting the bytes live, the
-//! allocations live and every byte ever allocated. Each example includes this file with
-//! `#[path]` and installs [`Counting`] as its global allocator.
+//! The counting allocator of the heap-size programs (`src/bin/grant_cache_bytes.rs`,
+//! `src/bin/request_cache_bytes.rs`): the system allocator, counting the bytes live, the
+//! allocations live and every byte ever allocated. Each program installs [`Counting`] as its
+//! global allocator.
 
 use std::{
     alloc::{GlobalAlloc, Layout, System},
@@ -37,13 +37,11 @@ pub fn live() -> isize {
 }
 
 /// Allocations live now.
-#[allow(dead_code)] // only cache_bytes counts allocations
 pub fn allocations() -> isize {
     ALLOCATIONS.load(Ordering::Relaxed)
 }
 
 /// Bytes allocated so far, freed or not.
-#[allow(dead_code)] // only cache_bytes counts what parsing allocates on the way
 pub fn allocated() -> isize {
     ALLOCATED.load(Ordering::Relaxed)
 }
