@@ -9,49 +9,45 @@
 //!   publishes an Event, as for a real exec.
 //! - A breakdown of the audit call: the handler in-process with an in-memory lookup (no TLS, no
 //!   apiserver), and the grant lookup alone: from the watch-fed cache oz-manager uses, and
-//!   through the apiserver as it was made before.
+//!   through the apiserver as it was made before (`audit_breakdown.rs`).
 //! - Through the apiserver: alice's request creates and exec POSTs, with oz's webhooks
-//!   registered and then with them removed (and oz-manager restarted without them).
+//!   registered and then with them removed (and oz-manager restarted without them)
+//!   (`apiserver.rs`).
 
 use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use futures::future::BoxFuture;
 use http::{StatusCode, Uri};
 use hyper::body::Bytes;
-use k8s_openapi::api::{
-    admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-    core::v1::{ConfigMap, Pod, Secret},
-};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
-};
-use oz_api::{AccessConfig, AccessKind, ExecAccessRequest, PodAccessRequest, RequestPhase};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_webhooks::{
-    admission::{
-        self, AccessLookup, AdmissionState, AuditLog, CachedLookup, EnforceSettings, GrantSummary,
-        KubeLookup, LookupError, audit::find_grant,
-    },
     certs::secrets::CA_CRT,
     registration::{AUDIT_PATH, MUTATE_REQUESTS_PATH, VALIDATE_REQUESTS_PATH},
 };
 use serde::Serialize;
 use serde_json::json;
 use tokio::{sync::Semaphore, task::JoinSet};
-use tower::ServiceExt;
 
 use crate::{
     Bench, Result,
     cluster::{self, RequestSpec},
     http_client::{self, HttpClient},
-    operator::{OZ_NAMESPACE, Parts},
+    operator::OZ_NAMESPACE,
     procstat::Window,
     stats::{Latencies, Summary},
     watch::{self, RequestWatch},
 };
+
+mod apiserver;
+mod audit_breakdown;
+
+pub use apiserver::{ApiserverResults, through_apiserver};
+pub use audit_breakdown::AuditBreakdown;
+use audit_breakdown::audit_breakdown;
 
 /// Namespace of the direct calls: Deployment web (1 pod), template web, alice's grant.
 const DIRECT_NAMESPACE: &str = "bench-webhooks";
@@ -120,47 +116,10 @@ pub struct DirectRun {
     pub load_generator: Window,
 }
 
-/// The audit call's parts, each alone.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct AuditBreakdown {
-    /// The audit handler in this process, through the same router, with an in-memory grant
-    /// lookup: parsing, the record, logging (no subscriber here) and the response.
-    pub handler_in_process: Summary,
-    /// The grant lookup oz's handler makes per call: `find_grant` over a `CachedLookup` (the
-    /// four oz kinds watched cluster-wide, here in this process), one call at a time.
-    pub lookup_cached: Summary,
-    /// The grant lookup as oz made it before the cache, for comparison: LIST
-    /// ExecAccessRequests and LIST PodAccessRequests in the pod's namespace, through the
-    /// apiserver, one call at a time.
-    pub lookup_through_apiserver: Summary,
-    /// The same lookup right after an unrelated write (a ConfigMap patch), as happens on a busy
-    /// cluster, and after every audited exec, which writes an Event.
-    pub lookup_after_a_write: Summary,
-    /// The same two LISTs right after a write, but at `resourceVersion=0` (served from the
-    /// apiserver's watch cache as it is, without waiting for it to catch up).
-    pub lookup_any_version_after_a_write: Summary,
-    /// The exec builder's LIST of the workload's pods (by label), right after a write.
-    pub pod_list_after_a_write: Summary,
-}
-
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DirectResults {
     pub runs: Vec<DirectRun>,
     pub audit_breakdown: AuditBreakdown,
-}
-
-/// Calls through the apiserver, with oz's webhooks and without.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ApiserverResults {
-    /// alice's ExecAccessRequest create call (mutating + validating webhooks).
-    pub create_with_webhooks: Summary,
-    pub create_without_webhooks: Summary,
-    /// alice's exec POST without a stream upgrade, answered 400 after admission (audit webhook):
-    /// it measures admission, not a session.
-    pub exec_with_audit: Summary,
-    pub exec_without_audit: Summary,
-    /// Calls that did not give the expected answer.
-    pub unexpected: usize,
 }
 
 /// An AdmissionReview body with a fresh uid per call.
@@ -468,287 +427,4 @@ async fn load(
         0.0
     };
     outcome
-}
-
-/// A lookup that always finds alice's grant for `pod`, without a cluster.
-struct StaticLookup {
-    pod: String,
-}
-
-impl AccessLookup for StaticLookup {
-    fn template(
-        &self,
-        _kind: AccessKind,
-        _namespace: &str,
-        _name: &str,
-    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
-        Box::pin(async { Ok(None) })
-    }
-
-    fn requests(&self, _namespace: &str) -> BoxFuture<'_, Result<Vec<GrantSummary>, LookupError>> {
-        let summary = GrantSummary {
-            kind: AccessKind::Exec,
-            name: "alice-grant".into(),
-            template: TEMPLATE.into(),
-            requested_by: Some(cluster::alice().username),
-            phase: Some(RequestPhase::Ready),
-            pod_name: Some(self.pod.clone()),
-            session_mode: None,
-            expires_at: Some(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
-            approvers: Vec::new(),
-        };
-        Box::pin(async move { Ok(vec![summary]) })
-    }
-}
-
-async fn audit_breakdown(bench: &Bench, pod: &str, body: &Body) -> Result<AuditBreakdown> {
-    let calls = bench.sizes.breakdown_calls;
-    let router = admission::router(Arc::new(AdmissionState {
-        lookup: Arc::new(StaticLookup { pod: pod.into() }),
-        audit_log: AuditLog::log_only(),
-        events: None,
-        enforce: EnforceSettings::default(),
-        deletes: admission::requests::DeletePolicy::new(
-            ["system:masters".to_string()],
-            "oz-system",
-        ),
-        unverified_reads: admission::approvals::UnverifiedReads::default(),
-    }));
-    let mut handler = Latencies::default();
-    for i in 0..calls {
-        let request = http::Request::post(AUDIT_PATH)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(axum::body::Body::from(body.render(i)))?;
-        let start = Instant::now();
-        let response = router.clone().oneshot(request).await?;
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await?;
-        handler.record(start.elapsed());
-        if !allowed(&bytes) {
-            return Err("the in-process audit handler did not allow alice's exec".into());
-        }
-    }
-    let cached = cached_lookup(bench, pod, calls).await?;
-    let lookup = KubeLookup::new(bench.admin.clone());
-    let mut listing = Latencies::default();
-    for _ in 0..calls {
-        let start = Instant::now();
-        lookup.requests(DIRECT_NAMESPACE).await?;
-        listing.record(start.elapsed());
-    }
-    let (after_write, any_version, pods) = lists_after_writes(bench, calls).await?;
-    Ok(AuditBreakdown {
-        handler_in_process: handler.summary(),
-        lookup_cached: cached.summary(),
-        lookup_through_apiserver: listing.summary(),
-        lookup_after_a_write: after_write.summary(),
-        lookup_any_version_after_a_write: any_version.summary(),
-        pod_list_after_a_write: pods.summary(),
-    })
-}
-
-/// `calls` grant lookups for alice's exec into `pod`, as oz-manager makes them: from a cache
-/// of the four oz kinds, synced here from the same apiserver first.
-async fn cached_lookup(bench: &Bench, pod: &str, calls: usize) -> Result<Latencies> {
-    let (lookup, watches) = CachedLookup::new(bench.admin.clone(), &[], None);
-    let watches = tokio::spawn(watches);
-    let synced = tokio::time::timeout(Duration::from_secs(120), lookup.wait_until_ready()).await;
-    if !matches!(synced, Ok(Ok(()))) {
-        watches.abort();
-        return Err("the grant lookup cache did not sync within 120s".into());
-    }
-    let groups = cluster::alice().groups;
-    let mut latencies = Latencies::default();
-    let mut missed = false;
-    for _ in 0..calls {
-        let start = Instant::now();
-        let asked = oz_api::Asked {
-            user: cluster::REQUESTER,
-            groups: &groups,
-            pod,
-            action: oz_api::PodAction::Exec,
-            route: oz_api::Route::Direct,
-            now: chrono::Utc::now(),
-        };
-        let grant = find_grant(&lookup, DIRECT_NAMESPACE, &asked).await;
-        latencies.record(start.elapsed());
-        missed |= !matches!(grant, Ok(Some(_)));
-    }
-    watches.abort();
-    if missed {
-        return Err("the cached grant lookup did not find alice's grant".into());
-    }
-    Ok(latencies)
-}
-
-/// LISTs timed right after an unrelated write: (oz's grant lookup, the same at
-/// resourceVersion=0, the exec builder's pod LIST).
-async fn lists_after_writes(
-    bench: &Bench,
-    calls: usize,
-) -> Result<(Latencies, Latencies, Latencies)> {
-    let admin = bench.admin.clone();
-    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), DIRECT_NAMESPACE);
-    let name = "bench-writes";
-    config_maps
-        .patch(
-            name,
-            &PatchParams::apply(cluster::FIELD_MANAGER),
-            &Patch::Apply(
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
-            ),
-        )
-        .await?;
-    let mut written = 0u64;
-    let mut write = || {
-        written += 1;
-        let patch = json!({"data": {"n": written.to_string()}});
-        let config_maps = config_maps.clone();
-        async move {
-            config_maps
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-        }
-    };
-    let lookup = KubeLookup::new(admin.clone());
-    let exec: Api<ExecAccessRequest> = Api::namespaced(admin.clone(), DIRECT_NAMESPACE);
-    let pod_requests: Api<PodAccessRequest> = Api::namespaced(admin.clone(), DIRECT_NAMESPACE);
-    let pods: Api<Pod> = Api::namespaced(admin, DIRECT_NAMESPACE);
-    let any = ListParams::default().match_any();
-    let (mut after_write, mut any_version, mut pod_list) = (
-        Latencies::default(),
-        Latencies::default(),
-        Latencies::default(),
-    );
-    for _ in 0..calls {
-        write().await?;
-        let start = Instant::now();
-        lookup.requests(DIRECT_NAMESPACE).await?;
-        after_write.record(start.elapsed());
-
-        write().await?;
-        let start = Instant::now();
-        exec.list(&any).await?;
-        pod_requests.list(&any).await?;
-        any_version.record(start.elapsed());
-
-        write().await?;
-        let start = Instant::now();
-        pods.list(&ListParams::default().labels(&format!("app={TEMPLATE}")))
-            .await?;
-        pod_list.record(start.elapsed());
-    }
-    Ok((after_write, any_version, pod_list))
-}
-
-/// Creates and exec POSTs as alice, with the webhooks and then without. Leaves oz-manager
-/// running without webhooks and their configurations deleted.
-pub async fn through_apiserver(bench: &mut Bench) -> Result<ApiserverResults> {
-    let pod = namespace_with_grant(bench, APISERVER_NAMESPACE).await?;
-    let calls = bench.sizes.apiserver_calls;
-    let mut results = ApiserverResults::default();
-    let mut unexpected = 0;
-
-    bench.settle_down(Duration::from_secs(120)).await;
-    let (creates, execs) = creates_and_execs(bench, &pod, "with", calls, &mut unexpected).await?;
-    results.create_with_webhooks = creates;
-    results.exec_with_audit = execs;
-
-    bench.oz.restart(Parts::WithoutWebhooks)?;
-    bench.sampler.follow(bench.oz.pid());
-    let admin = bench.admin.clone();
-    Api::<MutatingWebhookConfiguration>::all(admin.clone())
-        .delete("oz-requests", &DeleteParams::default())
-        .await?;
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    for name in ["oz-requests", "oz-audit"] {
-        validating.delete(name, &DeleteParams::default()).await?;
-    }
-    bench
-        .oz
-        .wait_for_metrics(&bench.http, Duration::from_secs(60))
-        .await?;
-    wait_until_unmutated(&bench.alice).await?;
-    // The new process reconciles every request once; measure after that, not during it.
-    let requests = Api::<ExecAccessRequest>::all(admin)
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .len();
-    bench.catch_up(requests).await?;
-    bench.settle_down(Duration::from_secs(300)).await;
-
-    let (creates, execs) =
-        creates_and_execs(bench, &pod, "without", calls, &mut unexpected).await?;
-    results.create_without_webhooks = creates;
-    results.exec_without_audit = execs;
-    results.unexpected = unexpected;
-    bench.progress(&format!(
-        "through the apiserver: create p50 {:.1} → {:.1} ms without webhooks, exec p50 {:.1} → {:.1} ms without audit",
-        results.create_with_webhooks.p50_ms,
-        results.create_without_webhooks.p50_ms,
-        results.exec_with_audit.p50_ms,
-        results.exec_without_audit.p50_ms
-    ));
-    Ok(results)
-}
-
-async fn creates_and_execs(
-    bench: &Bench,
-    pod: &str,
-    label: &str,
-    calls: usize,
-    unexpected: &mut usize,
-) -> Result<(Summary, Summary)> {
-    let mut creates = Latencies::default();
-    for i in 0..calls {
-        let spec = RequestSpec {
-            name: format!("{label}-{i}"),
-            template: TEMPLATE,
-            duration: Some("10m".into()),
-            target_pod: None,
-            phase: "admission",
-        };
-        let start = Instant::now();
-        match cluster::create_request(&bench.alice, APISERVER_NAMESPACE, &spec).await {
-            Ok(()) => creates.record(start.elapsed()),
-            Err(e) => {
-                *unexpected += 1;
-                eprintln!("oz-bench: create {label} webhooks: {e}");
-            }
-        }
-    }
-    let mut execs = Latencies::default();
-    let path = format!(
-        "/api/v1/namespaces/{APISERVER_NAMESPACE}/pods/{pod}/exec?command=cat&command=%2Fetc%2Fhostname&stdout=true&stderr=true"
-    );
-    for _ in 0..calls {
-        let request = http::Request::post(path.as_str()).body(Vec::new())?;
-        let start = Instant::now();
-        let answer = bench.alice.request_text(request).await;
-        let elapsed = start.elapsed();
-        match answer {
-            // Not upgraded to a stream: the apiserver answers 400 after admission, before it
-            // would call the pod's node.
-            Err(kube::Error::Api(status)) if status.code == 400 => execs.record(elapsed),
-            other => {
-                *unexpected += 1;
-                eprintln!("oz-bench: exec {label} audit: unexpected {other:?}");
-            }
-        }
-    }
-    Ok((creates.summary(), execs.summary()))
-}
-
-/// Waits until the apiserver has dropped the mutating webhook: a dry-run create by alice
-/// naming someone else as requester comes back unchanged.
-async fn wait_until_unmutated(alice: &Client) -> Result<()> {
-    let unmutated = crate::poll(Duration::from_secs(30), || async {
-        let requester = cluster::dry_run_requester(alice, APISERVER_NAMESPACE, TEMPLATE).await?;
-        (requester == cluster::FORGED_REQUESTER).then_some(())
-    })
-    .await;
-    unmutated.ok_or("the apiserver still calls oz's mutating webhook 30s after its removal")?;
-    // The audit configuration was deleted at the same moment; give its informer the same time.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    Ok(())
 }
