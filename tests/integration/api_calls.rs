@@ -12,11 +12,12 @@ use oz_testenv::{
 };
 use serde::Deserialize;
 
-use crate::{
-    grants::{SETTLE, create_requests, exec_template, free_port, wait_until_all_in},
-    support::{
-        Operator, create_manifest, event_reasons_once, eventually, http_get, install_crds_into,
-    },
+use crate::support::{
+    cluster::install_crds_into,
+    manifests::create_manifest,
+    operator::{Operator, free_port, http_get},
+    polling::{SETTLE, event_reasons_once, eventually},
+    requests::{create_requests, exec_template, wait_until_all_in},
 };
 
 /// What this file reads of an audit event.

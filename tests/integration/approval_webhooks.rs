@@ -23,7 +23,10 @@ use oz_webhooks::{WebhookConfig, WebhookEndpoint, WebhookServer};
 use serde_json::json;
 
 use crate::support::{
-    create_manifest, env, eventually, grant, install_crds, rule, subject, wait_until_gone,
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    polling::{eventually, wait_until_gone},
+    rbac::{grant, rule, subject},
 };
 
 /// How long anything may take to show: both cores are shared by every test of the run.

@@ -24,11 +24,12 @@ use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 use serde_json::json;
 
 use crate::{
-    grants::free_port,
     notifications::{TestSink, events, of_request, sink_secret},
     support::{
-        Operator, create_manifest, env, event_reasons_once, eventually, http_get, install_crds,
-        metric_value,
+        cluster::{env, install_crds},
+        manifests::create_manifest,
+        operator::{Operator, free_port, http_get, metric_value},
+        polling::{event_reasons_once, eventually},
     },
 };
 

@@ -27,10 +27,11 @@ use oz_testenv::{
 };
 use serde_json::Value;
 
-use crate::grants::free_port;
+use crate::support::operator::free_port;
 use crate::support::{
-    Operator, delete_webhook_configurations, env, eventually, http_get, install_crds,
-    kubectl_quietly, metric_value,
+    cluster::{env, install_crds, kubectl_quietly},
+    operator::{Operator, delete_webhook_configurations, http_get, metric_value},
+    polling::eventually,
 };
 
 /// How long oz, the apiserver and kwok may take to get somewhere on a busy 2-core machine.

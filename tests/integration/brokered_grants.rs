@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::{
     streams::{Fixture, WAIT, assert_exec_forbidden, hello, web},
-    support::{can_exec, create_manifest, env, eventually},
+    support::{cluster::env, manifests::create_manifest, polling::eventually, users::can_exec},
 };
 
 /// A template of `kind` (`Exec` or `Pod`) named `name` for devs on Deployment `web`, with

@@ -15,9 +15,12 @@ use oz_api::ExecAccessRequest;
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
-use crate::{
-    grants::{WebhookOperator, free_port, let_groups_request},
-    support::{env, eventually, exec, grant, http_get, install_crds, metric_value, rule, subject},
+use crate::support::{
+    cluster::{env, install_crds},
+    operator::{WebhookOperator, free_port, http_get, metric_value},
+    polling::eventually,
+    rbac::{grant, let_groups_request, rule, subject},
+    users::exec,
 };
 
 /// How long oz, the apiserver and kwok may take to get somewhere on a busy 2-core machine.
@@ -415,10 +418,10 @@ async fn without_caller_verification_the_record_says_unverified() {
 #[tokio::test]
 async fn without_caller_verification_forged_reviews_say_so_and_reveal_no_templates() {
     let a = Audited::start("callers-forged", &[]).await;
-    crate::support::create_manifest(
+    crate::support::manifests::create_manifest(
         &a.admin,
         &a.ns,
-        &crate::grants::exec_template("web-exec", "web"),
+        &crate::support::requests::exec_template("web-exec", "web"),
     )
     .await
     .unwrap();

@@ -13,7 +13,11 @@ use oz_api::{
     access_command::DEFAULT_ACCESS_COMMAND,
 };
 
-use crate::support::{create_manifest, env, eventually, install_crds, parse_manifest};
+use crate::support::{
+    cluster::{env, install_crds},
+    manifests::{create_manifest, parse_manifest},
+    polling::eventually,
+};
 
 const OZ_EXAMPLES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

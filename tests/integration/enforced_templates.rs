@@ -16,9 +16,13 @@ use oz_testenv::{
 use serde_json::json;
 
 use crate::{
-    grants::WebhookOperator,
     install::{apply_install, delete_cluster_scoped},
-    support::{env, eventually, exec, install_crds},
+    support::{
+        cluster::{env, install_crds},
+        operator::WebhookOperator,
+        polling::eventually,
+        users::exec,
+    },
 };
 
 /// An ExecAccessTemplate `name` for Deployment web, open to `group`, with no approval.

@@ -17,8 +17,12 @@ use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 use serde_json::json;
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, event_reasons_once, eventually, install_crds,
-    strict_timing,
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::Operator,
+    polling::{event_reasons_once, eventually},
+    timing::strict_timing,
+    users::can_exec,
 };
 
 /// A namespace with Deployment `web` (2 ready pods), ExecAccessTemplate `web-exec` for devs

@@ -11,7 +11,7 @@
 //! outcomes.
 //!
 //! The bursts (requests by the hundred, kills, an apiserver restart) hold
-//! [`heavy_load`](crate::support::heavy_load) for the whole test, so that no other test of this
+//! [`heavy_load`](crate::support::timing::heavy_load) for the whole test, so that no other test of this
 //! binary measures a strict time bound meanwhile; the strict bounds here are measured inside a
 //! test's own section, after its burst is over.
 
@@ -48,16 +48,21 @@ use oz_testenv::{
 };
 use serde_json::json;
 
-use crate::{
-    grants::{
-        RevocationClock, SETTLE, WebhookOperator, create_pod_requests, create_requests,
-        exec_requests, exec_template, grant_name, grant_problems, let_groups_request, pod_template,
-        wait_until_all_in, wait_until_all_of, wait_until_no_grant_problems,
+use crate::support::{
+    admission::written_request,
+    cluster::{env, install_crds, install_crds_into},
+    grant_audit::{grant_problems, wait_until_no_grant_problems},
+    manifests::create_manifest,
+    operator::{Operator, WebhookOperator},
+    polling::{SETTLE, eventually},
+    rbac::let_groups_request,
+    requests::{
+        create_pod_requests, create_requests, exec_requests, exec_template, grant_name,
+        pod_template, wait_until_all_in, wait_until_all_of,
     },
-    support::{
-        Operator, create_manifest, env, eventually, exec, heavy_load, install_crds,
-        install_crds_into, may_exec, strict_timing, written_request,
-    },
+    revocation::RevocationClock,
+    timing::{heavy_load, strict_timing},
+    users::{exec, may_exec},
 };
 
 /// The strict bound: access ends within this of its expiry, or of oz or the apiserver coming
@@ -710,7 +715,7 @@ async fn an_apiserver_restart_under_load_revokes_every_grant_within_a_second_of_
     create_manifest(
         &admin,
         &ns,
-        &crate::grants::exec_request("after", "web-exec", "alice", "1h"),
+        &crate::support::requests::exec_request("after", "web-exec", "alice", "1h"),
     )
     .await
     .unwrap();

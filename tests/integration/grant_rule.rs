@@ -18,8 +18,15 @@ use oz_testenv::{
 use serde_json::json;
 
 use crate::{
-    grants::{WebhookOperator, exec_template, let_groups_request},
-    support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject},
+    support::{
+        cluster::{env, install_crds},
+        manifests::create_manifest,
+        operator::WebhookOperator,
+        polling::eventually,
+        rbac::{grant, let_groups_request, rule, subject},
+        requests::exec_template,
+        users::exec,
+    },
     webhooks::set_alices_status,
 };
 

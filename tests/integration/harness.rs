@@ -33,7 +33,12 @@ use oz_testenv::{
 use oz_webhooks::tls::{SwappableCert, TlsServer};
 use serde_json::{Value, json};
 
-use crate::support::{can, env, eventually, exec, grant, rule, subject};
+use crate::support::{
+    cluster::env,
+    polling::eventually,
+    rbac::{grant, rule, subject},
+    users::{can, exec},
+};
 
 #[tokio::test]
 async fn each_user_is_authenticated_by_their_own_certificate() {

@@ -30,7 +30,13 @@ use crate::{
         ALICES_REQUEST, TEMPLATE, created_at_run_time, operator_args, service_account_kubeconfig,
         wait_for_ready,
     },
-    support::{Operator, can_exec, create_manifest, env, eventually, install_crds, parse_manifest},
+    support::{
+        cluster::{env, install_crds},
+        manifests::{create_manifest, parse_manifest},
+        operator::Operator,
+        polling::eventually,
+        users::can_exec,
+    },
 };
 
 const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/oz");

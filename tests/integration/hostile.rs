@@ -39,9 +39,14 @@ use oz_webhooks::admission::{
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::{
-    grants::{SETTLE, WebhookOperator, exec_template, grant_problems, let_groups_request},
-    support::{create_manifest, env, eventually, install_crds, parse_manifest},
+use crate::support::{
+    cluster::{env, install_crds},
+    grant_audit::grant_problems,
+    manifests::{create_manifest, parse_manifest},
+    operator::WebhookOperator,
+    polling::{SETTLE, eventually},
+    rbac::let_groups_request,
+    requests::exec_template,
 };
 
 const CORPUS: &str = concat!(

@@ -25,7 +25,10 @@ use serde_json::{Value, json};
 
 use crate::{
     install::{ScopedInstall, TEMPLATE, operator_args, service_account_kubeconfig, wait_for_ready},
-    support::{Operator, can_exec, create_manifest, env, eventually},
+    support::{
+        cluster::env, manifests::create_manifest, operator::Operator, polling::eventually,
+        users::can_exec,
+    },
     versions::version_commit,
 };
 

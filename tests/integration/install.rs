@@ -28,8 +28,13 @@ use oz_testenv::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    Operator, can_exec, create_manifest, create_once_admitted, env, eventually, grant,
-    install_crds, parse_manifest, rule, subject, written_request,
+    admission::{create_once_admitted, written_request},
+    cluster::{env, install_crds},
+    manifests::{create_manifest, parse_manifest},
+    operator::Operator,
+    polling::eventually,
+    rbac::{grant, rule, subject},
+    users::can_exec,
 };
 
 const FIELD_MANAGER: &str = "oz-install-test";

@@ -13,7 +13,6 @@ mod enforced_templates;
 mod exec;
 mod faults;
 mod grant_rule;
-mod grants;
 mod harness;
 mod helm;
 mod hostile;

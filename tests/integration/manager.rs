@@ -19,10 +19,15 @@ use oz::install::{InstallOptions, watched_namespace_rules};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 
-use crate::grants::free_port;
+use crate::support::operator::free_port;
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, eventually_or_show, grant, http_get,
-    install_crds, metric_value, role_binding, strict_timing, subject, wait_until_gone,
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::{Operator, http_get, metric_value},
+    polling::{eventually, eventually_or_show, wait_until_gone},
+    rbac::{grant, role_binding, subject},
+    timing::strict_timing,
+    users::can_exec,
 };
 
 fn template(deployment: &str) -> String {
@@ -694,7 +699,7 @@ fn operator_rules_that_never_list(ns: &str) -> Vec<PolicyRule> {
         })
         .collect();
     let lease_verbs = ["get", "list", "watch", "create", "update", "patch"];
-    rules.push(crate::support::rule(
+    rules.push(crate::support::rbac::rule(
         &["coordination.k8s.io"],
         &["leases"],
         &lease_verbs,

@@ -4,9 +4,10 @@
 
 use std::{collections::BTreeSet, path::Path, process::Command, time::Duration};
 
-use crate::{
-    grants::{WebhookOperator, free_port},
-    support::{env, eventually, http_get, install_crds, metric_value},
+use crate::support::{
+    cluster::{env, install_crds},
+    operator::{WebhookOperator, free_port, http_get, metric_value},
+    polling::eventually,
 };
 
 /// The chart's monitoring files.

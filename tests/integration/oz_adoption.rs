@@ -28,7 +28,13 @@ use oz_testenv::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::support::{Operator, can, create_manifest, env, eventually, install_crds};
+use crate::support::{
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::Operator,
+    polling::eventually,
+    users::can,
+};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/integration/fixtures/oz");
 

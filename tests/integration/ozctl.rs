@@ -27,8 +27,13 @@ use oz_testenv::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    Operator, can_exec, create_manifest, env, eventually, install_crds, let_everyone_request,
-    written_request,
+    admission::written_request,
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::Operator,
+    polling::eventually,
+    rbac::let_everyone_request,
+    users::can_exec,
 };
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -17,8 +17,12 @@ use serde_json::Value;
 use crate::{
     ozctl::{assert_ok, ozctl_with, stderr, stdout},
     support::{
-        Operator, create_manifest, delete_webhook_configurations, env, eventually, grant,
-        install_crds, let_everyone_request, rule, subject, wait_until_admitting,
+        admission::wait_until_admitting,
+        cluster::{env, install_crds},
+        manifests::create_manifest,
+        operator::{Operator, delete_webhook_configurations},
+        polling::eventually,
+        rbac::{grant, let_everyone_request, rule, subject},
     },
 };
 

@@ -27,8 +27,12 @@ use serde_json::{Map, Value, json};
 use crate::{
     ozctl::ozctl_bin,
     support::{
-        Operator, create_manifest, create_once_admitted, delete_webhook_configurations, env,
-        eventually, grant, install_crds, rule, subject, written_request,
+        admission::{create_once_admitted, written_request},
+        cluster::{env, install_crds},
+        manifests::create_manifest,
+        operator::{Operator, delete_webhook_configurations},
+        polling::eventually,
+        rbac::{grant, rule, subject},
     },
 };
 
@@ -282,8 +286,8 @@ async fn ozctl_verifies_the_file_oz_wrote_names_each_tampering_and_lists_alices_
     )
     .await;
 
-    let log = crate::support::audit_log_path("ozctl-audit-review");
-    let port = crate::grants::free_port();
+    let log = crate::support::operator::audit_log_path("ozctl-audit-review");
+    let port = crate::support::operator::free_port();
     let mut operator = Operator::start(
         &ns,
         &[

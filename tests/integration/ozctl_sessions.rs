@@ -11,7 +11,11 @@ use serde_json::{Value, json};
 
 use crate::{
     ozctl::{assert_ok, ozctl_with, stderr, stdout},
-    support::{create_manifest, env, grant, install_crds, rule, subject},
+    support::{
+        cluster::{env, install_crds},
+        manifests::create_manifest,
+        rbac::{grant, rule, subject},
+    },
 };
 
 /// Creates ExecAccessRequest `name` by alice and writes `sessions` and `counts` into its status.

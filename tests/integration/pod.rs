@@ -23,7 +23,12 @@ use oz_testenv::{
 use serde_json::json;
 
 use crate::support::{
-    Operator, can, can_exec, create_manifest, env, eventually, install_crds, strict_timing,
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::Operator,
+    polling::eventually,
+    timing::strict_timing,
+    users::{can, can_exec},
 };
 
 const OZ_EXAMPLES: &str = concat!(
@@ -269,7 +274,7 @@ async fn oz_scenario_10_builds_the_mutated_pod_and_waits_for_it_to_be_ready() {
     let binding = json!({
         "apiVersion": "v1", "kind": "Binding",
         "metadata": {"name": name},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": crate::support::env().ready.nodes[0]},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": crate::support::cluster::env().ready.nodes[0]},
     });
     Api::<Pod>::namespaced(f.admin.clone(), &f.ns)
         .create_subresource::<_, serde_json::Value>(

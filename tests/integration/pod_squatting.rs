@@ -14,7 +14,12 @@ use oz_testenv::{
 };
 
 use crate::support::{
-    Operator, can, create_manifest, env, eventually_or_show, grant, install_crds, rule, subject,
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::Operator,
+    polling::eventually_or_show,
+    rbac::{grant, rule, subject},
+    users::can,
 };
 
 const SETTLE: Duration = Duration::from_secs(60);

@@ -18,14 +18,17 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::json;
 
 use crate::{
-    grants::{
-        SETTLE, WebhookOperator, exec_request, exec_template, free_port, grant_name,
-        grant_problems, let_groups_request,
-    },
     install::{apply_install, client_from, delete_cluster_scoped, service_account_kubeconfig},
     support::{
-        Operator, create_manifest, env, eventually, install_crds, may_exec, role_binding, rule,
-        strict_timing, subject,
+        cluster::{env, install_crds},
+        grant_audit::grant_problems,
+        manifests::create_manifest,
+        operator::{Operator, WebhookOperator, free_port},
+        polling::{SETTLE, eventually},
+        rbac::{let_groups_request, role_binding, rule, subject},
+        requests::{exec_request, exec_template, grant_name},
+        timing::strict_timing,
+        users::may_exec,
     },
 };
 
@@ -561,7 +564,8 @@ async fn a_template_in_another_namespace_cannot_be_used() {
 
 /// oz-manager's metrics, scraped from `127.0.0.1:port`.
 async fn scrape(port: u16) -> String {
-    let text = crate::support::http_get(&format!("http://127.0.0.1:{port}/metrics")).await;
+    let text =
+        crate::support::operator::http_get(&format!("http://127.0.0.1:{port}/metrics")).await;
     assert!(
         !text.is_empty(),
         "oz-manager's metrics on port {port} do not answer"

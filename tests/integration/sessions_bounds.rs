@@ -10,8 +10,8 @@ use oz_sessions::broker::MAX_CLIENT_MESSAGE_BYTES;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::{
-    grants::free_port,
     sessions_end_to_end::{Installed, Shell, WAIT, audit_records},
+    support::operator::free_port,
 };
 
 /// oz-manager's peak memory may grow this much over what it holds idle.

@@ -27,7 +27,10 @@ use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
 use crate::streams::{Fixture, WAIT, web};
-use crate::support::{audit_log_path, create_manifest, eventually, strict_timing};
+use crate::support::{
+    manifests::create_manifest, operator::audit_log_path, polling::eventually,
+    timing::strict_timing,
+};
 
 /// A broker serving on 127.0.0.1, its audit file and recordings, and the fixture it brokers
 /// for. Shared with `sessions_recorded.rs`.

@@ -27,11 +27,16 @@ use serde_json::{Value, json};
 use tokio::{io::AsyncWriteExt, process::Child};
 
 use crate::{
-    grants::free_port,
     install::{SHARED_KINDS, apply_install, operator_args, service_account_kubeconfig},
     ozctl::{ozctl_bin, ozctl_with},
     sessions_plane::{SERVICE, SessionsPlane},
-    support::{Operator, create_manifest, create_once_admitted, eventually, grant, rule, subject},
+    support::{
+        admission::create_once_admitted,
+        manifests::create_manifest,
+        operator::{Operator, free_port},
+        polling::eventually,
+        rbac::{grant, rule, subject},
+    },
 };
 
 /// How long oz, the controllers and kwok may take to get somewhere on a busy 2-core machine.

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::{
     sessions_plane::{AVAILABLE, SessionsPlane, mint_ca, mint_leaf},
-    support::{Operator, eventually},
+    support::{operator::Operator, polling::eventually},
 };
 
 /// A route in the place of the broker's exec: answers with the identity it was given, and

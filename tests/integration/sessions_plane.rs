@@ -27,7 +27,7 @@ use oz_webhooks::{
     certs::PemPair, metrics::RefusedLabels, registration::SessionsService, tls::SwappableCert,
 };
 
-use crate::support::eventually;
+use crate::support::polling::eventually;
 
 /// The `ExternalName` Service (externalName `localhost`) the APIService names.
 pub const SERVICE: &str = "oz-sessions";
@@ -76,7 +76,7 @@ impl SessionsPlane {
         .unwrap();
         let plane = Arc::new(plane);
         let admin = plane.admin().await.unwrap();
-        crate::support::install_crds_into(&admin).await;
+        crate::support::cluster::install_crds_into(&admin).await;
         let namespace = plane.namespace(prefix).await.unwrap();
         let services: Api<Service> = Api::namespaced(admin.clone(), &namespace);
         services
@@ -174,16 +174,16 @@ impl SessionsPlane {
     /// Grants `user` `verbs` on `resources` of the sessions API group in the namespace.
     pub async fn grant_sessions(&self, user: &str, resources: &[&str], verbs: &[&str]) {
         let name = format!("sessions-{user}");
-        crate::support::grant(
+        crate::support::rbac::grant(
             &self.admin,
             &self.namespace,
             &name,
-            vec![crate::support::rule(
+            vec![crate::support::rbac::rule(
                 &[oz_api::SESSIONS_GROUP],
                 resources,
                 verbs,
             )],
-            vec![crate::support::subject("User", user)],
+            vec![crate::support::rbac::subject("User", user)],
         )
         .await;
     }

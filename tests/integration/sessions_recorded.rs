@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::sessions_broker::{Brokered, pod_of};
 use crate::streams::WAIT;
-use crate::support::eventually;
+use crate::support::polling::eventually;
 
 /// A recording's events, (code, data).
 fn events(file: &[u8]) -> Vec<(String, String)> {

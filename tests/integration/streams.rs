@@ -29,8 +29,12 @@ use serde_json::{Value, json};
 
 use crate::ozctl::ozctl_bin;
 use crate::support::{
-    Operator, create_manifest, create_once_admitted, delete_webhook_configurations, env,
-    eventually, grant, install_crds, kubectl_quietly, rule, subject,
+    admission::create_once_admitted,
+    cluster::{env, install_crds, kubectl_quietly},
+    manifests::create_manifest,
+    operator::{Operator, delete_webhook_configurations},
+    polling::eventually,
+    rbac::{grant, rule, subject},
 };
 
 /// How long oz, the controllers and kwok may take to get somewhere on a busy 2-core machine.
@@ -54,7 +58,7 @@ impl Fixture {
 
     /// oz's controllers and webhooks, scoped to the namespace, auditing to `audit_log`.
     async fn with_webhooks(prefix: &str, audit_log: &Path) -> Fixture {
-        let port = crate::grants::free_port();
+        let port = crate::support::operator::free_port();
         let audit = format!("--audit-log-path={}", audit_log.display());
         let url = format!("--webhook-url-base=https://127.0.0.1:{port}");
         let port = format!("--webhook-port={port}");
@@ -414,7 +418,7 @@ async fn audit_record(path: &Path, event: &str) -> Value {
 
 #[tokio::test]
 async fn real_exec_attach_port_forward_and_debug_are_audited_each_with_the_grant_covering_it() {
-    let audit_log = crate::support::audit_log_path("streams-audit-all");
+    let audit_log = crate::support::operator::audit_log_path("streams-audit-all");
     let f = Fixture::with_webhooks("streams-audit", &audit_log).await;
     let ns = f.ns.clone();
     web(&f).await;

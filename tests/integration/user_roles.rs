@@ -15,7 +15,12 @@ use serde_json::json;
 
 use crate::{
     install::{apply_install, delete_cluster_scoped},
-    support::{create_manifest, env, eventually, install_crds, written_request},
+    support::{
+        admission::written_request,
+        cluster::{env, install_crds},
+        manifests::create_manifest,
+        polling::eventually,
+    },
 };
 
 #[tokio::test]

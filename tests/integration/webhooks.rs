@@ -41,9 +41,14 @@ use oz_webhooks::{
 use serde_json::{Value, json};
 use tower::util::MapRequestLayer;
 
-use crate::{
-    grants::{WebhookOperator, exec_template, let_groups_request},
-    support::{create_manifest, env, eventually, exec, grant, install_crds, rule, subject},
+use crate::support::{
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::WebhookOperator,
+    polling::eventually,
+    rbac::{grant, let_groups_request, rule, subject},
+    requests::exec_template,
+    users::exec,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -855,7 +860,7 @@ async fn requests_are_stamped_checked_and_immutable() {
 
 #[tokio::test]
 async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
-    let audit_path = crate::support::audit_log_path("oz-webhooks-audit");
+    let audit_path = crate::support::operator::audit_log_path("oz-webhooks-audit");
     let mut fixture = Fixture::new("whaudit", Some(audit_path.clone())).await;
     let ns = fixture.ns.clone();
     // alice's own request, made Ready for the pod the way the controller would.
@@ -938,7 +943,7 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
 
 #[tokio::test]
 async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_cache_in_use() {
-    let audit_path = crate::support::audit_log_path("oz-webhooks-cache");
+    let audit_path = crate::support::operator::audit_log_path("oz-webhooks-cache");
     // Scoped to the test namespace, as with --watch-namespaces (the other tests watch all).
     let mut fixture = Fixture::prepare("whcache", Some(audit_path.clone())).await;
     fixture.config.watch_namespaces = vec![fixture.ns.clone()];

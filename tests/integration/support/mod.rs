@@ -1,0 +1,13 @@
+//! What the integration tests share, one theme a module.
+
+pub mod admission;
+pub mod cluster;
+pub mod grant_audit;
+pub mod manifests;
+pub mod operator;
+pub mod polling;
+pub mod rbac;
+pub mod requests;
+pub mod revocation;
+pub mod timing;
+pub mod users;
