@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::support::{
     cluster::install_crds_into,
     manifests::create_manifest,
-    operator::{Operator, free_port, http_get},
+    operator::{Operator, http_get},
     polling::{SETTLE, event_reasons_once, eventually},
     requests::{create_requests, exec_template, wait_until_all_in},
 };
@@ -119,10 +119,11 @@ async fn a_restarted_oz_reconciles_the_grants_in_force_without_writing_anything(
     create_manifest(&admin, &ns, &exec_template("web-exec", "web"))
         .await
         .unwrap();
-    let port = free_port();
-    let metrics = format!("--metrics-bind-address=127.0.0.1:{port}");
-    let mut operator =
-        Operator::start_with_kubeconfig(&ns, plane.admin_kubeconfig(), &[metrics.as_str()]);
+    let mut operator = Operator::builder(&ns)
+        .kubeconfig(plane.admin_kubeconfig())
+        .metrics()
+        .start();
+    let port = operator.metrics_port();
     let requests: Vec<_> = (0..3)
         .map(|i| (format!("g{i}"), "alice", "1h".to_string()))
         .collect();

@@ -3,13 +3,10 @@
 //! the users see. No controller runs: request phases are set by an admin, on the status
 //! subresource, where a test needs one.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
-use k8s_openapi::{
-    api::admissionregistration::v1::{
-        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-    },
-    apimachinery::pkg::apis::meta::v1::LabelSelector,
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -19,14 +16,16 @@ use oz_api::{
     AccessApproval, AccessApprovalSpec, ApprovalRequestRef, ApprovedKind, Decision,
     ExecAccessRequest, ExecAccessRequestSpec,
 };
-use oz_webhooks::{WebhookConfig, WebhookEndpoint, WebhookServer};
+use oz_webhooks::{WebhookConfig, WebhookServer};
 use serde_json::json;
 
 use crate::support::{
-    cluster::{env, install_crds},
+    cluster::env,
+    fixture::{Fixture, PreparedFixture},
     manifests::create_manifest,
     polling::{eventually, wait_until_gone},
     rbac::{grant, rule, subject},
+    webhook_server::scoped_config,
 };
 
 /// How long anything may take to show: both cores are shared by every test of the run.
@@ -35,18 +34,17 @@ const WAIT: Duration = Duration::from_secs(60);
 /// A namespace with templates `gated` (devs request, qa decide), `glass` (the same, with
 /// breakGlass) and `reasoned` (a reason required), RBAC for alice and carol (devs) and bob
 /// (qa), and oz's webhook server registered for it alone.
-struct Fixture {
+struct ServerFixture {
     ns: String,
     admin: Client,
     config: WebhookConfig,
     server: Option<WebhookServer>,
 }
 
-impl Fixture {
-    async fn new() -> Fixture {
-        install_crds().await;
-        let ns = env().namespace("approval-webhooks").await.unwrap();
-        let admin = env().admin().await.unwrap();
+impl ServerFixture {
+    async fn new() -> ServerFixture {
+        let PreparedFixture { ns, admin, .. } =
+            Fixture::builder("approval-webhooks").prepare().await;
         let rules = vec![
             rule(
                 &[oz_api::GROUP],
@@ -75,23 +73,12 @@ impl Fixture {
             .await
             .unwrap();
         }
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("https://{}", listener.local_addr().unwrap());
-        let mut config = WebhookConfig::new(&ns, WebhookEndpoint::url(&base).unwrap());
-        // Configurations are cluster-scoped: a name and a scope of this test's own.
-        config.registration.name = ns.clone();
-        config.registration.request_namespace_selector = Some(LabelSelector {
-            match_labels: Some(BTreeMap::from([(
-                "kubernetes.io/metadata.name".to_string(),
-                ns.clone(),
-            )])),
-            ..Default::default()
-        });
+        let (listener, mut config) = scoped_config(&ns);
         config.registration.audit = false;
         let server = WebhookServer::start_on(listener, admin.clone(), config.clone())
             .await
             .unwrap();
-        Fixture {
+        ServerFixture {
             ns,
             admin,
             config,
@@ -222,7 +209,7 @@ fn forbidden<T: std::fmt::Debug>(result: kube::Result<T>) -> String {
 
 #[tokio::test]
 async fn decisions_are_stamped_with_their_approver_and_refused_as_the_template_says() {
-    let fixture = Fixture::new().await;
+    let fixture = ServerFixture::new().await;
     let request = fixture.request("alice", "r", "gated").await;
     fixture.wait_until_admitting_approvals("r").await;
     let (alice, bob, carol) = (

@@ -6,29 +6,22 @@
 //! Every test watches the namespace's oz-managed Roles and RoleBindings from before its request
 //! exists, so "nothing granted" means none ever appeared, not none at the end.
 
-use std::{
-    collections::BTreeSet,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::{
-    Api, Client, Resource, ResourceExt,
+    Api, Resource, ResourceExt,
     api::{ListParams, Patch, PatchParams},
-    runtime::watcher,
 };
 use oz_api::{AccessApproval, ExecAccessRequest, RequestPhase, condition_type};
-use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 use serde_json::json;
 
 use crate::{
     notifications::{TestSink, events, of_request, sink_secret},
     support::{
-        cluster::{env, install_crds},
+        fixture::Fixture,
         manifests::create_manifest,
-        operator::{Operator, free_port, http_get, metric_value},
+        operator::{http_get, metric_value},
         polling::{event_reasons_once, eventually},
     },
 };
@@ -36,58 +29,69 @@ use crate::{
 /// How long a wait for oz may take on a loaded machine.
 const SETTLE: Duration = Duration::from_secs(60);
 
-/// A namespace with Deployment `web` (1 ready pod), ExecAccessTemplate `web-exec` for devs
-/// (default 1h, max 2h) with the approval block given, a recorder of every grant object, and an
-/// oz-manager watching it.
-struct Fixture {
-    ns: String,
-    admin: Client,
-    _web: Workload,
-    grants: Arc<Mutex<BTreeSet<String>>>,
-    operator: Operator,
-    metrics: u16,
+/// The approval tests' requests, decisions and what they waited for.
+trait ApprovalsFixture {
+    /// A namespace with Deployment `web` (1 ready pod), ExecAccessTemplate `web-exec` for devs
+    /// (default 1h, max 2h) with the approval block given, a recorder of every grant object, and an
+    /// oz-manager watching it.
+    async fn new(prefix: &str, approval: &str) -> Fixture;
+
+    fn requests(&self) -> Api<ExecAccessRequest>;
+
+    /// alice's request `name`, as she gets it through the webhook.
+    async fn request(&self, name: &str) -> ExecAccessRequest;
+
+    /// `who`'s decision on `request`, as the webhook stamps it: alice is in devs, anyone
+    /// else in leads.
+    async fn decide(
+        &self,
+        name: &str,
+        request: &ExecAccessRequest,
+        who: &str,
+        decision: &str,
+        extra: &str,
+    ) -> AccessApproval;
+
+    /// Waits until request `name` is in a state `check` accepts.
+    async fn wait_until(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&ExecAccessRequest) -> bool,
+    ) -> ExecAccessRequest;
+
+    async fn wait_for(&self, name: &str, phase: RequestPhase) -> ExecAccessRequest;
+
+    /// The grant objects (Roles and RoleBindings, by kind/name) ever seen for `request`.
+    fn grants_of(&self, request: &ExecAccessRequest) -> Vec<String>;
+
+    /// The reasons of the Events about request `name`, once `reason` is among them.
+    async fn events_once(&self, name: &str, reason: &str) -> Vec<String>;
 }
 
-impl Fixture {
+impl ApprovalsFixture for Fixture {
     async fn new(prefix: &str, approval: &str) -> Fixture {
-        install_crds().await;
-        let ns = env().namespace(prefix).await.unwrap();
-        let admin = env().admin().await.unwrap();
-        let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 1))
-            .await
-            .unwrap();
         let template = format!(
             "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessTemplate\nmetadata: {{name: web-exec}}\nspec:\n  \
              accessConfig:\n    allowedGroups: [devs]\n    defaultDuration: 1h\n    maxDuration: 2h\n    \
              approval: {approval}\n  \
              controllerTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n"
         );
-        create_manifest(&admin, &ns, &template).await.unwrap();
-        let grants = record_grants(&admin, &ns).await;
-        let metrics = free_port();
-        // Its test sinks listen on 127.0.0.1.
-        let operator = Operator::start(
-            &ns,
-            &[
-                &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
-                "--notifications-allow-sinks-in=loopback",
-            ],
-        );
-        Fixture {
-            ns,
-            admin,
-            _web: web,
-            grants,
-            operator,
-            metrics,
-        }
+        Fixture::builder(prefix)
+            .web(1)
+            .manifest(template)
+            .record_grants()
+            .metrics()
+            // Its test sinks listen on 127.0.0.1.
+            .operator_args(&["--notifications-allow-sinks-in=loopback"])
+            .start()
+            .await
     }
 
     fn requests(&self) -> Api<ExecAccessRequest> {
         Api::namespaced(self.admin.clone(), &self.ns)
     }
 
-    /// alice's request `name`, as she gets it through the webhook.
     async fn request(&self, name: &str) -> ExecAccessRequest {
         let yaml = format!(
             "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {{name: {name}}}\n\
@@ -98,8 +102,6 @@ impl Fixture {
         self.requests().get(name).await.unwrap()
     }
 
-    /// `who`'s decision on `request`, as the webhook stamps it: alice is in devs, anyone
-    /// else in leads.
     async fn decide(
         &self,
         name: &str,
@@ -127,7 +129,6 @@ impl Fixture {
             .unwrap()
     }
 
-    /// Waits until request `name` is in a state `check` accepts.
     async fn wait_until(
         &self,
         name: &str,
@@ -157,10 +158,9 @@ impl Fixture {
         .await
     }
 
-    /// The grant objects (Roles and RoleBindings, by kind/name) ever seen for `request`.
     fn grants_of(&self, request: &ExecAccessRequest) -> Vec<String> {
         let prefix = format!("/{}-", request.name_any());
-        self.grants
+        self.recorded_grants()
             .lock()
             .unwrap()
             .iter()
@@ -169,51 +169,8 @@ impl Fixture {
             .collect()
     }
 
-    /// The reasons of the Events about request `name`, once `reason` is among them.
     async fn events_once(&self, name: &str, reason: &str) -> Vec<String> {
         event_reasons_once(&self.admin, &self.ns, name, reason, SETTLE).await
-    }
-}
-
-/// Records every oz-managed Role and RoleBinding that appears in `ns` (as `Role/<name>`), from
-/// a watch started (and listed) before this returns.
-async fn record_grants(admin: &Client, ns: &str) -> Arc<Mutex<BTreeSet<String>>> {
-    let seen = Arc::new(Mutex::new(BTreeSet::new()));
-    let config = watcher::Config::default().labels("app.kubernetes.io/managed-by=oz");
-    let roles = watcher::watcher(Api::<Role>::namespaced(admin.clone(), ns), config.clone())
-        .map(|e| e.map(|e| named("Role", e)));
-    let bindings = watcher::watcher(Api::<RoleBinding>::namespaced(admin.clone(), ns), config)
-        .map(|e| e.map(|e| named("RoleBinding", e)));
-    let (listed_tx, mut listed) = tokio::sync::mpsc::channel(2);
-    let recorded = seen.clone();
-    let mut events = futures::stream::select(roles, bindings).boxed();
-    tokio::spawn(async move {
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(None) => {
-                    let _ = listed_tx.send(()).await;
-                }
-                Ok(Some(name)) if !name.is_empty() => {
-                    recorded.lock().unwrap().insert(name);
-                }
-                _ => {}
-            }
-        }
-    });
-    for _ in 0..2 {
-        listed.recv().await.expect("the grant watches list");
-    }
-    seen
-}
-
-/// What the grant recorder keeps of a watch event: the initial list's end, or `kind/name`.
-fn named<K: ResourceExt>(kind: &str, event: watcher::Event<K>) -> Option<String> {
-    match event {
-        watcher::Event::InitDone => None,
-        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-            Some(format!("{kind}/{}", o.name_any()))
-        }
-        _ => Some(String::new()),
     }
 }
 
@@ -443,7 +400,7 @@ async fn a_break_glass_self_approval_grants_at_once_and_is_announced() {
     );
     assert!(ready.status.as_ref().unwrap().approvals[0].break_glass);
     f.events_once("glass", "BreakGlass").await;
-    let url = format!("http://127.0.0.1:{}/metrics", f.metrics);
+    let url = format!("http://127.0.0.1:{}/metrics", f.operator.metrics_port());
     let sample = "oz_break_glass_total{kind=\"ExecAccessRequest\"}";
     let count = eventually(SETTLE, "the break-glass metric", || {
         let url = url.clone();

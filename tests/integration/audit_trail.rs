@@ -27,7 +27,6 @@ use oz_testenv::{
 };
 use serde_json::Value;
 
-use crate::support::operator::free_port;
 use crate::support::{
     cluster::{env, install_crds, kubectl_quietly},
     operator::{Operator, delete_webhook_configurations, http_get, metric_value},
@@ -60,20 +59,14 @@ impl Trail {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("audit.jsonl");
-        let (port, metrics) = (free_port(), free_port());
-        let mut args = vec![
-            "--controllers=webhooks".to_string(),
-            format!("--webhook-url-base=https://127.0.0.1:{port}"),
-            format!("--webhook-port={port}"),
-            format!("--namespace={ns}"),
-            format!("--webhook-configuration-name=oz-{ns}"),
-            format!("--audit-log-path={}", path.display()),
-            format!("--metrics-bind-address=127.0.0.1:{metrics}"),
-            "--log-format=json".to_string(),
-        ];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let operator = Operator::start(&ns, &args);
+        let audit = format!("--audit-log-path={}", path.display());
+        let operator = Operator::builder(&ns)
+            .webhooks(&format!("oz-{ns}"))
+            .metrics()
+            .args(&["--controllers=webhooks", &audit, "--log-format=json"])
+            .args(extra)
+            .start();
+        let metrics = operator.metrics_port();
         let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 1))
             .await
             .unwrap();

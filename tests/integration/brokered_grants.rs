@@ -16,7 +16,8 @@ use oz_api::{
 use serde_json::json;
 
 use crate::{
-    streams::{Fixture, WAIT, assert_exec_forbidden, hello, web},
+    streams::{StreamsFixture, WAIT, assert_exec_forbidden, hello, web},
+    support::fixture::Fixture,
     support::{cluster::env, manifests::create_manifest, polling::eventually, users::can_exec},
 };
 

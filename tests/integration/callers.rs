@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     cluster::{env, install_crds},
-    operator::{WebhookOperator, free_port, http_get, metric_value},
+    operator::{Operator, WebhookOperator, http_get, metric_value},
     polling::eventually,
     rbac::{grant, let_groups_request, rule, subject},
     users::exec,
@@ -47,14 +47,11 @@ impl Audited {
         let audit_log =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("callers-audit-{ns}.jsonl"));
         let _ = std::fs::remove_file(&audit_log);
-        let metrics = free_port();
-        let mut args = vec![
-            format!("--audit-log-path={}", audit_log.display()),
-            format!("--metrics-bind-address=127.0.0.1:{metrics}"),
-        ];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let oz = WebhookOperator::start(&ns, &args);
+        let audit = format!("--audit-log-path={}", audit_log.display());
+        let oz = WebhookOperator::start_from(
+            Operator::builder(&ns).metrics().args(&[&audit]).args(extra),
+        );
+        let metrics = oz.operator.metrics_port();
         Audited {
             ns,
             admin,

@@ -9,15 +9,16 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kube::{
-    Api, Client, ResourceExt,
+    Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 use oz_api::{ExecAccessRequest, ExecAccessTemplate, RequestPhase, condition_type};
-use oz_testenv::workloads::{self, Workload, WorkloadSpec};
+use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::json;
 
 use crate::support::{
     cluster::{env, install_crds},
+    fixture::Fixture,
     manifests::create_manifest,
     operator::Operator,
     polling::{event_reasons_once, eventually},
@@ -25,44 +26,47 @@ use crate::support::{
     users::can_exec,
 };
 
-/// A namespace with Deployment `web` (2 ready pods), ExecAccessTemplate `web-exec` for devs
-/// (default 1h, max 2h), and an oz-manager watching it.
-struct Fixture {
-    ns: String,
-    admin: Client,
-    web: Workload,
-    operator: Operator,
+/// The exec tests' requests through `web-exec`, made as their users would get them.
+trait ExecFixture {
+    /// A namespace with Deployment `web` (2 ready pods), ExecAccessTemplate `web-exec` for devs
+    /// (default 1h, max 2h), and an oz-manager watching it.
+    async fn new(prefix: &str, template_extra: &str, operator_args: &[&str]) -> Fixture;
+
+    fn requests(&self) -> Api<ExecAccessRequest>;
+
+    /// Creates a request as `user` would get it through the webhook.
+    async fn request(&self, name: &str, user: &str, spec_extra: &str) -> ExecAccessRequest;
+
+    /// Waits until the request reaches `phase`.
+    async fn wait_for(&self, name: &str, phase: RequestPhase) -> ExecAccessRequest;
+
+    /// Touches request `name` (a label: its spec is immutable) and waits for the positive
+    /// marker that a reconcile has run since: oz's log says it reconciled that version of it,
+    /// or a later one.
+    async fn reconciled_after_touch(&self, name: &str) -> ExecAccessRequest;
+
+    async fn grant_objects_exist(&self, name: &str) -> (bool, bool);
+
+    /// The reasons of the Events published about request `name`, once `reason` is among them.
+    async fn events_once(&self, name: &str, reason: &str) -> Vec<String>;
+
+    async fn oz_roles(&self) -> Vec<Role>;
 }
 
-impl Fixture {
+impl ExecFixture for Fixture {
     async fn new(prefix: &str, template_extra: &str, operator_args: &[&str]) -> Fixture {
-        install_crds().await;
-        let ns = env().namespace(prefix).await.unwrap();
-        let admin = env().admin().await.unwrap();
-        let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
+        Fixture::builder(prefix)
+            .web(2)
+            .manifest(template_yaml("web-exec", "web", template_extra))
+            .operator_args(operator_args)
+            .start()
             .await
-            .unwrap();
-        create_manifest(
-            &admin,
-            &ns,
-            &template_yaml("web-exec", "web", template_extra),
-        )
-        .await
-        .unwrap();
-        let operator = Operator::start(&ns, operator_args);
-        Fixture {
-            ns,
-            admin,
-            web,
-            operator,
-        }
     }
 
     fn requests(&self) -> Api<ExecAccessRequest> {
         Api::namespaced(self.admin.clone(), &self.ns)
     }
 
-    /// Creates a request as `user` would get it through the webhook.
     async fn request(&self, name: &str, user: &str, spec_extra: &str) -> ExecAccessRequest {
         let groups = match user {
             "bob" => "[qa, system:authenticated]",
@@ -76,7 +80,6 @@ impl Fixture {
         self.requests().get(name).await.unwrap()
     }
 
-    /// Waits until the request reaches `phase`.
     async fn wait_for(&self, name: &str, phase: RequestPhase) -> ExecAccessRequest {
         let requests = self.requests();
         eventually(
@@ -96,9 +99,6 @@ impl Fixture {
         .await
     }
 
-    /// Touches request `name` (a label: its spec is immutable) and waits for the positive
-    /// marker that a reconcile has run since: oz's log says it reconciled that version of it,
-    /// or a later one.
     async fn reconciled_after_touch(&self, name: &str) -> ExecAccessRequest {
         static TOUCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let touch = TOUCHES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -151,7 +151,6 @@ impl Fixture {
         )
     }
 
-    /// The reasons of the Events published about request `name`, once `reason` is among them.
     async fn events_once(&self, name: &str, reason: &str) -> Vec<String> {
         event_reasons_once(&self.admin, &self.ns, name, reason, Duration::from_secs(10)).await
     }
@@ -195,7 +194,7 @@ async fn alice_gets_exec_on_the_recorded_pod_only_and_no_one_else_does() {
     let status = ready.status.as_ref().unwrap();
     let pod = status.pod_name.clone().unwrap();
     assert!(
-        f.web.pod_names().contains(&pod),
+        f.web().pod_names().contains(&pod),
         "{pod} is one of web's pods"
     );
 
@@ -250,7 +249,7 @@ async fn alice_gets_exec_on_the_recorded_pod_only_and_no_one_else_does() {
     assert_eq!(reasons, ["Ready"]);
 
     // What the apiserver says, asked by each user.
-    let other = f.web.pod_names().into_iter().find(|p| *p != pod).unwrap();
+    let other = f.web().pod_names().into_iter().find(|p| *p != pod).unwrap();
     assert!(
         can_exec("alice", &f.ns, &pod).await,
         "alice may exec into {pod}"
@@ -325,7 +324,7 @@ async fn bob_is_denied_and_nothing_is_created() {
         f.oz_roles().await.is_empty(),
         "a denied request creates nothing"
     );
-    for pod in f.web.pod_names() {
+    for pod in f.web().pod_names() {
         assert!(!can_exec("bob", &f.ns, &pod).await);
     }
 }
@@ -480,7 +479,7 @@ async fn durations_default_and_clamp_with_ozs_messages() {
 #[tokio::test]
 async fn a_target_pod_is_honoured_and_a_bad_one_is_explained() {
     let f = Fixture::new("exec-targetpod", "", &[]).await;
-    let wanted = f.web.pod_names()[1].clone();
+    let wanted = f.web().pod_names()[1].clone();
     f.request("chosen", "alice", &format!("  targetPod: {wanted}\n"))
         .await;
     let ready = f.wait_for("chosen", RequestPhase::Ready).await;

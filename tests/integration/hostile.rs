@@ -57,8 +57,8 @@ const CORPUS: &str = concat!(
 /// How many fixtures the corpus holds: a fixture lost (or added without counting it) fails.
 const FIXTURES: usize = 62;
 
-/// One fixture file, parsed.
-struct Fixture {
+/// One file of the hostile corpus (`fixtures/hostile/`), parsed.
+struct HostileFile {
     file: String,
     what: String,
     user: String,
@@ -68,13 +68,13 @@ struct Fixture {
     documents: Vec<String>,
 }
 
-impl Fixture {
-    fn load(path: &std::path::Path, substitutions: &[(&str, String)]) -> Fixture {
+impl HostileFile {
+    fn load(path: &std::path::Path, substitutions: &[(&str, String)]) -> HostileFile {
         let mut text = std::fs::read_to_string(path).unwrap();
         for (from, to) in substitutions {
             text = text.replace(from, to);
         }
-        let mut fixture = Fixture {
+        let mut fixture = HostileFile {
             file: path.file_name().unwrap().to_string_lossy().into_owned(),
             what: String::new(),
             user: "alice".into(),
@@ -200,7 +200,7 @@ enum Outcome {
     Created(Box<DynamicObject>),
 }
 
-async fn create(scene: &Scene, fixture: &Fixture) -> Result<Outcome, String> {
+async fn create(scene: &Scene, fixture: &HostileFile) -> Result<Outcome, String> {
     let user = if fixture.user == "admin" {
         scene.admin.clone()
     } else {
@@ -265,7 +265,11 @@ where
 
 /// Waits for the outcome a created fixture expects, then checks it. Returns a line for the
 /// summary table, or everything wrong with the outcome.
-async fn judge(scene: &Scene, fixture: &Fixture, object: DynamicObject) -> Result<String, String> {
+async fn judge(
+    scene: &Scene,
+    fixture: &HostileFile,
+    object: DynamicObject,
+) -> Result<String, String> {
     let api = api_of(scene, &object);
     let name = object.name_any();
     let expect = fixture.expect.as_str();
@@ -410,9 +414,9 @@ async fn every_hostile_object_is_refused_or_made_harmless() {
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     paths.sort();
-    let fixtures: Vec<Fixture> = paths
+    let fixtures: Vec<HostileFile> = paths
         .iter()
-        .map(|p| Fixture::load(p, &scene.substitutions))
+        .map(|p| HostileFile::load(p, &scene.substitutions))
         .collect();
     assert_eq!(
         fixtures.len(),

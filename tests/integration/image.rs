@@ -213,7 +213,11 @@ async fn the_images_oz_manager_grants_alice_an_exec_and_revokes_it_at_expiry() {
     create_manifest(&admin, &ns, TEMPLATE).await.unwrap();
     let args = operator_args(&yaml, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let operator = Operator::start_binary(&oz_manager, &ns, &kubeconfig, &args);
+    let operator = Operator::builder(&ns)
+        .binary(&oz_manager)
+        .kubeconfig(&kubeconfig)
+        .args(&args)
+        .start();
 
     create_manifest(
         &admin,

@@ -19,7 +19,6 @@ use oz::install::{InstallOptions, watched_namespace_rules};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 
-use crate::support::operator::free_port;
 use crate::support::{
     cluster::{env, install_crds},
     manifests::create_manifest,
@@ -178,11 +177,8 @@ async fn requests_outside_the_watched_namespaces_are_ignored() {
     create_manifest(&admin, &watched, &request("here", "5m"))
         .await
         .unwrap();
-    let metrics = free_port();
-    let _operator = Operator::start(
-        &watched,
-        &[&format!("--metrics-bind-address=127.0.0.1:{metrics}")],
-    );
+    let _operator = Operator::builder(&watched).metrics().start();
+    let metrics = _operator.metrics_port();
     wait_for_phase(
         &admin,
         &watched,
@@ -295,15 +291,12 @@ async fn losing_rbac_in_a_namespace_is_reported_and_recovers_without_a_restart()
     .await;
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), &ns);
 
-    let (health, metrics) = (free_port(), free_port());
-    let mut operator = Operator::start_with_kubeconfig(
-        &ns,
-        env().kubeconfig_of("oz-operator").unwrap(),
-        &[
-            &format!("--health-probe-bind-address=127.0.0.1:{health}"),
-            &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
-        ],
-    );
+    let mut operator = Operator::builder(&ns)
+        .kubeconfig(env().kubeconfig_of("oz-operator").unwrap())
+        .health()
+        .metrics()
+        .start();
+    let (health, metrics) = (operator.health_port(), operator.metrics_port());
     create_manifest(&admin, &ns, &request("before", "5m"))
         .await
         .unwrap();
@@ -806,14 +799,11 @@ fn sum_of(exposition: &str, metric: &str) -> f64 {
 async fn deleting_a_namespace_with_live_grants_leaves_no_timers_grants_or_error_loops() {
     let (doomed, admin) = namespace_with_template("nsgone").await;
     let (survivor, _) = namespace_with_template("nskept").await;
-    let metrics = free_port();
-    let operator = Operator::start(
-        &doomed,
-        &[
-            &format!("--watch-namespaces={survivor}"),
-            &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
-        ],
-    );
+    let operator = Operator::builder(&doomed)
+        .metrics()
+        .args(&[&format!("--watch-namespaces={survivor}")])
+        .start();
+    let metrics = operator.metrics_port();
     let url = format!("http://127.0.0.1:{metrics}/metrics");
     let timers = r#"oz_expiry_timers{kind="ExecAccessRequest"}"#;
     let grants = r#"oz_active_grants{kind="ExecAccessRequest"}"#;

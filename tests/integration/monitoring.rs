@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, path::Path, process::Command, time::Duration};
 
 use crate::support::{
     cluster::{env, install_crds},
-    operator::{WebhookOperator, free_port, http_get, metric_value},
+    operator::{Operator, WebhookOperator, http_get, metric_value},
     polling::eventually,
 };
 
@@ -44,10 +44,9 @@ fn the_alert_rules_pass_promtools_check_and_their_unit_tests() {
 async fn every_metric_the_alerts_and_the_dashboard_name_is_exported() {
     install_crds().await;
     let ns = env().namespace("monitoring").await.unwrap();
-    let metrics = free_port();
-    let listen = format!("--metrics-bind-address=127.0.0.1:{metrics}");
     // With webhooks, so the certificate's expiry is set as in an install.
-    let oz = WebhookOperator::start(&ns, &[&listen]);
+    let oz = WebhookOperator::start_from(Operator::builder(&ns).metrics());
+    let metrics = oz.operator.metrics_port();
     let exposition = eventually(
         Duration::from_secs(90),
         "oz-manager to serve its webhook certificate, and to lead (alone, without election)",

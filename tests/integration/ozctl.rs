@@ -12,28 +12,18 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::{
-    Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    Api, ResourceExt,
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use oz_api::{ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, RequestPhase};
-use oz_testenv::{
-    pods,
-    workloads::{self, Workload, WorkloadSpec},
-};
+use oz_testenv::pods;
 use serde_json::{Value, json};
 
 use crate::support::{
-    admission::written_request,
-    cluster::{env, install_crds},
-    manifests::create_manifest,
-    operator::Operator,
-    polling::eventually,
-    rbac::let_everyone_request,
-    users::can_exec,
+    admission::written_request, cluster::env, fixture::Fixture, manifests::create_manifest,
+    polling::eventually, users::can_exec,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -42,51 +32,44 @@ const EXEC_TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: Exec
     metadata: {name: web-exec}\nspec:\n  accessConfig: {allowedGroups: [devs], defaultDuration: 1h, maxDuration: 2h}\n  \
     controllerTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n";
 
-struct Fixture {
-    ns: String,
-    admin: Client,
-    web: Workload,
-    operator: Operator,
+/// What the ozctl tests run and wait for in their fixture.
+trait OzctlFixture {
+    async fn new(prefix: &str) -> Fixture;
+
+    /// Waits until oz has checked the template (its READY column reads `yes`).
+    async fn wait_until_the_template_is_ready(&self);
+
+    /// Waits until oz registered its webhooks and the apiserver calls them: a dry-run create
+    /// by alice comes back with alice recorded as the requester.
+    async fn wait_until_admission_is_live(&self);
+
+    /// Runs ozctl in this namespace as `user`, with that user's kubeconfig in KUBECONFIG.
+    async fn ozctl(&self, user: &str, args: &[&str]) -> Output;
+
+    async fn exec_requests(&self) -> Vec<ExecAccessRequest>;
+
+    /// The one ExecAccessRequest in the namespace.
+    async fn only_exec_request(&self) -> ExecAccessRequest;
+
+    /// Removes the cluster-scoped webhook configurations oz registered for this namespace.
+    async fn cleanup(self);
 }
 
-impl Fixture {
+impl OzctlFixture for Fixture {
     async fn new(prefix: &str) -> Fixture {
-        install_crds().await;
-        let ns = env().namespace(prefix).await.unwrap();
-        let admin = env().admin().await.unwrap();
-        let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
-            .await
-            .unwrap();
-        create_manifest(&admin, &ns, EXEC_TEMPLATE).await.unwrap();
-        // What hack/demo/workload.yaml grants every signed-in user.
-        let_everyone_request(&admin, &ns).await;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let operator = Operator::start(
-            &ns,
-            &[
-                "--controllers=exec,pod,webhooks",
-                &format!("--webhook-url-base=https://127.0.0.1:{port}"),
-                &format!("--webhook-port={port}"),
-                &format!("--namespace={ns}"),
-                &format!("--webhook-configuration-name=oz-{ns}"),
-            ],
-        );
-        let fixture = Fixture {
-            ns,
-            admin,
-            web,
-            operator,
-        };
+        let fixture = Fixture::builder(prefix)
+            .web(2)
+            .manifest(EXEC_TEMPLATE)
+            // What hack/demo/workload.yaml grants every signed-in user.
+            .let_everyone_request()
+            .webhooks()
+            .start()
+            .await;
         fixture.wait_until_admission_is_live().await;
         fixture.wait_until_the_template_is_ready().await;
         fixture
     }
 
-    /// Waits until oz has checked the template (its READY column reads `yes`).
     async fn wait_until_the_template_is_ready(&self) {
         let templates: Api<ExecAccessTemplate> = Api::namespaced(self.admin.clone(), &self.ns);
         let log = self.operator.log.display().to_string();
@@ -100,8 +83,6 @@ impl Fixture {
         .await;
     }
 
-    /// Waits until oz registered its webhooks and the apiserver calls them: a dry-run create
-    /// by alice comes back with alice recorded as the requester.
     async fn wait_until_admission_is_live(&self) {
         let configurations: Api<MutatingWebhookConfiguration> = Api::all(self.admin.clone());
         let name = format!("oz-{}-requests", self.ns);
@@ -136,7 +117,6 @@ impl Fixture {
         .await;
     }
 
-    /// Runs ozctl in this namespace as `user`, with that user's kubeconfig in KUBECONFIG.
     async fn ozctl(&self, user: &str, args: &[&str]) -> Output {
         ozctl_with(env().kubeconfig_of(user).unwrap(), &self.ns, args).await
     }
@@ -149,26 +129,15 @@ impl Fixture {
             .items
     }
 
-    /// The one ExecAccessRequest in the namespace.
     async fn only_exec_request(&self) -> ExecAccessRequest {
         let mut requests = self.exec_requests().await;
         assert_eq!(requests.len(), 1, "{requests:#?}");
         requests.remove(0)
     }
 
-    /// Removes the cluster-scoped webhook configurations oz registered for this namespace.
     async fn cleanup(self) {
-        drop(self.operator);
-        let name = format!("oz-{}", self.ns);
-        let _ = Api::<MutatingWebhookConfiguration>::all(self.admin.clone())
-            .delete(&format!("{name}-requests"), &DeleteParams::default())
-            .await;
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.admin.clone());
-        for suffix in ["requests", "audit"] {
-            let _ = validating
-                .delete(&format!("{name}-{suffix}"), &DeleteParams::default())
-                .await;
-        }
+        // Dropping the fixture stops oz and deletes the configurations.
+        drop(self);
     }
 }
 
@@ -278,7 +247,7 @@ async fn alice_creates_exec_access_and_is_told_the_command_for_her_pod() {
     assert_eq!(status.phase, Some(RequestPhase::Ready));
     let pod = status.pod_name.unwrap();
     assert!(
-        f.web.pod_names().contains(&pod),
+        f.web().pod_names().contains(&pod),
         "{pod} is one of web's pods"
     );
 

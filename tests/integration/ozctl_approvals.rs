@@ -9,20 +9,18 @@
 
 use std::{process::Output, time::Duration};
 
-use kube::{Api, Client};
+use kube::Api;
 use oz_api::{AccessApproval, ExecAccessRequest, ExecAccessTemplate, RequestPhase};
-use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 use serde_json::Value;
 
 use crate::{
     ozctl::{assert_ok, ozctl_with, stderr, stdout},
     support::{
         admission::wait_until_admitting,
-        cluster::{env, install_crds},
-        manifests::create_manifest,
-        operator::{Operator, delete_webhook_configurations},
+        cluster::env,
+        fixture::Fixture,
         polling::eventually,
-        rbac::{grant, let_everyone_request, rule, subject},
+        rbac::{rule, subject},
     },
 };
 
@@ -45,82 +43,75 @@ const PLAIN_TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: Exe
     accessConfig: {allowedGroups: [devs]}\n  \
     controllerTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n";
 
-struct Fixture {
-    ns: String,
-    admin: Client,
-    web: Workload,
-    operator: Operator,
+/// What the ozctl approval tests run and wait for in their fixture.
+trait OzctlApprovalsFixture {
+    async fn new(prefix: &str, template_extra: &str) -> Fixture;
+
+    async fn with_approvers(prefix: &str, approvers: &str, template_extra: &str) -> Fixture;
+
+    async fn ozctl(&self, user: &str, args: &[&str]) -> Output;
+
+    fn requests(&self) -> Api<ExecAccessRequest>;
+
+    /// Waits until request `name` is in `phase`, and returns it.
+    async fn until_phase(&self, name: &str, phase: RequestPhase) -> ExecAccessRequest;
+
+    /// alice asks through web-approved without waiting, and is told it needs approval by
+    /// `who`; returns the request's name.
+    async fn alice_asks(&self, who: &str) -> String;
+
+    fn cleanup(self);
 }
 
-impl Fixture {
+impl OzctlApprovalsFixture for Fixture {
     async fn new(prefix: &str, template_extra: &str) -> Fixture {
         Fixture::with_approvers(prefix, "qa", template_extra).await
     }
 
     async fn with_approvers(prefix: &str, approvers: &str, template_extra: &str) -> Fixture {
-        install_crds().await;
-        let ns = env().namespace(prefix).await.unwrap();
-        let admin = env().admin().await.unwrap();
-        let web = workloads::deployment(&admin, &ns, WorkloadSpec::new("web", 2))
-            .await
-            .unwrap();
-        create_manifest(&admin, &ns, &template(approvers, template_extra))
-            .await
-            .unwrap();
-        // A template without approval, for the probe that says oz's webhooks answer (a probe
-        // through web-approved may be refused for want of a reason).
-        create_manifest(&admin, &ns, PLAIN_TEMPLATE).await.unwrap();
-        // hack/demo/workload.yaml: every signed-in user may ask.
-        let_everyone_request(&admin, &ns).await;
-        // hack/demo/approvers.yaml, for group qa: decide, and read what is decided on. Carol
-        // gets it too, to show that RBAC lets her create a decision and oz still refuses it.
-        grant(
-            &admin,
-            &ns,
-            "oz-approvers",
-            vec![
-                rule(
-                    &[oz_api::GROUP],
-                    &["accessapprovals"],
-                    &["create", "get", "list", "watch"],
-                ),
-                rule(
-                    &[oz_api::GROUP],
-                    &[
-                        "execaccessrequests",
-                        "podaccessrequests",
-                        "execaccesstemplates",
-                        "podaccesstemplates",
-                    ],
-                    &["get", "list", "watch"],
-                ),
-            ],
-            vec![
-                subject("Group", "qa"),
-                subject("Group", approvers),
-                subject("User", "carol"),
-            ],
-        )
-        .await;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let operator = Operator::start(
-            &ns,
-            &[
-                "--controllers=exec,pod,webhooks",
-                &format!("--webhook-url-base=https://127.0.0.1:{port}"),
-                &format!("--webhook-port={port}"),
-                &format!("--namespace={ns}"),
-                &format!("--webhook-configuration-name=oz-{ns}"),
-            ],
-        );
+        let fixture = Fixture::builder(prefix)
+            .web(2)
+            .manifest(template(approvers, template_extra))
+            // A template without approval, for the probe that says oz's webhooks answer (a probe
+            // through web-approved may be refused for want of a reason).
+            .manifest(PLAIN_TEMPLATE)
+            // hack/demo/workload.yaml: every signed-in user may ask.
+            .let_everyone_request()
+            // hack/demo/approvers.yaml, for group qa: decide, and read what is decided on. Carol
+            // gets it too, to show that RBAC lets her create a decision and oz still refuses it.
+            .grant(
+                "oz-approvers",
+                vec![
+                    rule(
+                        &[oz_api::GROUP],
+                        &["accessapprovals"],
+                        &["create", "get", "list", "watch"],
+                    ),
+                    rule(
+                        &[oz_api::GROUP],
+                        &[
+                            "execaccessrequests",
+                            "podaccessrequests",
+                            "execaccesstemplates",
+                            "podaccesstemplates",
+                        ],
+                        &["get", "list", "watch"],
+                    ),
+                ],
+                vec![
+                    subject("Group", "qa"),
+                    subject("Group", approvers),
+                    subject("User", "carol"),
+                ],
+            )
+            .webhooks()
+            .start()
+            .await;
+        let (ns, admin, operator) = (&fixture.ns, &fixture.admin, &fixture.operator);
         let alice: Api<ExecAccessRequest> =
-            Api::namespaced(env().client_as("alice").await.unwrap(), &ns);
+            Api::namespaced(env().client_as("alice").await.unwrap(), ns);
         wait_until_admitting(&alice, "alice", "web-plain", WAIT, &operator.log).await;
-        let templates: Api<ExecAccessTemplate> = Api::namespaced(admin.clone(), &ns);
+        let templates: Api<ExecAccessTemplate> = Api::namespaced(admin.clone(), ns);
         eventually(WAIT, "web-approved to be ready", || {
             let templates = templates.clone();
             async move {
@@ -129,12 +120,7 @@ impl Fixture {
             }
         })
         .await;
-        Fixture {
-            ns,
-            admin,
-            web,
-            operator,
-        }
+        fixture
     }
 
     async fn ozctl(&self, user: &str, args: &[&str]) -> Output {
@@ -145,7 +131,6 @@ impl Fixture {
         Api::namespaced(self.admin.clone(), &self.ns)
     }
 
-    /// Waits until request `name` is in `phase`, and returns it.
     async fn until_phase(&self, name: &str, phase: RequestPhase) -> ExecAccessRequest {
         let log = self.operator.log.display().to_string();
         eventually(
@@ -163,8 +148,6 @@ impl Fixture {
         .await
     }
 
-    /// alice asks through web-approved without waiting, and is told it needs approval by
-    /// `who`; returns the request's name.
     async fn alice_asks(&self, who: &str) -> String {
         let output = self
             .ozctl(
@@ -191,8 +174,8 @@ impl Fixture {
     }
 
     fn cleanup(self) {
-        drop(self.operator);
-        delete_webhook_configurations(&format!("oz-{}", self.ns));
+        // Dropping the fixture stops oz and deletes the configurations.
+        drop(self);
     }
 }
 
@@ -279,7 +262,7 @@ async fn alice_asks_with_a_reason_bob_sees_it_approves_and_alice_is_granted() {
     assert_eq!(status.approvals.len(), 1);
     assert_eq!(status.approvals[0].approver, "bob");
     assert!(
-        f.web
+        f.web()
             .pod_names()
             .contains(status.pod_name.as_ref().unwrap())
     );

@@ -287,23 +287,17 @@ async fn ozctl_verifies_the_file_oz_wrote_names_each_tampering_and_lists_alices_
     .await;
 
     let log = crate::support::operator::audit_log_path("ozctl-audit-review");
-    let port = crate::support::operator::free_port();
-    let mut operator = Operator::start(
-        &ns,
-        &[
-            "--controllers=exec,pod,webhooks",
-            &format!("--webhook-url-base=https://127.0.0.1:{port}"),
-            &format!("--webhook-port={port}"),
-            &format!("--namespace={ns}"),
-            &format!("--webhook-configuration-name=oz-{ns}"),
+    let mut operator = Operator::builder(&ns)
+        .webhooks(&format!("oz-{ns}"))
+        .args(&[
             &format!("--audit-log-path={}", log.display()),
             // Only the apiserver may call: its records say so, with its certificate's name.
             &format!(
                 "--webhook-client-ca-file={}",
                 env().webhook_client_ca().unwrap().display()
             ),
-        ],
-    );
+        ])
+        .start();
     let oz_log = operator.log.display().to_string();
 
     // alice asks herself (the webhook records her as the requester), once oz's webhooks answer.

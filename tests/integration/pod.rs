@@ -12,7 +12,7 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kube::{
-    Api, Client, ResourceExt,
+    Api, ResourceExt,
     api::{DeleteParams, ListParams, PostParams},
 };
 use oz_api::{PodAccessRequest, RequestPhase, condition_type};
@@ -23,9 +23,8 @@ use oz_testenv::{
 use serde_json::json;
 
 use crate::support::{
-    cluster::{env, install_crds},
+    fixture::Fixture,
     manifests::create_manifest,
-    operator::Operator,
     polling::eventually,
     timing::strict_timing,
     users::{can, can_exec},
@@ -36,26 +35,34 @@ const OZ_EXAMPLES: &str = concat!(
     "/tests/integration/fixtures/oz-examples"
 );
 
-struct Fixture {
-    ns: String,
-    admin: Client,
-    operator: Operator,
-}
-
-impl Fixture {
-    async fn new(prefix: &str) -> Fixture {
-        install_crds().await;
-        let ns = env().namespace(prefix).await.unwrap();
-        let admin = env().admin().await.unwrap();
-        let operator = Operator::start(&ns, &[]);
-        Fixture {
-            ns,
-            admin,
-            operator,
-        }
-    }
+/// The pod tests' workloads and requests.
+trait PodFixture {
+    async fn new(prefix: &str) -> Fixture;
 
     /// Oz's examples/deployment.yaml, plus probes so their removal shows.
+    async fn oz_example_deployment(&self);
+
+    fn requests(&self) -> Api<PodAccessRequest>;
+
+    async fn request(&self, name: &str, template: &str, spec_extra: &str) -> PodAccessRequest;
+
+    async fn wait_until(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&PodAccessRequest) -> bool,
+    ) -> PodAccessRequest;
+
+    async fn wait_for(&self, name: &str, phase: RequestPhase) -> PodAccessRequest;
+
+    async fn pod(&self, name: &str) -> Option<Pod>;
+}
+
+impl PodFixture for Fixture {
+    async fn new(prefix: &str) -> Fixture {
+        Fixture::builder(prefix).start().await
+    }
+
     async fn oz_example_deployment(&self) {
         let probe = Probe {
             http_get: Some(HTTPGetAction {

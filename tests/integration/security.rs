@@ -23,7 +23,7 @@ use crate::{
         cluster::{env, install_crds},
         grant_audit::grant_problems,
         manifests::create_manifest,
-        operator::{Operator, WebhookOperator, free_port},
+        operator::{Operator, WebhookOperator},
         polling::{SETTLE, eventually},
         rbac::{let_groups_request, role_binding, rule, subject},
         requests::{exec_request, exec_template, grant_name},
@@ -177,11 +177,8 @@ async fn a_forged_requester_is_overwritten_and_grants_only_the_real_user() {
 async fn users_cannot_write_status_and_an_admin_status_edit_does_not_widen_a_grant() {
     let (ns, admin, web, db) = namespace("sec-status").await;
     let_groups_request(&admin, &ns, &["devs"]).await;
-    let metrics = free_port();
-    let operator = Operator::start(
-        &ns,
-        &[&format!("--metrics-bind-address=127.0.0.1:{metrics}")],
-    );
+    let operator = Operator::builder(&ns).metrics().start();
+    let metrics = operator.metrics_port();
     let alice_client = env().client_as("alice").await.unwrap();
     let requests = Api::<ExecAccessRequest>::namespaced(admin.clone(), &ns);
     // The grant's end is timed below: not under another test's burst.

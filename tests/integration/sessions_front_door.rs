@@ -25,7 +25,10 @@ use serde_json::{Value, json};
 
 use crate::{
     sessions_plane::{AVAILABLE, SessionsPlane, mint_ca, mint_leaf},
-    support::{operator::Operator, polling::eventually},
+    support::{
+        operator::{Operator, free_port},
+        polling::eventually,
+    },
 };
 
 /// A route in the place of the broker's exec: answers with the identity it was given, and
@@ -211,29 +214,18 @@ async fn the_apiserver_proxies_alices_identity_to_oz_and_only_the_apiserver_is_a
 async fn oz_manager_registers_the_api_service_and_serves_discovery_on_its_sessions_port() {
     let plane = SessionsPlane::start("sessions-manager").await;
     let ns = plane.namespace.clone();
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
-    let (webhook_port, sessions_port) = (free_port(), free_port());
-    let operator = Operator::start_with_kubeconfig(
-        &ns,
-        plane.plane.admin_kubeconfig(),
-        &[
+    let sessions_port = free_port();
+    let operator = Operator::builder(&ns)
+        .kubeconfig(plane.plane.admin_kubeconfig())
+        .webhooks(&ns)
+        .args(&[
             "--controllers=webhooks,sessions",
-            &format!("--webhook-port={webhook_port}"),
-            &format!("--webhook-url-base=https://127.0.0.1:{webhook_port}"),
-            &format!("--webhook-configuration-name={ns}"),
             &format!("--webhook-ca-secret={ns}-ca"),
             &format!("--webhook-cert-secret={ns}-tls"),
             &format!("--sessions-port={sessions_port}"),
             &format!("--sessions-service={ns}/{}", crate::sessions_plane::SERVICE),
-            &format!("--namespace={ns}"),
-        ],
-    );
+        ])
+        .start();
     let api_services: Api<APIService> = Api::all(plane.admin.clone());
     eventually(
         AVAILABLE,

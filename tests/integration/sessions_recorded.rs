@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::sessions_broker::{Brokered, pod_of};
-use crate::streams::WAIT;
+use crate::streams::{StreamsFixture, WAIT};
 use crate::support::polling::eventually;
 
 /// A recording's events, (code, data).

@@ -18,7 +18,7 @@ use k8s_openapi::{
     },
     jiff::Timestamp,
 };
-use kube::{Api, Client, api::ListParams};
+use kube::{Api, api::ListParams};
 use oz_api::{AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase};
 use oz_testenv::{
     exec::{self, Output, PortForward, RUN_TIMEOUT, Session},
@@ -30,9 +30,9 @@ use serde_json::{Value, json};
 use crate::ozctl::ozctl_bin;
 use crate::support::{
     admission::create_once_admitted,
-    cluster::{env, install_crds, kubectl_quietly},
+    cluster::env,
+    fixture::{Fixture, FixtureBuilder},
     manifests::create_manifest,
-    operator::{Operator, delete_webhook_configurations},
     polling::eventually,
     rbac::{grant, rule, subject},
 };
@@ -41,50 +41,11 @@ use crate::support::{
 pub const WAIT: Duration = Duration::from_secs(60);
 
 /// A namespace in which every signed-in user may read pods and oz's objects (so a refused
-/// exec is refused for the exec itself), with an oz-manager watching it.
-pub struct Fixture {
-    pub ns: String,
-    pub admin: Client,
-    pub operator: Operator,
-    /// Whether oz's webhooks were registered (cluster-wide objects named `oz-<ns>-*`).
-    webhooks: bool,
-}
-
-impl Fixture {
-    /// oz's exec and pod controllers, no webhooks.
-    pub async fn new(prefix: &str) -> Fixture {
-        Self::start(prefix, &[], false).await
-    }
-
-    /// oz's controllers and webhooks, scoped to the namespace, auditing to `audit_log`.
-    async fn with_webhooks(prefix: &str, audit_log: &Path) -> Fixture {
-        let port = crate::support::operator::free_port();
-        let audit = format!("--audit-log-path={}", audit_log.display());
-        let url = format!("--webhook-url-base=https://127.0.0.1:{port}");
-        let port = format!("--webhook-port={port}");
-        // The namespace is not known yet: `{ns}` is filled in by `start`.
-        Self::start(
-            prefix,
-            &[
-                "--controllers=exec,pod,webhooks",
-                &url,
-                &port,
-                "--namespace={ns}",
-                "--webhook-configuration-name=oz-{ns}",
-                &audit,
-            ],
-            true,
-        )
-        .await
-    }
-
-    async fn start(prefix: &str, operator_args: &[&str], webhooks: bool) -> Fixture {
-        install_crds().await;
-        let ns = env().namespace(prefix).await.unwrap();
-        let admin = env().admin().await.unwrap();
-        grant(
-            &admin,
-            &ns,
+/// exec is refused for the exec itself), with an oz-manager watching it. The namespace is
+/// deleted with the fixture, so the pods go and every command still exec'd into them is killed.
+fn readers_namespace(prefix: &str) -> FixtureBuilder {
+    Fixture::builder(prefix)
+        .grant(
             "readers",
             vec![
                 rule(&[""], &["pods"], &["get", "list", "watch"]),
@@ -101,24 +62,77 @@ impl Fixture {
             ],
             vec![subject("Group", "system:authenticated")],
         )
-        .await;
-        let args: Vec<String> = operator_args
-            .iter()
-            .map(|a| a.replace("{ns}", &ns))
-            .collect();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let operator = Operator::start(&ns, &args);
-        Fixture {
-            webhooks,
-            ns,
-            admin,
-            operator,
-        }
-    }
+        .delete_namespace_when_dropped()
+}
+
+/// The stream tests' templates, requests and what they wait for.
+pub trait StreamsFixture {
+    /// oz's exec and pod controllers, no webhooks.
+    async fn new(prefix: &str) -> Fixture;
+
+    /// oz's controllers and webhooks, scoped to the namespace, auditing to `audit_log`.
+    async fn with_webhooks(prefix: &str, audit_log: &Path) -> Fixture;
 
     /// Creates an ExecAccessTemplate (or PodAccessTemplate, for `kind` `Pod`) for devs that
     /// targets the workload `api_version`/`target_kind`/`target`.
-    pub async fn template(
+    async fn template(
+        &self,
+        kind: &str,
+        name: &str,
+        api_version: &str,
+        target_kind: &str,
+        target: &str,
+    );
+
+    /// Creates a request of `kind` (`Exec` or `Pod`) through `template` for `user`, as the
+    /// admission webhook would record it, lasting `duration`.
+    async fn request<R: AccessRequest>(
+        &self,
+        name: &str,
+        template: &str,
+        user: &str,
+        duration: &str,
+    ) -> R;
+
+    fn requests<R: AccessRequest>(&self) -> Api<R>;
+
+    /// Creates a request (as [`Fixture::request`]) and waits until it is Ready.
+    async fn granted<R: AccessRequest>(
+        &self,
+        name: &str,
+        template: &str,
+        user: &str,
+        duration: &str,
+    ) -> R;
+
+    /// Waits until request `name` reaches `phase`.
+    async fn wait_for<R: AccessRequest>(&self, name: &str, phase: RequestPhase) -> R;
+
+    /// kubectl in this namespace, as `user` (admin for `None`).
+    fn kubectl(&self, user: Option<&str>, args: &[&str]) -> std::process::Command;
+
+    /// Runs kubectl as `user` to completion.
+    async fn run(&self, user: &str, args: &[&str]) -> Output;
+
+    /// Whether the Role and RoleBinding of request `name` (labelled with it) exist.
+    async fn grant_objects(&self, name: &str) -> (usize, usize);
+}
+
+impl StreamsFixture for Fixture {
+    async fn new(prefix: &str) -> Fixture {
+        readers_namespace(prefix).start().await
+    }
+
+    async fn with_webhooks(prefix: &str, audit_log: &Path) -> Fixture {
+        let audit = format!("--audit-log-path={}", audit_log.display());
+        readers_namespace(prefix)
+            .webhooks()
+            .operator_args(&[&audit])
+            .start()
+            .await
+    }
+
+    async fn template(
         &self,
         kind: &str,
         name: &str,
@@ -134,9 +148,7 @@ impl Fixture {
         create_manifest(&self.admin, &self.ns, &yaml).await.unwrap();
     }
 
-    /// Creates a request of `kind` (`Exec` or `Pod`) through `template` for `user`, as the
-    /// admission webhook would record it, lasting `duration`.
-    pub async fn request<R: AccessRequest>(
+    async fn request<R: AccessRequest>(
         &self,
         name: &str,
         template: &str,
@@ -158,12 +170,11 @@ impl Fixture {
         self.requests::<R>().get(name).await.unwrap()
     }
 
-    pub fn requests<R: AccessRequest>(&self) -> Api<R> {
+    fn requests<R: AccessRequest>(&self) -> Api<R> {
         Api::namespaced(self.admin.clone(), &self.ns)
     }
 
-    /// Creates a request (as [`Fixture::request`]) and waits until it is Ready.
-    pub async fn granted<R: AccessRequest>(
+    async fn granted<R: AccessRequest>(
         &self,
         name: &str,
         template: &str,
@@ -174,8 +185,7 @@ impl Fixture {
         self.wait_for(name, RequestPhase::Ready).await
     }
 
-    /// Waits until request `name` reaches `phase`.
-    pub async fn wait_for<R: AccessRequest>(&self, name: &str, phase: RequestPhase) -> R {
+    async fn wait_for<R: AccessRequest>(&self, name: &str, phase: RequestPhase) -> R {
         let requests = self.requests::<R>();
         eventually(
             WAIT,
@@ -194,21 +204,18 @@ impl Fixture {
         .await
     }
 
-    /// kubectl in this namespace, as `user` (admin for `None`).
-    pub fn kubectl(&self, user: Option<&str>, args: &[&str]) -> std::process::Command {
+    fn kubectl(&self, user: Option<&str>, args: &[&str]) -> std::process::Command {
         let mut command = env().kubectl(user).unwrap();
         command.args(["--namespace", &self.ns]).args(args);
         command
     }
 
-    /// Runs kubectl as `user` to completion.
-    pub async fn run(&self, user: &str, args: &[&str]) -> Output {
+    async fn run(&self, user: &str, args: &[&str]) -> Output {
         exec::run(self.kubectl(Some(user), args), RUN_TIMEOUT)
             .await
             .unwrap()
     }
 
-    /// Whether the Role and RoleBinding of request `name` (labelled with it) exist.
     async fn grant_objects(&self, name: &str) -> (usize, usize) {
         let labels = ListParams::default().labels(&format!("oz.wizardofoz.co/request={name}"));
         let roles = Api::<Role>::namespaced(self.admin.clone(), &self.ns)
@@ -220,19 +227,6 @@ impl Fixture {
             .await
             .unwrap();
         (roles.items.len(), bindings.items.len())
-    }
-}
-
-impl Drop for Fixture {
-    /// Stops oz, removes its webhook configurations, and deletes the namespace, so the pods go
-    /// and every command still exec'd into them is killed. Blocking kubectl calls: no runtime
-    /// is needed, even while a failed test unwinds.
-    fn drop(&mut self) {
-        self.operator.kill();
-        if self.webhooks {
-            delete_webhook_configurations(&format!("oz-{}", self.ns));
-        }
-        kubectl_quietly(&["delete", "namespace", &self.ns, "--wait=false"]);
     }
 }
 

@@ -5,7 +5,10 @@
 use oz_api::ExecAccessRequest;
 use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 
-use crate::streams::{Fixture, assert_exec_forbidden, assert_hello, hello};
+use crate::{
+    streams::{StreamsFixture, assert_exec_forbidden, assert_hello, hello},
+    support::fixture::Fixture,
+};
 
 /// Template `app-exec` on `workload` (of `api_version`), alice's request through it becomes
 /// Ready for one of its real pods, her exec there prints that pod's greeting, and her exec into

@@ -11,13 +11,10 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::{
-    api::{
-        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-        core::v1::Secret,
-        events::v1::Event,
-    },
-    apimachinery::pkg::apis::meta::v1::LabelSelector,
+use k8s_openapi::api::{
+    admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+    core::v1::Secret,
+    events::v1::Event,
 };
 use kube::{
     Api, Client,
@@ -31,7 +28,7 @@ use oz_testenv::{
     workloads::{self, WorkloadSpec},
 };
 use oz_webhooks::{
-    WebhookConfig, WebhookEndpoint, WebhookServer,
+    WebhookConfig, WebhookServer,
     certs::{
         self,
         secrets::{CA_CRT, TLS_CRT, TLS_SECRET_TYPE},
@@ -43,19 +40,21 @@ use tower::util::MapRequestLayer;
 
 use crate::support::{
     cluster::{env, install_crds},
+    fixture::{Fixture, PreparedFixture},
     manifests::create_manifest,
     operator::WebhookOperator,
     polling::eventually,
     rbac::{grant, let_groups_request, rule, subject},
     requests::exec_template,
     users::exec,
+    webhook_server::{only, scoped_config},
 };
 
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A test namespace with template `web` (allowedGroups devs), RBAC for alice and bob, and a
 /// webhook server registered for it alone.
-struct Fixture {
+struct ServerFixture {
     ns: String,
     admin: Client,
     config: WebhookConfig,
@@ -66,19 +65,17 @@ struct Fixture {
     requests: Requests,
 }
 
-impl Fixture {
+impl ServerFixture {
     /// A namespace and a running server whose webhooks the apiserver already calls.
-    async fn new(prefix: &str, audit_log_path: Option<PathBuf>) -> Fixture {
-        let mut fixture = Fixture::prepare(prefix, audit_log_path).await;
+    async fn new(prefix: &str, audit_log_path: Option<PathBuf>) -> ServerFixture {
+        let mut fixture = ServerFixture::prepare(prefix, audit_log_path).await;
         fixture.start().await;
         fixture
     }
 
     /// Everything but the server.
-    async fn prepare(prefix: &str, audit_log_path: Option<PathBuf>) -> Fixture {
-        install_crds().await;
-        let ns = env().namespace(prefix).await.unwrap();
-        let admin = env().admin().await.unwrap();
+    async fn prepare(prefix: &str, audit_log_path: Option<PathBuf>) -> ServerFixture {
+        let PreparedFixture { ns, admin, .. } = Fixture::builder(prefix).prepare().await;
         grant_users(&admin, &ns).await;
         create_manifest(
             &admin,
@@ -90,15 +87,10 @@ impl Fixture {
         .await
         .unwrap();
 
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("https://{}", listener.local_addr().unwrap());
-        let mut config = WebhookConfig::new(&ns, WebhookEndpoint::url(&base).unwrap());
-        // Configurations are cluster-scoped: a name and a scope of this test's own.
-        config.registration.name = ns.clone();
-        config.registration.request_namespace_selector = Some(only(&ns));
+        let (listener, mut config) = scoped_config(&ns);
         config.registration.audit_namespace_selector = Some(only(&ns));
         config.audit_log_path = audit_log_path;
-        Fixture {
+        ServerFixture {
             ns,
             admin,
             config,
@@ -260,16 +252,6 @@ impl Requests {
     }
 }
 
-fn only(ns: &str) -> LabelSelector {
-    LabelSelector {
-        match_labels: Some(BTreeMap::from([(
-            "kubernetes.io/metadata.name".to_string(),
-            ns.to_string(),
-        )])),
-        ..Default::default()
-    }
-}
-
 /// An ExecAccessRequest that claims to come from `forged_requester`.
 fn request(name: &str, template: &str, forged_requester: &str) -> ExecAccessRequest {
     ExecAccessRequest::new(
@@ -334,7 +316,7 @@ async fn healthz_trusting(
 
 #[tokio::test]
 async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
-    let fixture = Fixture::new("whstart", None).await;
+    let fixture = ServerFixture::new("whstart", None).await;
     let names = &fixture.config.secrets;
 
     for name in [&names.ca, &names.serving] {
@@ -451,7 +433,7 @@ async fn startup_stores_the_certificates_and_registers_trusting_their_ca() {
 
 #[tokio::test]
 async fn stored_certificates_are_reused_while_valid_and_renewed_in_their_window() {
-    let mut fixture = Fixture::prepare("whrenew", None).await;
+    let mut fixture = ServerFixture::prepare("whrenew", None).await;
     let names = fixture.config.secrets.clone();
     let settings = fixture.config.certs;
     let now = certs::OffsetDateTime::now_utc();
@@ -515,7 +497,7 @@ async fn stored_certificates_are_reused_while_valid_and_renewed_in_their_window(
 
 #[tokio::test]
 async fn a_follower_serves_the_leaders_certificate_and_takes_over_writing() {
-    let mut fixture = Fixture::new("whfollow", None).await;
+    let mut fixture = ServerFixture::new("whfollow", None).await;
     let names = fixture.config.secrets.clone();
     let (leading, leader) = tokio::sync::watch::channel(false);
     let mut follower_config = fixture.config.clone();
@@ -629,7 +611,7 @@ async fn a_follower_serves_the_leaders_certificate_and_takes_over_writing() {
 
 #[tokio::test]
 async fn a_deleted_ca_is_replaced_and_served_without_a_restart() {
-    let fixture = Fixture::new("whrotate", None).await;
+    let fixture = ServerFixture::new("whrotate", None).await;
     let names = fixture.config.secrets.clone();
     let address = fixture.server().local_addr();
     let old_ca = fixture.secret_text(&names.ca, TLS_CRT).await.unwrap();
@@ -746,7 +728,7 @@ async fn a_deleted_ca_is_replaced_and_served_without_a_restart() {
 
 #[tokio::test]
 async fn requests_are_stamped_checked_and_immutable() {
-    let fixture = Fixture::new("whreq", None).await;
+    let fixture = ServerFixture::new("whreq", None).await;
     let alice =
         Api::<ExecAccessRequest>::namespaced(env().client_as("alice").await.unwrap(), &fixture.ns);
     let bob =
@@ -861,7 +843,7 @@ async fn requests_are_stamped_checked_and_immutable() {
 #[tokio::test]
 async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
     let audit_path = crate::support::operator::audit_log_path("oz-webhooks-audit");
-    let mut fixture = Fixture::new("whaudit", Some(audit_path.clone())).await;
+    let mut fixture = ServerFixture::new("whaudit", Some(audit_path.clone())).await;
     let ns = fixture.ns.clone();
     // alice's own request, made Ready for the pod the way the controller would.
     target_pod_and_alices_request(&fixture.admin, &ns).await;
@@ -945,7 +927,7 @@ async fn an_exec_is_audited_with_its_grant_and_never_blocked() {
 async fn an_exec_right_after_its_request_becomes_ready_is_attributed_with_the_cache_in_use() {
     let audit_path = crate::support::operator::audit_log_path("oz-webhooks-cache");
     // Scoped to the test namespace, as with --watch-namespaces (the other tests watch all).
-    let mut fixture = Fixture::prepare("whcache", Some(audit_path.clone())).await;
+    let mut fixture = ServerFixture::prepare("whcache", Some(audit_path.clone())).await;
     fixture.config.watch_namespaces = vec![fixture.ns.clone()];
     fixture.start().await;
     let ns = fixture.ns.clone();

@@ -1,7 +1,13 @@
 //! An audit of every grant in a namespace: each request's Role, RoleBinding and pod are what
 //! its phase says, and nothing else is oz's.
 
-use std::time::Duration;
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
 
 use k8s_openapi::api::{
     core::v1::Pod,
@@ -10,6 +16,7 @@ use k8s_openapi::api::{
 use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, ObjectMeta},
+    runtime::watcher,
 };
 use oz_api::{AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase};
 
@@ -290,4 +297,46 @@ pub async fn wait_until_no_grant_problems(admin: &Client, ns: &str, why: &str) {
 
 fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
     matches!(meta.owner_references.as_deref(), Some([owner]) if owner.uid == uid && owner.controller == Some(true))
+}
+
+/// Records every oz-managed Role and RoleBinding that appears in `ns` (as `Role/<name>`), from
+/// a watch started (and listed) before this returns.
+pub async fn record_grants(admin: &Client, ns: &str) -> Arc<Mutex<BTreeSet<String>>> {
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let config = watcher::Config::default().labels("app.kubernetes.io/managed-by=oz");
+    let roles = watcher::watcher(Api::<Role>::namespaced(admin.clone(), ns), config.clone())
+        .map(|e| e.map(|e| named("Role", e)));
+    let bindings = watcher::watcher(Api::<RoleBinding>::namespaced(admin.clone(), ns), config)
+        .map(|e| e.map(|e| named("RoleBinding", e)));
+    let (listed_tx, mut listed) = tokio::sync::mpsc::channel(2);
+    let recorded = seen.clone();
+    let mut events = futures::stream::select(roles, bindings).boxed();
+    tokio::spawn(async move {
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(None) => {
+                    let _ = listed_tx.send(()).await;
+                }
+                Ok(Some(name)) if !name.is_empty() => {
+                    recorded.lock().unwrap().insert(name);
+                }
+                _ => {}
+            }
+        }
+    });
+    for _ in 0..2 {
+        listed.recv().await.expect("the grant watches list");
+    }
+    seen
+}
+
+/// What the grant recorder keeps of a watch event: the initial list's end, or `kind/name`.
+fn named<K: ResourceExt>(kind: &str, event: watcher::Event<K>) -> Option<String> {
+    match event {
+        watcher::Event::InitDone => None,
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+            Some(format!("{kind}/{}", o.name_any()))
+        }
+        _ => Some(String::new()),
+    }
 }

@@ -2,6 +2,7 @@
 
 pub mod admission;
 pub mod cluster;
+pub mod fixture;
 pub mod grant_audit;
 pub mod manifests;
 pub mod operator;
@@ -11,3 +12,4 @@ pub mod requests;
 pub mod revocation;
 pub mod timing;
 pub mod users;
+pub mod webhook_server;

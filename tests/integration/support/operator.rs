@@ -23,14 +23,124 @@ pub struct Operator {
     args: Vec<String>,
     /// Where this run logs.
     pub log: std::path::PathBuf,
+    ports: Ports,
+}
+
+/// The loopback ports an [`OperatorBuilder`] chose for the endpoints it was asked for.
+#[derive(Clone, Copy, Default)]
+struct Ports {
+    metrics: Option<u16>,
+    health: Option<u16>,
+    webhooks: Option<u16>,
 }
 
 static OPERATOR_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// How a test starts oz-manager for one namespace: which binary, as whom, with which flags,
+/// and which endpoints listen on a free loopback port of their own (chosen here, and read
+/// back from the [`Operator`]).
+pub struct OperatorBuilder {
+    namespace: String,
+    binary: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
+    metrics: bool,
+    health: bool,
+    /// The name of the webhook configurations, when its webhooks run.
+    webhooks: Option<String>,
+    args: Vec<String>,
+}
+
+impl OperatorBuilder {
+    /// As whoever `kubeconfig` names (admin by default).
+    pub fn kubeconfig(mut self, kubeconfig: &std::path::Path) -> Self {
+        self.kubeconfig = kubeconfig.to_path_buf();
+        self
+    }
+
+    /// The oz-manager `binary` (another build than this run's: the image's).
+    pub fn binary(mut self, binary: &std::path::Path) -> Self {
+        self.binary = binary.to_path_buf();
+        self
+    }
+
+    /// Extra flags, after those the builder adds.
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Its metrics endpoint on a free port ([`Operator::metrics_port`]).
+    pub fn metrics(mut self) -> Self {
+        self.metrics = true;
+        self
+    }
+
+    /// Its health endpoint on a free port ([`Operator::health_port`]).
+    pub fn health(mut self) -> Self {
+        self.health = true;
+        self
+    }
+
+    /// Its webhooks, served on a free port ([`Operator::webhook_port`]) that the apiserver
+    /// calls at `https://127.0.0.1:PORT`, registered as `configuration_name`. Its Secrets and
+    /// Lease live in the namespace it watches. It runs the exec and pod controllers beside
+    /// them, unless the flags say which `--controllers`.
+    pub fn webhooks(mut self, configuration_name: &str) -> Self {
+        self.webhooks = Some(configuration_name.into());
+        self
+    }
+
+    /// Starts the process.
+    pub fn start(self) -> Operator {
+        let mut ports = Ports::default();
+        let mut args = Vec::new();
+        if let Some(name) = &self.webhooks {
+            let port = free_port();
+            ports.webhooks = Some(port);
+            if !self.args.iter().any(|a| a.starts_with("--controllers")) {
+                args.push("--controllers=exec,pod,webhooks".to_string());
+            }
+            args.extend([
+                format!("--namespace={}", self.namespace),
+                format!("--webhook-url-base=https://127.0.0.1:{port}"),
+                format!("--webhook-port={port}"),
+                format!("--webhook-configuration-name={name}"),
+            ]);
+        }
+        if self.metrics {
+            let port = free_port();
+            ports.metrics = Some(port);
+            args.push(format!("--metrics-bind-address=127.0.0.1:{port}"));
+        }
+        if self.health {
+            let port = free_port();
+            ports.health = Some(port);
+            args.push(format!("--health-probe-bind-address=127.0.0.1:{port}"));
+        }
+        args.extend(self.args);
+        let mut operator = Operator::spawn(self.binary, &self.namespace, self.kubeconfig, args);
+        operator.ports = ports;
+        operator
+    }
+}
+
 impl Operator {
+    /// How to start oz-manager for `namespace`: this run's build, as admin, no extra flags.
+    pub fn builder(namespace: &str) -> OperatorBuilder {
+        OperatorBuilder {
+            namespace: namespace.into(),
+            binary: std::path::Path::new(env!("CARGO_BIN_EXE_oz-manager")).to_path_buf(),
+            kubeconfig: env().admin_kubeconfig().to_path_buf(),
+            metrics: false,
+            health: false,
+            webhooks: None,
+            args: Vec::new(),
+        }
+    }
+
     /// Starts oz-manager for `namespace` with extra flags, as admin.
     pub fn start(namespace: &str, args: &[&str]) -> Operator {
-        Self::start_with_kubeconfig(namespace, env().admin_kubeconfig(), args)
+        Self::builder(namespace).args(args).start()
     }
 
     /// Starts oz-manager for `namespace` with extra flags, as whoever `kubeconfig` names.
@@ -39,29 +149,31 @@ impl Operator {
         kubeconfig: &std::path::Path,
         args: &[&str],
     ) -> Operator {
-        Self::start_binary(
-            std::path::Path::new(env!("CARGO_BIN_EXE_oz-manager")),
-            namespace,
-            kubeconfig,
-            args,
-        )
+        Self::builder(namespace)
+            .kubeconfig(kubeconfig)
+            .args(args)
+            .start()
     }
 
-    /// Starts the oz-manager `binary` (another build than this run's: the image's) for
-    /// `namespace` with extra flags, as whoever `kubeconfig` names.
-    pub fn start_binary(
-        binary: &std::path::Path,
-        namespace: &str,
-        kubeconfig: &std::path::Path,
-        args: &[&str],
-    ) -> Operator {
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        Self::spawn(
-            binary.to_path_buf(),
-            namespace,
-            kubeconfig.to_path_buf(),
-            args,
-        )
+    /// The port of its metrics endpoint ([`OperatorBuilder::metrics`]).
+    pub fn metrics_port(&self) -> u16 {
+        self.ports
+            .metrics
+            .expect("started with OperatorBuilder::metrics")
+    }
+
+    /// The port of its health endpoint ([`OperatorBuilder::health`]).
+    pub fn health_port(&self) -> u16 {
+        self.ports
+            .health
+            .expect("started with OperatorBuilder::health")
+    }
+
+    /// The port its webhooks listen on ([`OperatorBuilder::webhooks`]).
+    pub fn webhook_port(&self) -> u16 {
+        self.ports
+            .webhooks
+            .expect("started with OperatorBuilder::webhooks")
     }
 
     /// Whether the process is still running.
@@ -105,6 +217,7 @@ impl Operator {
             kubeconfig,
             args,
             log,
+            ports: Ports::default(),
         }
     }
 
@@ -117,12 +230,13 @@ impl Operator {
     /// Starts a new process with the same flags (after [`Operator::kill`]).
     pub fn restart(&mut self) {
         self.kill();
-        let next = Self::spawn(
+        let mut next = Self::spawn(
             self.binary.clone(),
             &self.namespace,
             self.kubeconfig.clone(),
             self.args.clone(),
         );
+        next.ports = self.ports;
         *self = next;
     }
 }
@@ -243,24 +357,17 @@ impl WebhookOperator {
     /// Starts it as admin, with `extra` flags (its controllers and webhooks, unless they
     /// say which `--controllers`).
     pub fn start(ns: &str, extra: &[&str]) -> Self {
-        let port = free_port();
-        let controllers = (!extra.iter().any(|a| a.starts_with("--controllers")))
-            .then(|| "--controllers=exec,pod,webhooks".to_string());
-        let args: Vec<String> = controllers
-            .into_iter()
-            .chain([
-                format!("--namespace={ns}"),
-                format!("--webhook-url-base=https://127.0.0.1:{port}"),
-                format!("--webhook-port={port}"),
-                format!("--webhook-configuration-name={ns}"),
-            ])
-            .chain(extra.iter().map(|a| a.to_string()))
-            .collect();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::start_from(Operator::builder(ns).args(extra))
+    }
+
+    /// Starts it as `operator` says, with its webhooks registered under the namespace's name.
+    pub fn start_from(operator: OperatorBuilder) -> Self {
+        let ns = operator.namespace.clone();
+        let operator = operator.webhooks(&ns).start();
         Self {
-            operator: Operator::start(ns, &args),
-            ns: ns.into(),
-            port,
+            port: operator.webhook_port(),
+            operator,
+            ns,
         }
     }
 
