@@ -15,14 +15,12 @@ use oz_testenv::{
 };
 use serde_json::json;
 
-use crate::{
+use crate::support::{
+    cluster::{env, install_crds},
     install::{apply_install, delete_cluster_scoped},
-    support::{
-        cluster::{env, install_crds},
-        operator::WebhookOperator,
-        polling::eventually,
-        users::exec,
-    },
+    operator::WebhookOperator,
+    polling::eventually,
+    users::exec,
 };
 
 /// An ExecAccessTemplate `name` for Deployment web, open to `group`, with no approval.

@@ -25,18 +25,16 @@ use oz_api::ExecAccessRequest;
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
-use crate::{
+use crate::support::{
+    cluster::{env, install_crds},
     install::{
         ALICES_REQUEST, TEMPLATE, created_at_run_time, operator_args, service_account_kubeconfig,
         wait_for_ready,
     },
-    support::{
-        cluster::{env, install_crds},
-        manifests::{create_manifest, parse_manifest},
-        operator::Operator,
-        polling::eventually,
-        users::can_exec,
-    },
+    manifests::{create_manifest, parse_manifest},
+    operator::Operator,
+    polling::eventually,
+    users::can_exec,
 };
 
 const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/oz");

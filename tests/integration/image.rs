@@ -24,9 +24,14 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
 use crate::{
-    install::{ScopedInstall, TEMPLATE, operator_args, service_account_kubeconfig, wait_for_ready},
     support::{
-        cluster::env, manifests::create_manifest, operator::Operator, polling::eventually,
+        cluster::env,
+        install::{
+            ScopedInstall, TEMPLATE, operator_args, service_account_kubeconfig, wait_for_ready,
+        },
+        manifests::create_manifest,
+        operator::Operator,
+        polling::eventually,
         users::can_exec,
     },
     versions::version_commit,

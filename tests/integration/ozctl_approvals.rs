@@ -13,15 +13,13 @@ use kube::Api;
 use oz_api::{AccessApproval, ExecAccessRequest, ExecAccessTemplate, RequestPhase};
 use serde_json::Value;
 
-use crate::{
+use crate::support::{
+    admission::wait_until_admitting,
+    cluster::env,
+    fixture::Fixture,
     ozctl::{assert_ok, ozctl_with, stderr, stdout},
-    support::{
-        admission::wait_until_admitting,
-        cluster::env,
-        fixture::Fixture,
-        polling::eventually,
-        rbac::{rule, subject},
-    },
+    polling::eventually,
+    rbac::{rule, subject},
 };
 
 const WAIT: Duration = Duration::from_secs(90);

@@ -24,16 +24,14 @@ use oz_webhooks::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::{
+use crate::support::{
+    admission::{create_once_admitted, written_request},
+    cluster::{env, install_crds},
+    manifests::create_manifest,
+    operator::{Operator, delete_webhook_configurations},
     ozctl::ozctl_bin,
-    support::{
-        admission::{create_once_admitted, written_request},
-        cluster::{env, install_crds},
-        manifests::create_manifest,
-        operator::{Operator, delete_webhook_configurations},
-        polling::eventually,
-        rbac::{grant, rule, subject},
-    },
+    polling::eventually,
+    rbac::{grant, rule, subject},
 };
 
 const WAIT: Duration = Duration::from_secs(60);

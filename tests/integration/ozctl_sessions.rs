@@ -9,13 +9,11 @@ use kube::{
 use oz_api::ExecAccessRequest;
 use serde_json::{Value, json};
 
-use crate::{
+use crate::support::{
+    cluster::{env, install_crds},
+    manifests::create_manifest,
     ozctl::{assert_ok, ozctl_with, stderr, stdout},
-    support::{
-        cluster::{env, install_crds},
-        manifests::create_manifest,
-        rbac::{grant, rule, subject},
-    },
+    rbac::{grant, rule, subject},
 };
 
 /// Creates ExecAccessRequest `name` by alice and writes `sessions` and `counts` into its status.

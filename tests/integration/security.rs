@@ -17,19 +17,17 @@ use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::json;
 
-use crate::{
+use crate::support::{
+    cluster::{env, install_crds},
+    grant_audit::grant_problems,
     install::{apply_install, client_from, delete_cluster_scoped, service_account_kubeconfig},
-    support::{
-        cluster::{env, install_crds},
-        grant_audit::grant_problems,
-        manifests::create_manifest,
-        operator::{Operator, WebhookOperator},
-        polling::{SETTLE, eventually},
-        rbac::{let_groups_request, role_binding, rule, subject},
-        requests::{exec_request, exec_template, grant_name},
-        timing::strict_timing,
-        users::may_exec,
-    },
+    manifests::create_manifest,
+    operator::{Operator, WebhookOperator},
+    polling::{SETTLE, eventually},
+    rbac::{let_groups_request, role_binding, rule, subject},
+    requests::{exec_request, exec_template, grant_name},
+    timing::strict_timing,
+    users::may_exec,
 };
 
 /// A namespace with Deployments `web` (2 pods) and `db` (1 pod), and template `web-exec`.

@@ -27,13 +27,13 @@ use serde_json::{Value, json};
 use tokio::{io::AsyncWriteExt, process::Child};
 
 use crate::{
-    install::{SHARED_KINDS, apply_install, operator_args, service_account_kubeconfig},
-    ozctl::{ozctl_bin, ozctl_with},
     sessions_plane::{SERVICE, SessionsPlane},
     support::{
         admission::create_once_admitted,
+        install::{SHARED_KINDS, apply_install, operator_args, service_account_kubeconfig},
         manifests::create_manifest,
         operator::{Operator, free_port},
+        ozctl::{ozctl_bin, ozctl_with},
         polling::eventually,
         rbac::{grant, rule, subject},
     },

@@ -27,7 +27,7 @@ use oz_testenv::{
 };
 use serde_json::{Value, json};
 
-use crate::ozctl::ozctl_bin;
+use crate::support::ozctl::ozctl_bin;
 use crate::support::{
     admission::create_once_admitted,
     cluster::env,

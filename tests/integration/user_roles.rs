@@ -13,14 +13,12 @@ use oz::install::{InstallOptions, install_yaml, is_users_role};
 use oz_api::{ExecAccessRequest, ExecAccessTemplate};
 use serde_json::json;
 
-use crate::{
+use crate::support::{
+    admission::written_request,
+    cluster::{env, install_crds},
     install::{apply_install, delete_cluster_scoped},
-    support::{
-        admission::written_request,
-        cluster::{env, install_crds},
-        manifests::create_manifest,
-        polling::eventually,
-    },
+    manifests::create_manifest,
+    polling::eventually,
 };
 
 #[tokio::test]

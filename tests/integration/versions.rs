@@ -3,7 +3,7 @@
 
 use std::{path::Path, process::Command};
 
-use crate::ozctl::ozctl_bin;
+use crate::support::ozctl::ozctl_bin;
 
 /// Checks that `binary --version` prints `program VERSION (commit COMMIT)`, and returns COMMIT:
 /// `unknown`, or a commit's abbreviated hash (`-dirty` when built from a changed checkout).
