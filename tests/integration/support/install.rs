@@ -31,7 +31,7 @@ pub const FIELD_MANAGER: &str = "oz-install-test";
 const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The install's objects that exist once per control plane: applied for real only on a private
-/// one (`sessions_end_to_end.rs`); on the shared one, another test's would be replaced.
+/// one (`sessions/end_to_end.rs`); on the shared one, another test's would be replaced.
 pub const SHARED_KINDS: [&str; 3] = [
     "APIService",
     "MutatingWebhookConfiguration",

@@ -3,7 +3,7 @@
 //! run with its ServiceAccount's token and the Deployment's flags, alice's `ozctl exec` through
 //! the apiserver's aggregation layer into oz, oz's own exec into a kwok pod, in a namespace where
 //! access without a grant is denied (so oz's exec passes only as the broker's). The parts are
-//! tested one by one in `sessions_broker.rs`, `sessions_front_door.rs` and `recordings.rs`.
+//! tested one by one in `broker.rs`, `front_door.rs` and `recordings.rs`.
 
 use std::{
     path::{Path, PathBuf},
@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::{io::AsyncWriteExt, process::Child};
 
 use crate::{
-    sessions_plane::{SERVICE, SessionsPlane},
+    sessions::plane::{SERVICE, SessionsPlane},
     support::{
         admission::create_once_admitted,
         install::{SHARED_KINDS, apply_install, operator_args, service_account_kubeconfig},

@@ -6,7 +6,7 @@ use oz_api::ExecAccessRequest;
 use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 
 use crate::{
-    streams::{StreamsFixture, assert_exec_forbidden, assert_hello, hello},
+    access::streams::{StreamsFixture, assert_exec_forbidden, assert_hello, hello},
     support::fixture::Fixture,
 };
 

@@ -18,6 +18,7 @@ use oz_testenv::{
 use serde_json::json;
 
 use crate::{
+    admission::webhook_server::set_alices_status,
     support::{
         cluster::{env, install_crds},
         manifests::create_manifest,
@@ -27,7 +28,6 @@ use crate::{
         requests::exec_template,
         users::exec,
     },
-    webhooks::set_alices_status,
 };
 
 /// `kubectl ARGS` as alice.

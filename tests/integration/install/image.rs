@@ -24,6 +24,7 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
 use crate::{
+    install::versions::version_commit,
     support::{
         cluster::env,
         install::{
@@ -34,7 +35,6 @@ use crate::{
         polling::eventually,
         users::can_exec,
     },
-    versions::version_commit,
 };
 
 /// Set by CI: the image must have been built.

@@ -31,12 +31,12 @@ use crate::support::{
     timing::strict_timing,
 };
 use crate::{
-    streams::{StreamsFixture, WAIT, web},
+    access::streams::{StreamsFixture, WAIT, web},
     support::fixture::Fixture,
 };
 
 /// A broker serving on 127.0.0.1, its audit file and recordings, and the fixture it brokers
-/// for. Shared with `sessions_recorded.rs`.
+/// for. Shared with `recorded.rs`.
 pub(crate) struct Brokered {
     pub(crate) f: Fixture,
     broker: Broker,

@@ -1,5 +1,5 @@
 //! What a brokered session's recording keeps, with real websocket frames through oz's broker
-//! (run in the test process, as in `sessions_broker.rs`) into a pod that kwok runs: a command
+//! (run in the test process, as in `broker.rs`) into a pod that kwok runs: a command
 //! typed after a long line of control bytes is in the recorded input; recorded input and the
 //! markers of what was not kept account for every byte sent, in order, with the SHA-256 of the
 //! rest; and the session-end audit record carries the recording file's digest.
@@ -10,8 +10,8 @@ use oz_sessions::recording::limits::RecordingLimits;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::sessions_broker::{Brokered, pod_of};
-use crate::streams::{StreamsFixture, WAIT};
+use crate::access::streams::{StreamsFixture, WAIT};
+use crate::sessions::broker::{Brokered, pod_of};
 use crate::support::polling::eventually;
 
 /// A recording's events, (code, data).

@@ -640,7 +640,7 @@ async fn at_pod_access_expiry_oz_deletes_the_debug_pod_and_alices_open_session_e
 
 /// Pins the Kubernetes gap that a Direct grant (Oz's behaviour, the default) keeps: RBAC is
 /// checked only when a stream opens, so an exec session opened under a grant outlives the grant.
-/// `sessionMode: Brokered` closes it (`sessions_e2e.rs`); Direct must not change silently.
+/// `sessionMode: Brokered` closes it (`sessions/end_to_end.rs`); Direct must not change silently.
 #[tokio::test]
 async fn direct_grants_keep_the_kubernetes_gap_an_open_exec_session_survives_expiry() {
     let f = Fixture::new("streams-gap").await;

@@ -16,9 +16,11 @@ use oz_api::{
 use serde_json::json;
 
 use crate::{
-    streams::{StreamsFixture, WAIT, assert_exec_forbidden, hello, web},
-    support::fixture::Fixture,
-    support::{cluster::env, manifests::create_manifest, polling::eventually, users::can_exec},
+    access::streams::{StreamsFixture, WAIT, assert_exec_forbidden, hello, web},
+    support::{
+        cluster::env, fixture::Fixture, manifests::create_manifest, polling::eventually,
+        users::can_exec,
+    },
 };
 
 /// A template of `kind` (`Exec` or `Pod`) named `name` for devs on Deployment `web`, with

@@ -1,6 +1,6 @@
 //! Brokered sessions within bounds, every part real (oz-manager as the install runs it, its
 //! sessions API behind the apiserver's aggregation layer, kwok pods; see
-//! `sessions_end_to_end.rs`): oz-manager's peak memory while clients send the largest
+//! `end_to_end.rs`): oz-manager's peak memory while clients send the largest
 //! messages the broker takes, and a session that writes far more than its recording may
 //! hold, whose recording stays under the cap and is vouched for by its audit record.
 
@@ -10,7 +10,7 @@ use oz_sessions::broker::MAX_CLIENT_MESSAGE_BYTES;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::{
-    sessions_end_to_end::{Installed, Shell, WAIT, audit_records},
+    sessions::end_to_end::{Installed, Shell, WAIT, audit_records},
     support::operator::free_port,
 };
 

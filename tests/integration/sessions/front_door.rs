@@ -24,7 +24,7 @@ use oz_testenv::{
 use serde_json::{Value, json};
 
 use crate::{
-    sessions_plane::{AVAILABLE, SessionsPlane, mint_ca, mint_leaf},
+    sessions::plane::{AVAILABLE, SessionsPlane, mint_ca, mint_leaf},
     support::{
         operator::{Operator, free_port},
         polling::eventually,
@@ -223,7 +223,10 @@ async fn oz_manager_registers_the_api_service_and_serves_discovery_on_its_sessio
             &format!("--webhook-ca-secret={ns}-ca"),
             &format!("--webhook-cert-secret={ns}-tls"),
             &format!("--sessions-port={sessions_port}"),
-            &format!("--sessions-service={ns}/{}", crate::sessions_plane::SERVICE),
+            &format!(
+                "--sessions-service={ns}/{}",
+                crate::sessions::plane::SERVICE
+            ),
         ])
         .start();
     let api_services: Api<APIService> = Api::all(plane.admin.clone());
