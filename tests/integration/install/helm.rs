@@ -525,7 +525,7 @@ fn the_readme_values_table_documents_every_value() {
     assert!(
         table == generated,
         "charts/oz/README.md's values table is out of date with values.yaml: run \
-         `OZ_WRITE_VALUES_TABLE=1 cargo test -p oz --test integration helm::the_readme_values_table`\n\
+         `OZ_WRITE_VALUES_TABLE=1 cargo test -p oz --test integration install::helm::the_readme_values_table`\n\
          want:\n{generated}"
     );
 }

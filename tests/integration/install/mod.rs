@@ -2,9 +2,9 @@
 //! the binaries' versions, and the alerts and dashboard.
 
 pub mod crds;
-pub mod generated;
 pub mod helm;
 pub mod image;
+pub mod manifests;
 pub mod monitoring;
 pub mod user_roles;
 pub mod versions;

@@ -264,7 +264,7 @@ async fn a_recording_whose_process_is_killed_is_readable_up_to_its_last_flush() 
     let id = new_session_id(Utc::now());
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            "recordings::recording_child_killed_mid_session",
+            "sessions::recordings::recording_child_killed_mid_session",
             "--exact",
             "--ignored",
             "--nocapture",
