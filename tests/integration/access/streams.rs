@@ -27,12 +27,12 @@ use oz_testenv::{
 };
 use serde_json::{Value, json};
 
-use crate::support::ozctl::ozctl_bin;
 use crate::support::{
     admission::create_once_admitted,
     cluster::env,
     fixture::{Fixture, FixtureBuilder},
     manifests::create_manifest,
+    ozctl::ozctl_bin,
     polling::eventually,
     rbac::{grant, rule, subject},
 };

@@ -26,13 +26,12 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
-use crate::support::{
-    manifests::create_manifest, operator::audit_log_path, polling::eventually,
-    timing::strict_timing,
-};
 use crate::{
     access::streams::{StreamsFixture, WAIT, web},
-    support::fixture::Fixture,
+    support::{
+        fixture::Fixture, manifests::create_manifest, operator::audit_log_path,
+        polling::eventually, timing::strict_timing,
+    },
 };
 
 /// A broker serving on 127.0.0.1, its audit file and recordings, and the fixture it brokers

@@ -10,9 +10,11 @@ use oz_sessions::recording::limits::RecordingLimits;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::access::streams::{StreamsFixture, WAIT};
-use crate::sessions::broker::{Brokered, pod_of};
-use crate::support::polling::eventually;
+use crate::{
+    access::streams::{StreamsFixture, WAIT},
+    sessions::broker::{Brokered, pod_of},
+    support::polling::eventually,
+};
 
 /// A recording's events, (code, data).
 fn events(file: &[u8]) -> Vec<(String, String)> {
