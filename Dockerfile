@@ -29,16 +29,17 @@ COPY webhooks/Cargo.toml webhooks/
 COPY sessions/Cargo.toml sessions/
 COPY cli/Cargo.toml cli/
 COPY tests/support/Cargo.toml tests/support/
-COPY bench/Cargo.toml bench/
+COPY measure/bench/Cargo.toml measure/bench/
+COPY measure/heap/Cargo.toml measure/heap/
 RUN mkdir -p src/bin api/src audit/src platform/src webhooks/src sessions/src cli/src tests/support/src \
-          tests/integration bench/src \
+          tests/integration measure/bench/src measure/heap/src \
  && echo 'fn main() {}' > src/bin/oz-manager.rs \
- && echo 'fn main() {}' > bench/src/main.rs \
+ && echo 'fn main() {}' > measure/bench/src/main.rs \
  && echo 'fn main() {}' > cli/src/main.rs \
  && touch src/lib.rs api/src/lib.rs audit/src/lib.rs platform/src/lib.rs webhooks/src/lib.rs sessions/src/lib.rs \
-          cli/src/lib.rs tests/support/src/lib.rs tests/integration/main.rs \
+          cli/src/lib.rs tests/support/src/lib.rs tests/integration/main.rs measure/heap/src/lib.rs \
  && cargo build --locked --profile release -p oz -p ozctl --bin oz-manager --bin ozctl \
- && rm -rf src api/src audit/src platform/src webhooks/src sessions/src cli/src tests bench/src
+ && rm -rf src api/src audit/src platform/src webhooks/src sessions/src cli/src tests measure
 
 # Then oz itself. COPY keeps the files' own modification times, which can be older than the
 # stand-ins' build: touching the sources makes cargo rebuild oz's crates (and only those).

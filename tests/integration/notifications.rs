@@ -36,7 +36,11 @@ use oz_api::{
 };
 use serde_json::Value;
 
-use crate::support::{env, eventually, grant, subject};
+use crate::support::{
+    cluster::env,
+    polling::eventually,
+    rbac::{grant, subject},
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -1,0 +1,10 @@
+//! What ships: the CRDs, the generated install, the Helm chart, the image, the users' roles,
+//! the binaries' versions, and the alerts and dashboard.
+
+pub mod crds;
+pub mod helm;
+pub mod image;
+pub mod manifests;
+pub mod monitoring;
+pub mod user_roles;
+pub mod versions;

@@ -1,0 +1,82 @@
+//! Waiting for something to happen: polls with a timeout that says what was awaited.
+
+use std::{future::Future, time::Duration};
+
+use kube::{Api, Client};
+
+use super::operator::Operator;
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_or_show(timeout, what, &[], check).await
+}
+
+/// [`eventually`], for something `operators` should do: a timeout's panic ends with the last
+/// lines each of them logged, so that a failure seen once (in CI, say) shows what oz was doing.
+pub async fn eventually_or_show<T, F, Fut>(
+    timeout: Duration,
+    what: &str,
+    operators: &[&Operator],
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let logs: String = operators.iter().map(|o| o.log_tail(60)).collect();
+            panic!("timed out after {timeout:?} waiting for {what}{logs}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `name` is gone from `api`, or panics after `timeout` with `what`.
+pub async fn wait_until_gone<K>(api: &Api<K>, name: &str, timeout: Duration, what: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(timeout, what, || async {
+        api.get_opt(name).await.unwrap().is_none().then_some(())
+    })
+    .await;
+}
+
+/// The reasons of the Events about object `name` in `ns`, once one with `reason` is among
+/// them (waiting up to `timeout`).
+pub async fn event_reasons_once(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    timeout: Duration,
+) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(admin.clone(), ns);
+    let selector = format!("regarding.name={name}");
+    eventually(timeout, &format!("a {reason} event about {name}"), || {
+        let (events, selector) = (events.clone(), selector.clone());
+        async move {
+            let list = events
+                .list(&kube::api::ListParams::default().fields(&selector))
+                .await
+                .ok()?;
+            let reasons: Vec<String> = list.items.into_iter().filter_map(|e| e.reason).collect();
+            reasons.iter().any(|r| r == reason).then_some(reasons)
+        }
+    })
+    .await
+}
+
+/// How long "eventually" waits in these tests: generous, since a loaded 2-core machine may be
+/// slow to settle. The properties that matter (revocation lag, no extra access) are asserted
+/// strictly and separately.
+pub const SETTLE: Duration = Duration::from_secs(90);
