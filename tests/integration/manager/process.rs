@@ -22,8 +22,9 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use crate::support::{
     cluster::{env, install_crds},
     manifests::create_manifest,
+    operator::eventually_or_show,
     operator::{Operator, http_get, metric_value},
-    polling::{eventually, eventually_or_show, wait_until_gone},
+    polling::{eventually, wait_until_gone},
     rbac::{grant, role_binding, subject},
     timing::strict_timing,
     users::can_exec,

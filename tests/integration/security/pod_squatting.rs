@@ -17,7 +17,7 @@ use crate::support::{
     cluster::{env, install_crds},
     manifests::create_manifest,
     operator::Operator,
-    polling::eventually_or_show,
+    operator::eventually_or_show,
     rbac::{grant, rule, subject},
     users::can,
 };

@@ -10,7 +10,7 @@ use oz_api::ExecAccessRequest;
 use super::{
     admission::wait_until_admitting,
     cluster::{env, kubectl_quietly},
-    polling::SETTLE,
+    polling::{SETTLE, eventually_then_show},
 };
 
 /// An oz-manager process watching one namespace, as admin, logging to
@@ -399,4 +399,20 @@ impl WebhookOperator {
                 .await;
         }
     }
+}
+
+/// [`eventually`], for something `operators` should do: a timeout's panic ends with the last
+/// lines each of them logged, so that a failure seen once (in CI, say) shows what oz was doing.
+pub async fn eventually_or_show<T, F, Fut>(
+    timeout: std::time::Duration,
+    what: &str,
+    operators: &[&Operator],
+    check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let logs = || operators.iter().map(|o| o.log_tail(60)).collect();
+    eventually_then_show(timeout, what, logs, check).await
 }

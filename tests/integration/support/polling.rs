@@ -4,23 +4,21 @@ use std::{future::Future, time::Duration};
 
 use kube::{Api, Client};
 
-use super::operator::Operator;
-
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    eventually_or_show(timeout, what, &[], check).await
+    eventually_then_show(timeout, what, String::new, check).await
 }
 
-/// [`eventually`], for something `operators` should do: a timeout's panic ends with the last
-/// lines each of them logged, so that a failure seen once (in CI, say) shows what oz was doing.
-pub async fn eventually_or_show<T, F, Fut>(
+/// [`eventually`], whose timeout's panic ends with what `shown` returns then (the operator
+/// module's `eventually_or_show` shows oz's last log lines this way).
+pub async fn eventually_then_show<T, F, Fut>(
     timeout: Duration,
     what: &str,
-    operators: &[&Operator],
+    shown: impl FnOnce() -> String,
     mut check: F,
 ) -> T
 where
@@ -33,8 +31,8 @@ where
             return value;
         }
         if tokio::time::Instant::now() > deadline {
-            let logs: String = operators.iter().map(|o| o.log_tail(60)).collect();
-            panic!("timed out after {timeout:?} waiting for {what}{logs}");
+            let shown = shown();
+            panic!("timed out after {timeout:?} waiting for {what}{shown}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

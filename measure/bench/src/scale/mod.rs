@@ -24,11 +24,9 @@ use crate::{
 mod restart;
 
 use restart::restart;
+mod setup;
 pub use restart::{RestartResults, expiries_in_force, timers_armed};
-
-const TEMPLATE: &str = "app";
-/// How long after the canaries' expiry the benchmark waits for their revocation.
-const CANARY_WAIT: Duration = Duration::from_secs(240);
+use setup::{CANARY_WAIT, TEMPLATE, namespace};
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ScaleResults {
@@ -122,10 +120,6 @@ async fn object_bytes(admin: &kube::Client, namespace: &str, name: &str) -> Resu
         role_binding,
         role_binding_without_managed_fields,
     })
-}
-
-fn namespace(i: usize) -> String {
-    format!("bench-scale-{i:03}")
 }
 
 /// Runs every scale point of the sizes in turn, each adding grants (and namespaces) to what

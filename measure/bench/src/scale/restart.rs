@@ -25,7 +25,7 @@ use kube::{Api, api::ListParams};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use serde::Serialize;
 
-use super::{CANARY_WAIT, TEMPLATE, namespace};
+use super::setup::{CANARY_WAIT, TEMPLATE, namespace};
 use crate::{
     Bench, Result,
     cluster::{self, RequestSpec},

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::json;
 use tower::ServiceExt;
 
-use super::{Body, DIRECT_NAMESPACE, TEMPLATE, allowed};
+use super::reviews::{Body, DIRECT_NAMESPACE, TEMPLATE, allowed};
 use crate::{
     Bench, Result, cluster,
     stats::{Latencies, Summary},

@@ -20,7 +20,6 @@ use std::{
 };
 
 use http::{StatusCode, Uri};
-use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use oz_api::{ExecAccessRequest, RequestPhase};
@@ -48,12 +47,11 @@ mod audit_breakdown;
 pub use apiserver::{ApiserverResults, through_apiserver};
 pub use audit_breakdown::AuditBreakdown;
 use audit_breakdown::audit_breakdown;
+mod reviews;
+use reviews::{Body, DIRECT_NAMESPACE, TEMPLATE, allowed};
 
-/// Namespace of the direct calls: Deployment web (1 pod), template web, alice's grant.
-const DIRECT_NAMESPACE: &str = "bench-webhooks";
 /// Namespace of the calls through the apiserver.
 const APISERVER_NAMESPACE: &str = "bench-admission";
-const TEMPLATE: &str = "web";
 /// A direct call not answered within this counts as an error (the apiserver's audit timeout is
 /// 5 s, its request webhook timeout 10 s).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -120,32 +118,6 @@ pub struct DirectRun {
 pub struct DirectResults {
     pub runs: Vec<DirectRun>,
     pub audit_breakdown: AuditBreakdown,
-}
-
-/// An AdmissionReview body with a fresh uid per call.
-#[derive(Clone)]
-struct Body {
-    before_uid: String,
-    after_uid: String,
-}
-
-impl Body {
-    const UID: &'static str = "UID-PLACEHOLDER";
-
-    fn new(review: serde_json::Value) -> Self {
-        let text = review.to_string();
-        let (before, after) = text
-            .split_once(Self::UID)
-            .expect("the review carries the uid placeholder");
-        Self {
-            before_uid: before.into(),
-            after_uid: after.into(),
-        }
-    }
-
-    fn render(&self, i: usize) -> Bytes {
-        Bytes::from(format!("{}bench-{i}{}", self.before_uid, self.after_uid))
-    }
 }
 
 fn user() -> serde_json::Value {
@@ -216,11 +188,6 @@ fn create_review(namespace: &str, stamped: bool) -> serde_json::Value {
             "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
         }
     })
-}
-
-fn allowed(body: &[u8]) -> bool {
-    const ALLOWED: &[u8] = b"\"allowed\":true";
-    body.windows(ALLOWED.len()).any(|w| w == ALLOWED)
 }
 
 /// A namespace with Deployment web (1 pod), template web, and alice's Ready grant for the pod.
