@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test image release bench crds manifests fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
+.PHONY: run test image release bench crds manifests fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane with two kwok nodes, oz-manager and a demo; Ctrl-C stops everything
 run:
 	hack/run-local.sh
 
-## test: everything CI checks: formatting, lints, CRD and install drift, unit and integration tests
-test: fmt-check clippy doc-check fuzz-check testenv-script-test cargo-test make-run-test
+## test: everything CI checks: formatting, lints, the layout (no import cycles, no file over 600 lines), CRD and install drift, unit and integration tests
+test: fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test
 
 ## image: oz-manager in a minimal non-root image, built here with nothing pulled: static x86_64
 ##        (musl) binaries, assembled by buildah into target/image/oz.oci.tar, tagged oz:VERSION.
@@ -49,6 +49,10 @@ fmt-check:
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# No import cycle between the files of a crate, no source file over 600 lines (docs/development.md).
+structure-check:
+	hack/check-structure.py
 
 # The module docs say which file holds each step and link to it: a moved file breaks the build.
 doc-check:

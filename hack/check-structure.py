@@ -310,8 +310,49 @@ def is_test_file(path):
     return os.path.basename(path) in ("tests.rs", "fixtures.rs") or "/tests/" in "/" + rel or rel.startswith("tests/")
 
 
+def self_test():
+    """The checker on a crate made here: it must name the cycle and the long file, and must
+    not take a re-export, a test module or a doc comment for an import."""
+    import tempfile
+    global ROOT
+    saved = ROOT
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {
+            "Cargo.toml": "[package]\nname = \"t\"\n",
+            # A real cycle (a <-> b); lib.rs re-exports (no arrow of their own) and uses c.rs.
+            "src/lib.rs": "mod a;\nmod b;\nmod c;\npub mod d;\nmod f;\npub use d::Dee;\n"
+            "pub use f::Eff;\npub const ROOT: u8 = 0;\npub fn takes(_: c::Shared) {}\n",
+            "src/a.rs": "use crate::b::Bee;\npub struct Ay;\n",
+            "src/b.rs": "pub struct Bee(super::a::Ay);\n",
+            # crate::Dee is e.rs's (through two re-exports), not lib.rs's; the doc link and
+            # the test module name lib.rs, and neither is an import.
+            "src/c.rs": "/// [`crate::ROOT`]\npub struct Shared(pub crate::Dee);\n"
+            "#[cfg(test)]\nmod tests {\n    use crate::ROOT;\n}\n",
+            "src/d/mod.rs": "mod e;\npub use e::Dee;\n",
+            "src/d/e.rs": "pub struct Dee;\n" + "// filler\n" * (MAX_LINES + 1),
+            # f.rs names lib.rs's ROOT, and lib.rs only re-exports f.rs's Eff.
+            "src/f.rs": "pub struct Eff;\npub const Y: u8 = crate::ROOT;\n",
+        }
+        for name, text in files.items():
+            path = os.path.join(tmp, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        ROOT = tmp
+        crate = Crate("t", [os.path.join(tmp, "src/lib.rs")])
+        found = [sorted(os.path.relpath(p, tmp) for p in c) for c in cycles(crate.arrows())]
+        ROOT = saved
+        expected = [["src/a.rs", "src/b.rs"]]
+        if found != expected:
+            sys.exit(f"hack/check-structure.py is broken: found cycles {found}, expected {expected}")
+        long_lines = 1 + MAX_LINES + 1
+        if long_lines - blank_test_lines(os.path.join(tmp, "src/d/e.rs")) <= MAX_LINES:
+            sys.exit("hack/check-structure.py is broken: a long file was not counted as long")
+
+
 def main():
     global ROOT
+    self_test()
     show_graph = "--graph" in sys.argv
     if "--root" in sys.argv:
         ROOT = os.path.abspath(sys.argv[sys.argv.index("--root") + 1])
