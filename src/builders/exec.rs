@@ -3,14 +3,14 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use k8s_openapi::api::{core::v1::Pod, rbac::v1::Subject};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, ResourceExt,
     api::{GetParams, ListParams},
 };
 use oz_api::{
     AccessTemplate, ControllerKind, CrossVersionObjectReference, ExecAccessRequest,
-    ExecAccessTemplate, SessionMode,
+    ExecAccessTemplate, Requester, SessionMode,
 };
 
 use super::{
@@ -35,7 +35,7 @@ impl AccessBuilder for ExecAccessBuilder {
         request: &ExecAccessRequest,
         template: &ExecAccessTemplate,
         grant: &GrantIdentity,
-        subjects: Vec<Subject>,
+        requester: &Requester,
         recorded_pod: Option<&str>,
     ) -> Result<Built, BuildError> {
         let target = &template.spec.controller_target_ref;
@@ -107,6 +107,7 @@ impl AccessBuilder for ExecAccessBuilder {
             SessionMode::Brokered => rbac::BROKERED_EXEC_PERMISSIONS,
         };
         let role = existing.as_ref();
+        let subjects = rbac::subjects_for(template.access_config(), requester);
         rbac::apply_grant(ctx, cache, grant, role, &pod_name, permissions, subjects).await?;
         Ok(Built {
             pod,

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::Pod;
-use oz_api::{AccessRequest, SessionMode};
+use oz_api::{AccessRequest, Requester, SessionMode};
 
 use crate::{Context, Error};
 
@@ -71,7 +71,8 @@ pub trait AccessBuilder: Copy + Send + Sync + 'static {
     /// their selectors are cached, which is all exec access needs.
     const CACHES_WORKLOADS: bool = false;
 
-    /// Creates (or re-applies) the access resources for `request`, bound to `subjects`.
+    /// Creates (or re-applies) the access resources for `request`, granted to `requester` (or
+    /// to whom the template's `grantTo` names instead: the builder chooses the subjects).
     /// `recorded_pod` is the pod chosen by an earlier reconcile, if any: it never changes.
     #[allow(clippy::too_many_arguments)]
     fn build(
@@ -81,7 +82,7 @@ pub trait AccessBuilder: Copy + Send + Sync + 'static {
         request: &Self::Request,
         template: &<Self::Request as AccessRequest>::Template,
         grant: &GrantIdentity,
-        subjects: Vec<k8s_openapi::api::rbac::v1::Subject>,
+        requester: &Requester,
         recorded_pod: Option<&str>,
     ) -> impl Future<Output = Result<Built, BuildError>> + Send;
 

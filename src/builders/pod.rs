@@ -2,16 +2,13 @@
 //! mutated as the template says, plus a Role and RoleBinding that let the grantee exec into and
 //! attach to that pod only.
 
-use k8s_openapi::api::{
-    core::v1::{Pod, PodTemplateSpec},
-    rbac::v1::Subject,
-};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ObjectMeta, PostParams, Preconditions},
 };
 use oz_api::{
-    AccessTemplate, PodAccessRequest, PodAccessTemplate, SESSIONS_GROUP, SessionMode,
+    AccessTemplate, PodAccessRequest, PodAccessTemplate, Requester, SESSIONS_GROUP, SessionMode,
     pod_mutation::{apply_resource_caps, mutate_pod_template},
 };
 
@@ -68,7 +65,7 @@ impl AccessBuilder for PodAccessBuilder {
         _request: &PodAccessRequest,
         template: &PodAccessTemplate,
         grant: &GrantIdentity,
-        subjects: Vec<Subject>,
+        requester: &Requester,
         _recorded_pod: Option<&str>,
     ) -> Result<Built, BuildError> {
         let existing = cache.role(ctx, grant).await?;
@@ -121,6 +118,7 @@ impl AccessBuilder for PodAccessBuilder {
             SessionMode::Brokered => BROKERED_POD_PERMISSIONS,
         };
         let role = existing.as_ref();
+        let subjects = rbac::subjects_for(template.access_config(), requester);
         rbac::apply_grant(ctx, cache, grant, role, &grant.name, permissions, subjects).await?;
         Ok(Built {
             ready: is_ready(&pod),

@@ -1,20 +1,26 @@
 //! The request reconciler, generic over ExecAccessRequest and PodAccessRequest. [`reconcile`]
 //! reads like Oz's sequence, one step per file, with a builder doing the work:
 //!
-//! 1. [`expire::is_access_over`]: an Expired or Denied request, or one past its `expiresAt`,
-//!    is granted nothing more;
-//! 2. [`template::verify_template`]: its template exists, and owns it;
-//! 3. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it until
-//!    Oz's end ([`adopt::keep_oz_grant`]), then revoked on time;
-//! 4. [`requester::verify_requester`]: its requester is in allowedGroups;
-//! 5. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
+//! 1. [`expire::is_access_over`]: an ended (Expired or Revoked) or Denied request, or one past
+//!    its `expiresAt`, is granted nothing more;
+//! 2. [`revoke::is_revocation_asked`]: a grant whose revocation was asked for ends now;
+//! 3. [`template::verify_template`]: its template exists, and owns it;
+//! 4. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it (the
+//!    requester and approval steps are skipped for it), until Oz's end;
+//! 5. [`requester::verify_requester`]: its requester is in allowedGroups;
+//! 6. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
 //!    add up (else it waits, or ends Denied or Expired);
-//! 6. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
+//! 7. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
 //!    creation or from approval;
-//! 7. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
+//! 8. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
 //!    it is;
-//! 8. [`build::verify_access_resources`]: the builder makes the grant;
-//! 9. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//! 9. [`build::verify_access_resources`]: the builder makes the grant for the requester (or
+//!    Oz's grant is kept, [`adopt::keep_oz_grant`]);
+//! 10. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//!
+//! Each step records what it found on one [`status::Pass`] and returns an [`outcome::Step`]:
+//! go on, or stop, saying how the pass ends ([`outcome::Stop`]). The reconcile then writes the
+//! status once. Ending a grant, whether a step or a timer ends it, is [`ending`]'s.
 //!
 //! News of each change (pending approval, approved, denied, ready, expiring soon, expired,
 //! break-glass) goes to the notifier once the status says it ([`notices`]).
@@ -25,8 +31,7 @@
 //! order makes no writes; the watch events of oz's own writes do not wake the request again
 //! ([`crate::own_writes`]).
 //!
-//! Every step records its conditions on one [`status::Pass`], written once. It differs from Oz
-//! where Oz is wrong:
+//! It differs from Oz where Oz is wrong:
 //!
 //! - access ends exactly at `expiresAt`: each grant's expiry timer fires at that instant and is
 //!   re-armed whenever the operator starts, so a grant never outlives its window by a polling
@@ -51,7 +56,7 @@ use kube::{
         reflector::{ObjectRef, Store},
     },
 };
-use oz_api::{AccessApproval, AccessRequest, AccessTemplate};
+use oz_api::{AccessApproval, AccessTemplate};
 
 use crate::{
     Context, Result,
@@ -62,18 +67,25 @@ mod adopt;
 mod approval;
 mod build;
 mod duration;
+mod ending;
 mod expire;
 mod notices;
+mod outcome;
 mod reconciling;
 mod requester;
 mod revoke;
 mod status;
+mod stores;
 pub mod table_timers;
 mod template;
 pub mod timers;
+mod wording;
 
+use build::Grantee;
+use outcome::{Stop, Wake};
 use reconciling::Reconciling;
 use status::Pass;
+pub use stores::RequestStores;
 use timers::ExpiryTimers;
 
 /// The context of one request controller: the shared context, its kind's builder, the
@@ -97,37 +109,6 @@ pub struct RequestReconciler<B: AccessBuilder> {
 
 /// A controller's stop signal, which any number of reconciles may wait on.
 pub type Stopping = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
-
-/// A request controller's caches of its requests and their templates, shared with its timers.
-pub struct RequestStores<R: AccessRequest> {
-    pub requests: Store<R>,
-    pub templates: Store<R::Template>,
-}
-
-impl<R: AccessRequest> Clone for RequestStores<R> {
-    fn clone(&self) -> Self {
-        Self {
-            requests: self.requests.clone(),
-            templates: self.templates.clone(),
-        }
-    }
-}
-
-impl<R: AccessRequest> RequestStores<R> {
-    /// The template `request` names, as the cache has it.
-    pub fn template_of(&self, request: &R) -> Option<Arc<R::Template>> {
-        let namespace = request.meta().namespace.as_deref().unwrap_or_default();
-        self.templates
-            .get(&ObjectRef::new(request.template_name()).within(namespace))
-    }
-
-    /// Waits until both stores have been filled by their first LIST.
-    pub async fn wait_until_ready(&self) {
-        // A store whose writer is gone belongs to a controller that is stopping.
-        let _ = self.requests.wait_until_ready().await;
-        let _ = self.templates.wait_until_ready().await;
-    }
-}
 
 impl<B: AccessBuilder> RequestReconciler<B> {
     pub fn new(
@@ -157,13 +138,12 @@ impl<B: AccessBuilder> RequestReconciler<B> {
 /// watch event takes milliseconds.
 const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Runs one step: goes on with what it found, or returns the action it ended the reconcile
-/// with.
+/// Runs one step: goes on with what it found, or returns how it stopped the pass.
 macro_rules! step {
     ($step:expr) => {
         match $step.await? {
             ControlFlow::Continue(found) => found,
-            ControlFlow::Break(action) => return Ok(action),
+            ControlFlow::Break(stop) => return Ok(stop),
         }
     };
 }
@@ -261,28 +241,52 @@ async fn reconcile_steps<B: AccessBuilder>(
         cache: &this.cache,
     };
     let mut pass = Pass::new(&**request);
+    let stop = steps(&r, &mut pass, &this.timers).await?;
+    write(&r, pass, stop).await
+}
 
-    step!(expire::is_access_over(&r, &mut pass));
-    step!(revoke::is_revocation_asked(&r, &mut pass));
-    let template = step!(template::verify_template(&r, &mut pass));
+/// The steps, in order, until one stops the pass.
+async fn steps<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    pass: &mut Pass,
+    timers: &ExpiryTimers<B>,
+) -> Result<Stop> {
+    step!(expire::is_access_over(r, pass));
+    step!(revoke::is_revocation_asked(r, pass));
+    let template = step!(template::verify_template(r, pass));
     let config = template.access_config();
-    if let Some(oz_grant) = adopt::oz_grant(&r).await? {
-        return adopt::keep_oz_grant(&r, pass, config, oz_grant, &this.timers).await;
-    }
-    let requester = step!(requester::verify_requester(&r, &mut pass, config));
-    let approved_at = step!(approval::verify_approval(&r, &mut pass, config, requester));
-    let expires_at = step!(duration::verify_duration(
-        &r,
-        &mut pass,
-        config,
-        approved_at
-    ));
-    step!(expire::is_access_expired(&r, &mut pass, expires_at));
+    let (grantee, approved_at) = match adopt::oz_grant(r).await? {
+        Some(oz) => (Grantee::Oz(oz), None),
+        None => {
+            let requester = step!(requester::verify_requester(r, pass, config));
+            let approved_at = step!(approval::verify_approval(r, pass, config, requester));
+            (Grantee::Requester(requester), approved_at)
+        }
+    };
+    let expires_at = step!(duration::verify_duration(r, pass, config, approved_at));
+    step!(expire::is_access_expired(r, pass, expires_at));
     // Before anything is built, so that nothing this pass creates can outlive it.
-    this.timers.arm(&r.grant, expires_at);
-    expire::still_valid(&mut pass);
+    timers.arm(&r.grant, expires_at);
+    expire::still_valid(pass);
     let built = step!(build::verify_access_resources(
-        &r, &mut pass, &template, requester, expires_at
+        r, pass, &template, grantee, expires_at
     ));
-    build::is_access_ready(&r, pass, config, &built, expires_at).await
+    Ok(build::is_access_ready(r, pass, config, &built, expires_at))
+}
+
+/// Ends the pass as `stop` says: the one place a reconcile writes the request's status.
+async fn write<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    mut pass: Pass,
+    stop: Stop,
+) -> Result<Action> {
+    match stop {
+        Stop::Write(wake) => pass.finish(r.ctx, r.request, wake).await,
+        Stop::Ended(at) => {
+            pass.finish(r.ctx, r.request, Wake::OnChange).await?;
+            ending::retain_then_delete(r.ctx, r.request, at).await
+        }
+        Stop::Retained(at) => ending::retain_then_delete(r.ctx, r.request, at).await,
+        Stop::Leave(action) => Ok(action),
+    }
 }

@@ -18,27 +18,12 @@ use oz_api::{
     conditions::{self, Observation},
 };
 
-use super::notices::{notice, notices_for};
+use super::{
+    notices::{notice, notices_for},
+    outcome::Wake,
+    wording::{became, granted_message},
+};
 use crate::{Context, Result, apply::apply_status, notify::NoticeKind, time};
-
-/// When a request is looked at again, if no watch wakes it first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wake {
-    /// Only when it, its template or its access resources change.
-    OnChange,
-    /// At this instant. The delay is computed as the reconcile returns, after its own API calls,
-    /// so that however long they take they cannot push a grant's end past `expiresAt`.
-    At(Timestamp),
-}
-
-impl Wake {
-    pub fn action(self) -> Action {
-        match self {
-            Wake::OnChange => Action::await_change(),
-            Wake::At(at) => Action::requeue(time::until(Timestamp::now(), at)),
-        }
-    }
-}
 
 /// An Event to publish about a request: its type, reason and note.
 pub type Note = (EventType, &'static str, String);
@@ -247,30 +232,6 @@ async fn template_sinks<R: AccessRequest>(
             None
         }
     }
-}
-
-/// What a Ready request is told, as its Event and its notice: "access to pod web-0 granted
-/// until 2026-01-01T01:00:00Z".
-pub fn granted_message(status: &RequestStatus) -> String {
-    format!(
-        "access to pod {} granted until {}",
-        status.pod_name.as_deref().unwrap_or_default(),
-        until(status)
-    )
-}
-
-/// `status.expiresAt`, as messages say it (empty before it is fixed).
-pub fn until(status: &RequestStatus) -> String {
-    status
-        .expires_at
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default()
-}
-
-/// Whether the request has just entered `phase`.
-pub fn became(previous: &RequestStatus, status: &RequestStatus, phase: RequestPhase) -> bool {
-    status.phase == Some(phase) && previous.phase != Some(phase)
 }
 
 /// The Events a status change from `previous` to `status` publishes: the steps' own `notes`,

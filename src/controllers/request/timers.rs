@@ -34,8 +34,8 @@ use tokio::{
 };
 
 use super::{
-    RequestStores,
-    expire::{record_expiry_by_timer, revoke_at_expiry},
+    ending::{record_expiry_by_timer, revoke_at_expiry},
+    stores::RequestStores,
 };
 use crate::{
     Context,
