@@ -11,8 +11,8 @@ use k8s_openapi::{
 };
 
 use super::{
-    InstallOptions,
-    workload::{address_ranges, oz_pods_policy},
+    options::InstallOptions,
+    pod_policies::{address_ranges, oz_pods_policy},
 };
 
 /// The policy's name: `<name>-egress`.

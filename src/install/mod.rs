@@ -33,14 +33,14 @@
 //! (the rules and the Roles holding them), [`workload`] (Services, Deployment, NetworkPolicy,
 //! webhook configurations) and [`yaml`] (the rendering).
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{DynamicObject, ObjectMeta};
 
 pub mod chart;
 pub mod egress;
+mod error;
+mod manifest;
 pub mod options;
+mod pod_policies;
 pub mod rbac;
 pub mod registration;
 pub mod user_roles;
@@ -58,45 +58,9 @@ pub use user_roles::is_users_role;
 pub use workload::{WEBHOOK_CLIENT_CA_DIR, WEBHOOK_CLIENT_CA_KEY, manager_args};
 pub use yaml::install_yaml;
 
-use yaml::ErasedObject;
-
-/// What can go wrong building an install.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    /// The options describe no valid install.
-    #[error("invalid install options: {0}")]
-    Invalid(String),
-    /// An object could not be turned into YAML.
-    #[error("could not render the install as YAML: {0}")]
-    Yaml(#[from] serde_saphyr::ser::Error),
-    /// An object could not be turned into JSON (it never can fail for these types).
-    #[error("could not serialise a {kind}: {source}")]
-    Json {
-        kind: String,
-        #[source]
-        source: serde_json::Error,
-    },
-}
-
-/// One object of the install and the comment rendered above it: what it is for and, for RBAC,
-/// why each rule exists.
-#[derive(Clone, Debug)]
-pub struct Manifest {
-    /// Comment lines, without the `# `.
-    pub comment: Vec<String>,
-    /// The object, with `apiVersion` and `kind`.
-    pub object: DynamicObject,
-}
-
-impl Manifest {
-    /// `object` under `comment`.
-    fn new(comment: Vec<String>, object: &dyn ErasedObject) -> Result<Self, ManifestError> {
-        Ok(Manifest {
-            comment,
-            object: object.to_dynamic()?,
-        })
-    }
-}
+pub use error::ManifestError;
+pub use manifest::Manifest;
+use manifest::meta;
 
 /// Every object of the install, in the order to apply them: the Namespace, the CRDs (if
 /// wanted), the ServiceAccount, oz's RBAC, the users' ClusterRoles, Services, the Deployment, the NetworkPolicy (if
@@ -127,27 +91,6 @@ pub fn install_objects(options: &InstallOptions) -> Result<Vec<Manifest>, Manife
     out.extend(user_roles::manifests(o)?);
     out.extend(workload::manifests(o)?);
     Ok(out)
-}
-
-/// The labels of every object oz installs.
-fn labels(options: &InstallOptions) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), "oz".to_string()),
-        (
-            "app.kubernetes.io/instance".to_string(),
-            options.name.clone(),
-        ),
-    ])
-}
-
-/// An object's metadata: its name, its namespace (none when cluster-scoped) and the install's labels.
-fn meta(options: &InstallOptions, name: &str, namespace: Option<&str>) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: namespace.map(Into::into),
-        labels: Some(labels(options)),
-        ..Default::default()
-    }
 }
 
 #[cfg(test)]

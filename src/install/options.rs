@@ -6,7 +6,7 @@ use std::{fmt, str::FromStr};
 use oz_api::AccessKind;
 use oz_webhooks::{Registration, WebhookEndpoint};
 
-use super::{ManifestError, registration::webhook_registration};
+use super::{error::ManifestError, registration::webhook_registration};
 
 /// The image of the default install: `oz`, tagged with this version, as `make image` builds
 /// it. No registry publishes it: load the image into the cluster's nodes, or push it to a
@@ -163,7 +163,7 @@ pub struct InstallOptions {
     pub unverified_webhook_callers: bool,
     /// The address ranges (CIDRs) oz-manager may connect to: the apiserver's and every
     /// notification sink's. When set, a NetworkPolicy allows egress to these and to name
-    /// servers only ([`super::egress`]). Empty: no egress policy.
+    /// servers only (`egress.rs`). Empty: no egress policy.
     pub egress_cidrs: Vec<String>,
     /// Where session recordings go (`--session-recordings`), e.g. `s3://BUCKET/PREFIX`;
     /// `None`: the pod's `emptyDir`, capped below its size limit. Never with credentials in

@@ -8,8 +8,9 @@ use k8s_openapi::api::rbac::v1::{
 };
 
 use super::{
-    Component, InstallOptions, Manifest, ManifestError, meta,
-    yaml::{COMMENT_WIDTH, wrap},
+    error::ManifestError,
+    manifest::{COMMENT_WIDTH, Manifest, meta, wrap},
+    options::{Component, InstallOptions},
 };
 
 mod rules;

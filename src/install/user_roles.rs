@@ -13,7 +13,11 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
-use super::{InstallOptions, Manifest, ManifestError, meta};
+use super::{
+    error::ManifestError,
+    manifest::{Manifest, meta},
+    options::InstallOptions,
+};
 
 /// The label prefix the ClusterRole aggregation controller reads for the built-in roles.
 const AGGREGATE_TO: &str = "rbac.authorization.k8s.io/aggregate-to-";

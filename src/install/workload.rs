@@ -14,10 +14,7 @@ use k8s_openapi::{
             SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
             VolumeMount,
         },
-        networking::v1::{
-            IPBlock, NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
-            NetworkPolicySpec,
-        },
+        networking::v1::{NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPort},
     },
     apimachinery::pkg::{
         api::resource::Quantity, apis::meta::v1::LabelSelector, util::intstr::IntOrString,
@@ -26,8 +23,14 @@ use k8s_openapi::{
 use kube::api::ObjectMeta;
 
 use super::{
-    Component, DEFAULT_NAME, HEALTH_PORT, InstallOptions, METRICS_PORT, Manifest, ManifestError,
-    RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT, labels, meta, options::join,
+    egress::egress_policy,
+    error::ManifestError,
+    manifest::{ErasedObject, Manifest, labels, meta, selector_labels},
+    options::{
+        Component, DEFAULT_NAME, HEALTH_PORT, InstallOptions, METRICS_PORT, RUN_AS, SESSIONS_PORT,
+        WEBHOOK_PORT, WEBHOOK_SERVICE_PORT, join,
+    },
+    pod_policies::{address_ranges, oz_pods_policy},
 };
 
 const CONTAINER: &str = "manager";
@@ -55,7 +58,7 @@ pub const SESSION_RECORDINGS_MAX_TOTAL_SIZE: &str = "896Mi";
 /// a caBundle.
 pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
     let mut out = Vec::new();
-    let mut push = |comment: Vec<String>, object: &dyn super::yaml::ErasedObject| {
+    let mut push = |comment: Vec<String>, object: &dyn ErasedObject| {
         out.push(Manifest::new(comment, object)?);
         Ok::<_, ManifestError>(())
     };
@@ -105,7 +108,7 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
                 ),
                 "Enforced only where the network plugin implements NetworkPolicy.".into(),
             ],
-            &super::egress::egress_policy(o),
+            &egress_policy(o),
         )?;
     }
 
@@ -183,13 +186,6 @@ fn webhook_service(o: &InstallOptions) -> Service {
         });
     }
     service
-}
-
-/// The labels the Deployment's pods carry and the Services select.
-fn selector_labels(options: &InstallOptions) -> BTreeMap<String, String> {
-    let mut labels = labels(options);
-    labels.insert("app.kubernetes.io/component".into(), "manager".into());
-    labels
 }
 
 /// Adds the install's labels to an object built elsewhere (the webhook configurations).
@@ -494,41 +490,6 @@ fn network_policy(options: &InstallOptions) -> NetworkPolicy {
         },
     ]);
     policy
-}
-
-/// A NetworkPolicy peer for each of `cidrs`.
-pub(super) fn address_ranges(cidrs: &[String]) -> Vec<NetworkPolicyPeer> {
-    cidrs
-        .iter()
-        .map(|cidr| NetworkPolicyPeer {
-            ip_block: Some(IPBlock {
-                cidr: cidr.clone(),
-                except: None,
-            }),
-            ..Default::default()
-        })
-        .collect()
-}
-
-/// A NetworkPolicy named `name` that selects oz-manager's pods, of `policy_type` (`Ingress` or
-/// `Egress`), without rules yet: selecting the pods closes what no rule opens.
-pub(super) fn oz_pods_policy(
-    options: &InstallOptions,
-    name: &str,
-    policy_type: &str,
-) -> NetworkPolicy {
-    NetworkPolicy {
-        metadata: meta(options, name, Some(&options.namespace)),
-        spec: Some(NetworkPolicySpec {
-            pod_selector: Some(LabelSelector {
-                match_labels: Some(selector_labels(options)),
-                match_expressions: None,
-            }),
-            policy_types: Some(vec![policy_type.into()]),
-            ingress: None,
-            egress: None,
-        }),
-    }
 }
 
 /// The container runtime's default seccomp profile.
