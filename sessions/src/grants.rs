@@ -3,7 +3,7 @@
 //! Every replica watches both request kinds and both template kinds (in the broker's
 //! namespaces, or all), leader or not: it chooses grants from what it has seen
 //! ([`choose_grant`], a plain function), and its open sessions re-judge their grant on every
-//! change ([`GrantCache::subscribe`]).
+//! change ([`RequestTemplateCache::subscribe`]).
 
 use std::{fmt::Debug, pin::pin, sync::Arc, time::Duration};
 
@@ -127,7 +127,7 @@ pub fn choose_grant(
 
 /// The requests and templates this replica has seen, kept current by watches.
 #[derive(Clone)]
-pub struct GrantCache {
+pub struct RequestTemplateCache {
     exec_requests: Vec<Store<ExecAccessRequest>>,
     pod_requests: Vec<Store<PodAccessRequest>>,
     exec_templates: Vec<Store<ExecAccessTemplate>>,
@@ -135,7 +135,7 @@ pub struct GrantCache {
     changes: watch::Receiver<u64>,
 }
 
-impl GrantCache {
+impl RequestTemplateCache {
     /// Starts the watches: in each of `namespaces`, or in all of them when it is empty. The
     /// tasks run until aborted.
     pub fn start(client: &Client, namespaces: &[String]) -> (Self, Vec<JoinHandle<()>>) {

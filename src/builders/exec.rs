@@ -14,11 +14,10 @@ use oz_api::{
 };
 
 use super::{
-    AccessBuilder, BuildError, Built, GrantCache, GrantIdentity, is_running, rbac, revoke_grant,
-    selector,
+    AccessBuilder, BuildError, Built, GrantIdentity, is_running, rbac, revoke_grant, selector,
     workload::{self, Lookup, Workload},
 };
-use crate::{Context, Error};
+use crate::{Context, Error, cache::BuildCaches};
 
 /// Builds exec access: see the module docs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -31,7 +30,7 @@ impl AccessBuilder for ExecAccessBuilder {
     async fn build(
         &self,
         ctx: &Context,
-        cache: &GrantCache,
+        cache: &BuildCaches,
         request: &ExecAccessRequest,
         template: &ExecAccessTemplate,
         grant: &GrantIdentity,

@@ -116,10 +116,10 @@ async fn delete_own<K>(ctx: &Context, api: &Api<K>, grant: &GrantIdentity) -> Re
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    ctx.own_writes.deleting::<K>(&grant.namespace, &grant.name);
+    ctx.echoes.deleting::<K>(&grant.namespace, &grant.name);
     let existed = delete_if_present(api, &grant.name).await;
     if !matches!(existed, Ok(true)) {
-        ctx.own_writes.gone::<K>(&grant.namespace, &grant.name);
+        ctx.echoes.gone::<K>(&grant.namespace, &grant.name);
     }
     existed
 }

@@ -7,19 +7,15 @@ use std::future::Future;
 use k8s_openapi::api::core::v1::Pod;
 use oz_api::{AccessRequest, Requester, SessionMode};
 
-use crate::{Context, Error};
+use crate::{Context, Error, cache::BuildCaches};
 
-pub mod cache;
-pub mod cached_rbac;
 pub mod exec;
 pub mod grant;
-pub mod grant_store;
 pub mod pod;
 pub mod rbac;
 pub mod selector;
 pub mod workload;
 
-pub use cache::GrantCache;
 pub use exec::ExecAccessBuilder;
 pub use grant::{
     GrantIdentity, MANAGED_BY, blocking, controlled_by, grant_identity, grant_identity_of,
@@ -67,7 +63,7 @@ pub trait AccessBuilder: Copy + Send + Sync + 'static {
     type Request: AccessRequest;
     /// Whether the builder creates pods, so the controller must watch them.
     const OWNS_PODS: bool = false;
-    /// Whether the builder reads workloads from the cache ([`GrantCache::workloads`]): only
+    /// Whether the builder reads workloads from the cache ([`BuildCaches::workloads`]): only
     /// their selectors are cached, which is all exec access needs.
     const CACHES_WORKLOADS: bool = false;
 
@@ -78,7 +74,7 @@ pub trait AccessBuilder: Copy + Send + Sync + 'static {
     fn build(
         &self,
         ctx: &Context,
-        cache: &GrantCache,
+        cache: &BuildCaches,
         request: &Self::Request,
         template: &<Self::Request as AccessRequest>::Template,
         grant: &GrantIdentity,

@@ -13,11 +13,10 @@ use oz_api::{
 };
 
 use super::{
-    AccessBuilder, BuildError, Built, GrantCache, GrantIdentity, controlled_by, is_ready, rbac,
-    revoke_grant,
+    AccessBuilder, BuildError, Built, GrantIdentity, controlled_by, is_ready, rbac, revoke_grant,
     workload::{self, Lookup},
 };
-use crate::{Context, Error};
+use crate::{Context, Error, cache::BuildCaches};
 
 /// `kubectl exec` and `kubectl attach` into the access pod, and reading it.
 pub const POD_PERMISSIONS: &[rbac::PodPermission] = &[
@@ -61,7 +60,7 @@ impl AccessBuilder for PodAccessBuilder {
     async fn build(
         &self,
         ctx: &Context,
-        cache: &GrantCache,
+        cache: &BuildCaches,
         _request: &PodAccessRequest,
         template: &PodAccessTemplate,
         grant: &GrantIdentity,

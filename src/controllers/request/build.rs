@@ -38,8 +38,8 @@ pub enum Grantee<'a> {
     /// The requester, admitted (and approved, if the template asks for approval).
     Requester(&'a Requester),
     /// No one oz admitted: a grant Oz made before oz took over, kept as Oz made it
-    /// ([`adopt`]).
-    Oz(OzGrant),
+    /// ([`adopt`]). Boxed: it holds three whole objects, read once.
+    Oz(Box<OzGrant>),
 }
 
 /// What the builder made for the grantee, recorded as created (and the pod in
@@ -55,7 +55,7 @@ pub async fn verify_access_resources<B: AccessBuilder>(
         Grantee::Requester(requester) => requester,
         Grantee::Oz(grant) => {
             let config = template.access_config();
-            return go_on(adopt::keep_oz_grant(r, pass, config, grant, expires_at).await?);
+            return go_on(adopt::keep_oz_grant(r, pass, config, *grant, expires_at).await?);
         }
     };
     let recorded_pod = pass.status.pod_name.clone();

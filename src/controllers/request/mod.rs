@@ -29,7 +29,7 @@
 //! grant's Role and RoleBinding, the workload's selector), and a grant's objects are written
 //! only when they differ from what they should be, so a reconcile that finds everything in
 //! order makes no writes; the watch events of oz's own writes do not wake the request again
-//! ([`crate::own_writes`]).
+//! ([`crate::cache::echoes`]).
 //!
 //! It differs from Oz where Oz is wrong:
 //!
@@ -60,7 +60,8 @@ use oz_api::{AccessApproval, AccessTemplate};
 
 use crate::{
     Context, Result,
-    builders::{AccessBuilder, GrantCache, grant_identity},
+    builders::{AccessBuilder, grant_identity},
+    cache::BuildCaches,
 };
 
 mod adopt;
@@ -99,7 +100,7 @@ pub struct RequestReconciler<B: AccessBuilder> {
     /// The decisions on the requests.
     pub approvals: Store<AccessApproval>,
     /// The grants' objects, and what they stand on.
-    pub cache: GrantCache,
+    pub cache: BuildCaches,
     /// Set once every cache above has been filled by its first LIST.
     caches_filled: tokio::sync::OnceCell<()>,
     /// Resolves once the controller is asked to stop: a reconcile still waiting for the
@@ -116,7 +117,7 @@ impl<B: AccessBuilder> RequestReconciler<B> {
         builder: B,
         stores: RequestStores<B::Request>,
         approvals: Store<AccessApproval>,
-        cache: GrantCache,
+        cache: BuildCaches,
         revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<B::Request>>,
         stopping: Stopping,
     ) -> Self {
@@ -173,7 +174,7 @@ pub async fn reconcile<B: AccessBuilder>(
 }
 
 /// `action`, unless a change by someone else to the request or its grant arrived while this
-/// reconcile was writing them and was held back as a possible echo ([`crate::own_writes`]):
+/// reconcile was writing them and was held back as a possible echo ([`crate::cache::echoes`]):
 /// then the request is looked at again.
 fn look_again_if_missed<B: AccessBuilder>(
     this: &RequestReconciler<B>,
@@ -183,7 +184,7 @@ fn look_again_if_missed<B: AccessBuilder>(
     let Ok(grant) = grant_identity(request) else {
         return action;
     };
-    let own = &this.ctx.own_writes;
+    let own = &this.ctx.echoes;
     let request_missed = own.take_missed(&grant.namespace, &grant.owner.name);
     let grant_missed = own.take_missed(&grant.namespace, &grant.name);
     if request_missed || grant_missed {
@@ -221,7 +222,7 @@ async fn reconcile_steps<B: AccessBuilder>(
     }
     let grant = grant_identity(&**request)?;
     let (namespace, name) = (&grant.namespace, &grant.owner.name);
-    if this.ctx.own_writes.ahead_of::<B::Request>(
+    if this.ctx.echoes.ahead_of::<B::Request>(
         namespace,
         name,
         request.meta().resource_version.as_deref(),
@@ -256,7 +257,7 @@ async fn steps<B: AccessBuilder>(
     let template = step!(template::verify_template(r, pass));
     let config = template.access_config();
     let (grantee, approved_at) = match adopt::oz_grant(r).await? {
-        Some(oz) => (Grantee::Oz(oz), None),
+        Some(oz) => (Grantee::Oz(Box::new(oz)), None),
         None => {
             let requester = step!(requester::verify_requester(r, pass, config));
             let approved_at = step!(approval::verify_approval(r, pass, config, requester));

@@ -1,5 +1,5 @@
 //! What a step of the request reconcile returns: go on with what it found, or stop here and
-//! say how the pass ends. Steps only record on the [`super::status::Pass`]; the reconcile
+//! say how the pass ends. Steps only record on the status pass (`Pass`); the reconcile
 //! writes it once, as the [`Stop`] says. A leaf: the steps and the reconcile import it, it
 //! imports no step.
 

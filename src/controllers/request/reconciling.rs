@@ -11,7 +11,8 @@ use super::{
 };
 use crate::{
     Context, Result,
-    builders::{AccessBuilder, GrantCache, GrantIdentity},
+    builders::{AccessBuilder, GrantIdentity},
+    cache::BuildCaches,
 };
 
 /// One request being reconciled, with what acting on its grant takes.
@@ -29,7 +30,7 @@ pub struct Reconciling<'a, B: AccessBuilder> {
     /// The requests and templates in the controller's scope, as the watch cache has them.
     pub stores: &'a RequestStores<B::Request>,
     /// The grants' objects and the workloads, as the watch caches have them.
-    pub cache: &'a GrantCache,
+    pub cache: &'a BuildCaches,
 }
 
 impl<B: AccessBuilder> Reconciling<'_, B> {

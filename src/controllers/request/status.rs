@@ -108,11 +108,7 @@ impl Pass {
         let (namespace, name) = (request.namespace().unwrap_or_default(), request.name_any());
         let before = request.meta().resource_version.as_deref();
         let applying = apply_status(&api, &name, &ours);
-        let stored = match ctx
-            .own_writes
-            .track(&namespace, &name, before, applying)
-            .await
-        {
+        let stored = match ctx.echoes.track(&namespace, &name, before, applying).await {
             // Deleted meanwhile (by a user, or with its template): nothing left to report on.
             Err(crate::Error::Kube(kube::Error::Api(status))) if status.code == 404 => {
                 return Ok(Action::await_change());
@@ -129,7 +125,7 @@ impl Pass {
                     .await
             };
             let stored_version = stored.meta().resource_version.as_deref();
-            ctx.own_writes
+            ctx.echoes
                 .track(&namespace, &name, stored_version, patching)
                 .await?;
         }

@@ -19,7 +19,7 @@ use oz_api::expiry_table::{
 };
 
 use super::{RequestReconciler, timers::ExpiryTimers};
-use crate::{builders::AccessBuilder, controllers::watches::Scope};
+use crate::{builders::AccessBuilder, scope::Scope};
 
 /// Rows per page: ~170 bytes each without their objects, so a page is under 1 MB. Pages of
 /// 2,000 and 5,000 took the same time at 50,000 rows.

@@ -122,7 +122,7 @@ async fn own_by_template<B: AccessBuilder>(
     let patching = api.patch(&name, &params, &patch);
     let before = r.request.meta().resource_version.as_deref();
     r.ctx
-        .own_writes
+        .echoes
         .track(&r.grant.namespace, &name, before, patching)
         .await?;
     Ok(())

@@ -8,7 +8,7 @@
 //! soonest, and each grant due is revoked on a task of its own (its resources deleted, its
 //! request marked Expired), after which its request is reconciled to finish what the timer
 //! could not. At start-up the timers are armed from the Table of requests, before their first
-//! LIST ([`super::table_timers`]), again as that LIST brings each request in, before the first
+//! LIST (the table of requests, `table_timers`), again as that LIST brings each request in, before the first
 //! reconcile, and by every reconcile that decides an expiry.
 //!
 //! A timer only ever takes access away, so it may be early but never late: arming a grant again
@@ -190,7 +190,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     }
 
     /// Arms the timer of a grant read from the Table of requests, before the first LIST
-    /// ([`super::table_timers`]): keyed as [`Self::arm_listed`] keys it, so that the LIST finds
+    /// (the table of requests, `table_timers`): keyed as [`Self::arm_listed`] keys it, so that the LIST finds
     /// it armed, and [`Self::forget_absent`] drops it if the request is gone by then.
     pub fn arm_from_row(&self, expiry: &ListedExpiry) {
         let grant = TimedGrant {

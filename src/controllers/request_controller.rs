@@ -1,8 +1,9 @@
-//! The watch wiring of each controller: what it watches, how a change maps to the objects to
-//! reconcile, how failed watches and reconciles are retried, and the grant gauge kept from the
-//! request cache.
+//! The request controller's wiring: what it watches (its requests, their templates and
+//! approvals, its grants' Roles, RoleBindings and Pods, and for exec access the workloads'
+//! selectors), how a change maps to the request to reconcile, and which watch events are only
+//! echoes of oz's own writes.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt, future::BoxFuture};
 use k8s_openapi::api::{
@@ -11,136 +12,32 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::DynamicObject,
     runtime::{
-        Controller, WatchStreamExt,
-        controller::{self, Action},
+        Controller, WatchStreamExt, controller,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
-use oz_api::{
-    AccessApproval, AccessRequest, AccessTemplate, ApprovedKind, ControllerKind, RequestPhase,
-    WatchedRequest,
-};
+use oz_api::{AccessApproval, AccessRequest, ApprovedKind, WatchedRequest};
 
 use super::{
+    active_grants::count_active_grants,
     request::{self, RequestReconciler, RequestStores},
-    template,
+    runner::{HasContext, WatchBackoff, drain, error_policy, until_stopped},
 };
 use crate::{
-    Context, Error,
-    builders::{
-        AccessBuilder, GrantCache, MANAGED_BY,
-        cache::{CachedWorkload, WorkloadStores},
-        cached_rbac::{WatchedBinding, WatchedRole},
-        grant::REQUEST_KIND_LABEL,
-        grant_identity,
-        grant_store::{GrantObject, GrantStore, GrantWriter},
-        workload::rollout_resource,
+    Context,
+    builders::{AccessBuilder, MANAGED_BY, grant::REQUEST_KIND_LABEL, grant_identity},
+    cache::{
+        BuildCaches,
+        build_caches::{CachedWorkload, WorkloadStores},
+        grant_rbac::{WatchedBinding, WatchedRole},
+        grant_rbac_store::{GrantObject, GrantRbacStore, GrantRbacWriter},
     },
+    scope::Scope,
 };
 
-/// Where the controllers look.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Every namespace.
-    Cluster,
-    /// One namespace.
-    Namespace(String),
-}
-
-impl Scope {
-    /// The one namespace watched, if the scope is one.
-    pub fn namespace(&self) -> Option<&str> {
-        match self {
-            Scope::Cluster => None,
-            Scope::Namespace(ns) => Some(ns),
-        }
-    }
-
-    pub(crate) fn api<
-        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-    >(
-        &self,
-        client: &Client,
-    ) -> Api<K> {
-        match self {
-            Scope::Cluster => Api::all(client.clone()),
-            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
-        }
-    }
-}
-
-pub async fn template_controller<T: AccessTemplate>(
-    ctx: Context,
-    scope: Scope,
-    rollouts_installed: bool,
-    shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
-) {
-    let client = ctx.client.clone();
-    let controller = Controller::new(scope.api::<T>(&client), watcher::Config::default());
-    let store = controller.store();
-    let mut controller = controller
-        .watches(
-            scope.api::<Deployment>(&client),
-            watcher::Config::default(),
-            templates_targeting(&store, ControllerKind::Deployment),
-        )
-        .watches(
-            scope.api::<StatefulSet>(&client),
-            watcher::Config::default(),
-            templates_targeting(&store, ControllerKind::StatefulSet),
-        )
-        .watches(
-            scope.api::<DaemonSet>(&client),
-            watcher::Config::default(),
-            templates_targeting(&store, ControllerKind::DaemonSet),
-        );
-    if rollouts_installed {
-        controller = controller.watches_with(
-            rollouts_api(&client, &scope),
-            rollout_resource(),
-            watcher::Config::default(),
-            templates_targeting(&store, ControllerKind::Rollout),
-        );
-    }
-    let label = T::kind(&()).to_string();
-    let run = drain(
-        controller
-            .trigger_backoff(WatchBackoff::default())
-            .graceful_shutdown_on(shutdown.clone())
-            .run(
-                template::reconcile::<T>,
-                error_policy::<T, _>("template"),
-                Arc::new(ctx),
-            ),
-        &label,
-    );
-    until_stopped(run, shutdown, store).await;
-}
-
-/// Maps a changed workload to the templates that target it.
-fn templates_targeting<T: AccessTemplate, W: ResourceExt>(
-    store: &Store<T>,
-    kind: ControllerKind,
-) -> impl Fn(W) -> Vec<ObjectRef<T>> + Send + Sync + 'static {
-    let store = store.clone();
-    move |workload: W| {
-        let (name, namespace) = (workload.name_any(), workload.namespace());
-        store
-            .state()
-            .iter()
-            .filter(|t| t.namespace() == namespace)
-            .filter(|t| {
-                t.target_ref()
-                    .is_some_and(|r| r.kind == kind && r.name == name)
-            })
-            .map(|t| ObjectRef::from_obj(&**t))
-            .collect()
-    }
-}
-
+/// Runs the request controller of `builder`'s kind in `scope` until `shutdown` resolves.
 pub async fn request_controller<B: AccessBuilder>(
     ctx: Context,
     scope: Scope,
@@ -150,7 +47,7 @@ pub async fn request_controller<B: AccessBuilder>(
     let client = ctx.client.clone();
     // Only the grants of this controller's kind: the other kind's controller watches its own.
     // Both cached every oz Role and RoleBinding before, and each consumed the other's echoes
-    // ([`crate::own_writes`]), so one in two of oz's own writes woke a request again.
+    // ([`crate::cache::echoes`]), so one in two of oz's own writes woke a request again.
     let kind_label = <B::Request as Resource>::kind(&());
     let owned = watcher::Config::default().labels(&format!(
         "{}={},{REQUEST_KIND_LABEL}={kind_label}",
@@ -189,7 +86,7 @@ pub async fn request_controller<B: AccessBuilder>(
     // and three pages of LISTs parsed at once set oz-manager's peak (oz-bench, restart at
     // 10,000 grants: 183 MiB at once, 148 MiB one after the other).
     let (requests_listed, first_list) = tokio::sync::watch::channel(false);
-    let (grants, roles_writer, bindings_writer) = GrantStore::new();
+    let (grants, roles_writer, bindings_writer) = GrantRbacStore::new();
     let role_changes = after_first_list(
         first_list.clone(),
         changes_by_others(
@@ -214,7 +111,7 @@ pub async fn request_controller<B: AccessBuilder>(
     } else {
         (None, Vec::new())
     };
-    let cache = GrantCache { grants, workloads };
+    let cache = BuildCaches { grants, workloads };
     let stores = RequestStores {
         requests: store.clone(),
         templates,
@@ -230,55 +127,14 @@ pub async fn request_controller<B: AccessBuilder>(
         revoked,
         shutdown.clone().boxed().shared(),
     ));
-    let (forgetting, cached, own) = (reconciler.clone(), store.clone(), ctx.own_writes.clone());
-    let echoes = ctx.own_writes.clone();
-    let lists = ctx.request_lists.clone();
-    // The expiry timers are armed from the Table of requests first, and again as this first
-    // LIST comes in (for the grants made since). In kube's pages of 500: pages of 2,000 listed
-    // 50,000 requests in 7.1 s instead of 9.6-13.2 s, which mattered while the timers waited
-    // for this LIST; now they do not, and each page of 2,000 held ~5 MB of JSON and ~8 MB of
-    // parsing at once (oz-bench's restart at 10,000 grants peaked at 104.5-112.9 MiB with them,
-    // 98.9-104.6 MiB without, in two runs each).
-    let request_pages = watcher::Config::default();
-    let requests = request::table_timers::after_arming_from_table(
-        client.clone(),
-        scope.clone(),
+    let requests = request_events(
+        &ctx,
+        &scope,
         reconciler.clone(),
-        watcher::watcher(
-            scope.api::<WatchedRequest<B::Request>>(&client),
-            request_pages,
-        ),
-    )
-    .map_ok(WatchedRequest::into_request_event)
-    .reflect(writer)
-    // A request that is gone needs no timer (its access goes with it, by owner reference),
-    // and the writes oz made to it and its grant will not echo.
-    .inspect(move |event| match event {
-        Ok(watcher::Event::Delete(request)) => {
-            forgetting.timers.forget(request);
-            let namespace = request.namespace().unwrap_or_default();
-            own.forget(&namespace, &request.name_any());
-            if let Ok(grant) = grant_identity(request) {
-                own.forget(&namespace, &grant.name);
-            }
-        }
-        Ok(watcher::Event::InitApply(request)) => forgetting.timers.arm_listed(request),
-        Ok(watcher::Event::InitDone) => {
-            forgetting.timers.forget_absent(&cached);
-            forgetting.timers.report_listed();
-            if requests_listed.send_if_modified(|listed| !std::mem::replace(listed, true)) {
-                lists.listed();
-            }
-        }
-        _ => {}
-    })
-    .applied_objects()
-    // oz's own status writes come back here too: the pass that wrote them has already
-    // decided everything they say.
-    .filter(move |request| {
-        let echo = matches!(request, Ok(r) if echoes.is_echo(r, false));
-        futures::future::ready(!echo)
-    });
+        store.clone(),
+        writer,
+        requests_listed,
+    );
     let controller = Controller::for_stream(requests, store.clone());
     let mut controller = controller
         .watches_stream(role_changes, |role| {
@@ -318,36 +174,77 @@ pub async fn request_controller<B: AccessBuilder>(
     futures::future::select(Box::pin(running), Box::pin(counting)).await;
 }
 
-/// Runs a controller (`run`, its stream drained) until it ends, or at once when `stop` comes
-/// before its `store` was filled by the first LIST. kube's runner starts no reconcile before
-/// that LIST, and even once stopping waits for it, while the stop has cut the watch that would
-/// make it: a controller whose LIST had not come (just started, or refused by RBAC or a missing
-/// CRD) never stopped. Then nothing can be in flight, so ending it loses nothing; once the
-/// store is filled, the graceful stop lets the reconciles in flight finish.
-async fn until_stopped<K>(
-    run: impl std::future::Future<Output = ()>,
-    stop: impl std::future::Future<Output = ()>,
-    store: Store<K>,
-) where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    let stopped_unlisted = async move {
-        stop.await;
-        if matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
-            futures::future::pending::<()>().await;
+/// The request watch, as the controller consumes it: started once the expiry timers have
+/// been armed from the Table of requests, reflected into `store`, arming and forgetting timers
+/// as requests come and go, and without the echoes of oz's own status writes.
+/// `requests_listed` is set once its first LIST is in.
+fn request_events<B: AccessBuilder>(
+    ctx: &Context,
+    scope: &Scope,
+    reconciler: Arc<RequestReconciler<B>>,
+    store: Store<B::Request>,
+    writer: reflector::store::Writer<B::Request>,
+    requests_listed: tokio::sync::watch::Sender<bool>,
+) -> impl Stream<Item = Result<B::Request, watcher::Error>> + Send + 'static {
+    let client = ctx.client.clone();
+    let (forgetting, cached, own) = (reconciler.clone(), store, ctx.echoes.clone());
+    let echoes = ctx.echoes.clone();
+    let lists = ctx.request_lists.clone();
+    // The expiry timers are armed from the Table of requests first, and again as this first
+    // LIST comes in (for the grants made since). In kube's pages of 500: pages of 2,000 listed
+    // 50,000 requests in 7.1 s instead of 9.6-13.2 s, which mattered while the timers waited
+    // for this LIST; now they do not, and each page of 2,000 held ~5 MB of JSON and ~8 MB of
+    // parsing at once (oz-bench's restart at 10,000 grants peaked at 104.5-112.9 MiB with them,
+    // 98.9-104.6 MiB without, in two runs each).
+    let request_pages = watcher::Config::default();
+    request::table_timers::after_arming_from_table(
+        client.clone(),
+        scope.clone(),
+        reconciler,
+        watcher::watcher(
+            scope.api::<WatchedRequest<B::Request>>(&client),
+            request_pages,
+        ),
+    )
+    .map_ok(WatchedRequest::into_request_event)
+    .reflect(writer)
+    // A request that is gone needs no timer (its access goes with it, by owner reference),
+    // and the writes oz made to it and its grant will not echo.
+    .inspect(move |event| match event {
+        Ok(watcher::Event::Delete(request)) => {
+            forgetting.timers.forget(request);
+            let namespace = request.namespace().unwrap_or_default();
+            own.forget(&namespace, &request.name_any());
+            if let Ok(grant) = grant_identity(request) {
+                own.forget(&namespace, &grant.name);
+            }
         }
-    };
-    futures::future::select(std::pin::pin!(run), std::pin::pin!(stopped_unlisted)).await;
+        Ok(watcher::Event::InitApply(request)) => forgetting.timers.arm_listed(request),
+        Ok(watcher::Event::InitDone) => {
+            forgetting.timers.forget_absent(&cached);
+            forgetting.timers.report_listed();
+            if requests_listed.send_if_modified(|listed| !std::mem::replace(listed, true)) {
+                lists.listed();
+            }
+        }
+        _ => {}
+    })
+    .applied_objects()
+    // oz's own status writes come back here too: the pass that wrote them has already
+    // decided everything they say.
+    .filter(move |request| {
+        let echo = matches!(request, Ok(r) if echoes.is_echo(r, false));
+        futures::future::ready(!echo)
+    })
 }
 
 /// The changes to a grant's objects of kind `K` that someone other than oz made, applied to
 /// `writer`'s store on the way: each of oz's own applies and deletes comes back as a watch
-/// event, which is dropped ([`crate::own_writes`]).
+/// event, which is dropped ([`crate::cache::echoes`]).
 fn changes_by_others<K>(
     api: Api<K>,
     config: watcher::Config,
-    mut writer: GrantWriter<K>,
+    mut writer: GrantRbacWriter<K>,
     ctx: &Context,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
@@ -355,7 +252,7 @@ where
     K: Resource<DynamicType = ()> + Send + Sync + 'static,
     K::Cached: Send + Sync,
 {
-    let own = ctx.own_writes.clone();
+    let own = ctx.echoes.clone();
     // No metadata to strip: the watched forms keep only what they read as they are parsed.
     watcher::watcher(api, config)
         .map_ok(move |event| {
@@ -446,127 +343,9 @@ fn request_decided<R: AccessRequest>(approval: AccessApproval) -> Option<ObjectR
         .then(|| ObjectRef::new(&decided.name).within(&approval.namespace().unwrap_or_default()))
 }
 
-/// Keeps `oz_active_grants` counting the Ready requests in the cache. The gauge is shared by
-/// every scope (one controller per watched namespace), so each adds what it counts, and takes
-/// it back when it stops.
-async fn count_active_grants<R: AccessRequest>(ctx: Context, store: Store<R>, kind: String) {
-    struct Counted {
-        gauge: prometheus_client::metrics::gauge::Gauge,
-        ready: i64,
-    }
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.gauge.dec_by(self.ready);
-        }
-    }
-    let mut counted = Counted {
-        gauge: ctx.metrics.active_grants_of(&kind),
-        ready: 0,
-    };
-    loop {
-        let ready = store
-            .state()
-            .iter()
-            .filter(|r| r.request_status().and_then(|s| s.phase) == Some(RequestPhase::Ready))
-            .count() as i64;
-        counted.gauge.inc_by(ready - counted.ready);
-        counted.ready = ready;
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    }
-}
-
-fn error_policy<K: Resource<DynamicType = ()>, C: HasContext>(
-    controller: &'static str,
-) -> impl Fn(Arc<K>, &Error, Arc<C>) -> Action {
-    move |object, error, this| {
-        tracing::warn!(%error, kind = %K::kind(&()), name = %object.name_any(), "reconcile failed; retrying");
-        this.context()
-            .metrics
-            .reconcile_failed(controller, &K::kind(&()), error.metric_label());
-        // Short: these are API failures (an apiserver restart, a conflict), and a grant's
-        // revocation may be waiting on this retry.
-        Action::requeue(Duration::from_secs(1))
-    }
-}
-
-/// How soon a failed watch is retried: 250 ms, doubling to at most 2 s, so watches resume within
-/// moments of the apiserver (or a lost permission) coming back. kube's default waits up to 30 s.
-#[derive(Clone, Copy, Debug)]
-struct WatchBackoff {
-    next: Duration,
-}
-
-impl WatchBackoff {
-    const FIRST: Duration = Duration::from_millis(250);
-    const MAX: Duration = Duration::from_secs(2);
-}
-
-impl Default for WatchBackoff {
-    fn default() -> Self {
-        Self { next: Self::FIRST }
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let current = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        Some(current)
-    }
-}
-
-impl kube::runtime::utils::Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-}
-
-/// Both reconcilers' contexts lead to the shared [`Context`].
-pub trait HasContext {
-    fn context(&self) -> &Context;
-}
-
-impl HasContext for Context {
-    fn context(&self) -> &Context {
-        self
-    }
-}
-
 impl<B: AccessBuilder> HasContext for RequestReconciler<B> {
     fn context(&self) -> &Context {
         &self.ctx
-    }
-}
-
-async fn drain<T: std::fmt::Debug, E: std::fmt::Display>(
-    stream: impl Stream<Item = Result<T, E>>,
-    kind: &str,
-) {
-    stream
-        .for_each(|result| async move {
-            match result {
-                Ok(_) => {}
-                Err(e) => tracing::debug!(kind, error = %e, "controller event"),
-            }
-        })
-        .await;
-}
-
-/// Whether Rollouts can be watched in `scope`: their CRD is installed and oz may list them
-/// there (a scoped install may not list them cluster-wide).
-pub async fn rollouts_installed(client: &Client, scope: &Scope) -> bool {
-    rollouts_api(client, scope)
-        .list(&kube::api::ListParams::default().limit(1))
-        .await
-        .is_ok()
-}
-
-fn rollouts_api(client: &Client, scope: &Scope) -> Api<DynamicObject> {
-    match scope {
-        Scope::Cluster => Api::all_with(client.clone(), &rollout_resource()),
-        Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &rollout_resource()),
     }
 }
 
