@@ -74,8 +74,7 @@ impl Context {
 impl Context {
     /// Publishes a Kubernetes Event about `regarding`, as a new Event. A Recorder per Event, as
     /// the webhooks do: a shared one keeps every Event it published in the last 6 minutes
-    /// (oz-bench: ~2 KB per grant made in that time, and a scan of them all on each publish)
-    /// and folds an Event with the same reason and object into a series that keeps the first
+    /// (heap for every grant made in that time, and a scan of them all on each publish) and folds an Event with the same reason and object into a series that keeps the first
     /// note. oz's Events mark changes of state, each worth its own line.
     pub async fn publish_event(
         &self,

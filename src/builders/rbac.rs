@@ -140,7 +140,7 @@ pub fn never_wider(existing: Option<&CachedBinding>, wanted: Vec<Subject>) -> Ve
 
 /// Writes the grant's Role and RoleBinding for `pod`, each only if the existing one (the
 /// builder's read of the Role, the cache's of the RoleBinding) differs from what it should be:
-/// re-applying an unchanged object is still a call (oz-bench counted two per reconcile), and a
+/// re-applying an unchanged object is still a call (two per reconcile), and a
 /// reconcile that changes nothing should make none. One that does not exist yet is created,
 /// one that differs is applied ([`create_or_apply`]).
 pub async fn apply_grant(

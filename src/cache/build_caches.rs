@@ -1,7 +1,7 @@
 //! What a request controller's watches hold of the objects grants are made of and stand on: the
 //! grants' Roles and RoleBindings and, for exec access, the workloads' selectors. Builders read
-//! them here instead of asking the apiserver on every reconcile (oz-bench counted a GET of each
-//! per reconcile). A cached copy that oz itself has just overwritten is not trusted: the
+//! them here instead of asking the apiserver on every reconcile (a GET of each per reconcile).
+//! A cached copy that oz itself has just overwritten is not trusted: the
 //! apiserver is asked then ([`crate::cache::echoes`]).
 
 use k8s_openapi::{

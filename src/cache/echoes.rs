@@ -5,7 +5,7 @@
 //! delete) is undone at once. oz's own apply or delete comes back through the same watch a few
 //! milliseconds later; reconciling the request again then only re-reads what oz has just written,
 //! from caches that may not have caught up yet, and could write a status or an Event twice
-//! (oz-bench's count: every grant was reconciled twice). Each write records what its watch event
+//! (every grant was reconciled twice). Each write records what its watch event
 //! will carry: the resourceVersion an apply returned, or a delete. The watch drops the one event
 //! that matches and lets every other through. An entry lives from the write until its event
 //! arrives; a request that is deleted takes its entries with it ([`Echoes::forget`]).

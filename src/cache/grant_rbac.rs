@@ -1,8 +1,8 @@
 //! What a request controller keeps of its grants' Roles and RoleBindings: not the objects, but
-//! what the builders read of them. oz-bench's heap profile at 3,000 grants found the two cached
-//! objects at ~3.6 KB per grant (labels alone are a B-tree node of 11 slots, ~550 bytes), more
-//! than the request itself; kept as kube objects with their own metadata and store keys, what
-//! was left of them was still ~1.5 KB (the grant store keeps them in one record instead).
+//! what the builders read of them. The two cached objects took more heap than the request itself
+//! (labels alone are a B-tree node of 11 slots), and kept as kube objects with their own
+//! metadata and store keys what was left of them was still large (the grant store keeps them in
+//! one record instead); the measurements are in docs/benchmarks.md.
 //!
 //! A builder asks three things of a grant's Role: is it exactly what oz would write, which pod
 //! does it name, and is it Brokered; and of a RoleBinding: is it exactly what oz would write,

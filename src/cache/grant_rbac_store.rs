@@ -3,8 +3,8 @@
 //! and the RoleBinding share the grant's name).
 //!
 //! kube's reflector stores hold each object behind its own `Arc`, under an `ObjectRef` key of
-//! four strings, and need a 360-byte `ObjectMeta` in every object; the two stores were ~1.5 KB
-//! of a grant's ~7.6 (oz-bench's heap profile). Here a grant is one map entry under its
+//! four strings, and need a whole `ObjectMeta` in every object: the two stores were a fifth of
+//! a grant's heap (docs/benchmarks.md). Here a grant is one map entry under its
 //! namespace's map, holding two fingerprints, two resourceVersions, its pod's name and a
 //! fingerprint per subject.
 //!

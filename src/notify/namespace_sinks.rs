@@ -1,6 +1,6 @@
 //! The namespaces' own sink Secrets (`oz-notifications`), watched by name, so that a notice
 //! costs no GET: a grant was five requests to the apiserver and this lookup the sixth, once per
-//! namespace and cache TTL (oz-bench's `calls` part).
+//! namespace and cache TTL.
 //!
 //! The watch asks for `metadata.name=oz-notifications` only. The apiserver authorizes a list or
 //! watch whose field selector names one object as a request for that object, so oz's RBAC rule

@@ -104,7 +104,7 @@ pub async fn verify_access_resources<B: AccessBuilder>(
 /// grant's expiry timer revokes it and marks it Expired exactly at `expiresAt`, and then has
 /// the request reconciled, to finish what the timer could not; its watches wake it earlier for
 /// anything else. So no reconcile is scheduled for the expiry: a requeue per grant in force
-/// was ~700 bytes each in kube's scheduler (oz-bench's heap profile), and woken at the same
+/// costs heap in kube's scheduler for every grant (docs/benchmarks.md), and woken at the same
 /// instant as the timer, the reconcile raced it (both deleted the Role and RoleBinding, and
 /// both wrote Expired).
 pub fn is_access_ready<B: AccessBuilder>(
