@@ -5,12 +5,16 @@ use std::time::Duration;
 use kube::runtime::reflector::Store;
 use oz_api::{AccessRequest, RequestPhase};
 
-use crate::Context;
+use crate::{Context, cache::requests::CachedRequest};
 
 /// Keeps `oz_active_grants` counting the Ready requests in the cache. The gauge is shared by
 /// every scope (one controller per watched namespace), so each adds what it counts, and takes
 /// it back when it stops.
-pub async fn count_active_grants<R: AccessRequest>(ctx: Context, store: Store<R>, kind: String) {
+pub async fn count_active_grants<R: AccessRequest>(
+    ctx: Context,
+    store: Store<CachedRequest<R>>,
+    kind: String,
+) {
     struct Counted {
         gauge: prometheus_client::metrics::gauge::Gauge,
         ready: i64,
@@ -28,7 +32,7 @@ pub async fn count_active_grants<R: AccessRequest>(ctx: Context, store: Store<R>
         let ready = store
             .state()
             .iter()
-            .filter(|r| r.request_status().and_then(|s| s.phase) == Some(RequestPhase::Ready))
+            .filter(|r| r.phase() == Some(RequestPhase::Ready))
             .count() as i64;
         counted.gauge.inc_by(ready - counted.ready);
         counted.ready = ready;

@@ -33,6 +33,7 @@ use crate::{
         build_caches::{CachedWorkload, WorkloadStores},
         grant_rbac::{WatchedBinding, WatchedRole},
         grant_rbac_store::{GrantObject, GrantRbacStore, GrantRbacWriter},
+        requests::CachedRequest,
     },
     scope::Scope,
 };
@@ -55,8 +56,7 @@ pub async fn request_controller<B: AccessBuilder>(
     ));
     // The requests are parsed without their managedFields, labels and annotations
     // (`WatchedRequest`): oz never reads them, and parsed managedFields are most of a request's
-    // memory (a tree of every field each manager set; oz-bench measured ~30 KB per grant with
-    // them cached).
+    // memory (a tree of every field each manager set).
     let (store, writer) = reflector::store();
     let concurrency = ctx.settings.max_concurrent_reconciles;
     let kind = <B::Request as Resource>::kind(&()).to_string();
@@ -83,8 +83,7 @@ pub async fn request_controller<B: AccessBuilder>(
     // The grants' Roles and RoleBindings, read by the builders instead of the apiserver; a
     // change to one that oz did not make wakes its request, which puts it back. Listed once
     // the requests are, not alongside them: no reconcile runs before all three are in anyway,
-    // and three pages of LISTs parsed at once set oz-manager's peak (oz-bench, restart at
-    // 10,000 grants: 183 MiB at once, 148 MiB one after the other).
+    // and three pages of LISTs parsed at once set oz-manager's peak memory after a restart.
     let (requests_listed, first_list) = tokio::sync::watch::channel(false);
     let (grants, roles_writer, bindings_writer) = GrantRbacStore::new();
     let role_changes = after_first_list(
@@ -156,7 +155,7 @@ pub async fn request_controller<B: AccessBuilder>(
             .graceful_shutdown_on(shutdown.clone())
             .run(
                 request::reconcile::<B>,
-                error_policy::<B::Request, _>("request"),
+                error_policy::<CachedRequest<B::Request>, _>("request"),
                 reconciler.clone(),
             ),
         &kind,
@@ -182,20 +181,18 @@ fn request_events<B: AccessBuilder>(
     ctx: &Context,
     scope: &Scope,
     reconciler: Arc<RequestReconciler<B>>,
-    store: Store<B::Request>,
-    writer: reflector::store::Writer<B::Request>,
+    store: Store<CachedRequest<B::Request>>,
+    writer: reflector::store::Writer<CachedRequest<B::Request>>,
     requests_listed: tokio::sync::watch::Sender<bool>,
-) -> impl Stream<Item = Result<B::Request, watcher::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<CachedRequest<B::Request>, watcher::Error>> + Send + 'static {
     let client = ctx.client.clone();
     let (forgetting, cached, own) = (reconciler.clone(), store, ctx.echoes.clone());
     let echoes = ctx.echoes.clone();
     let lists = ctx.request_lists.clone();
     // The expiry timers are armed from the Table of requests first, and again as this first
-    // LIST comes in (for the grants made since). In kube's pages of 500: pages of 2,000 listed
-    // 50,000 requests in 7.1 s instead of 9.6-13.2 s, which mattered while the timers waited
-    // for this LIST; now they do not, and each page of 2,000 held ~5 MB of JSON and ~8 MB of
-    // parsing at once (oz-bench's restart at 10,000 grants peaked at 104.5-112.9 MiB with them,
-    // 98.9-104.6 MiB without, in two runs each).
+    // LIST comes in (for the grants made since). In kube's pages of 500: larger pages listed
+    // faster, which mattered while the timers waited for this LIST; now they do not, and a
+    // larger page's JSON and parsing at once raised the peak after a restart.
     let request_pages = watcher::Config::default();
     request::table_timers::after_arming_from_table(
         client.clone(),
@@ -207,6 +204,8 @@ fn request_events<B: AccessBuilder>(
         ),
     )
     .map_ok(WatchedRequest::into_request_event)
+    // Kept packed ([`CachedRequest`]): the cached requests are most of oz-manager's heap.
+    .try_filter_map(|event| futures::future::ready(Ok(CachedRequest::event(event))))
     .reflect(writer)
     // A request that is gone needs no timer (its access goes with it, by owner reference),
     // and the writes oz made to it and its grant will not echo.
@@ -312,8 +311,8 @@ fn workload_stores(
 
 /// Maps a changed template to the requests that name it.
 fn requests_naming<R: AccessRequest>(
-    store: &Store<R>,
-) -> impl Fn(R::Template) -> Vec<ObjectRef<R>> + Send + Sync + 'static {
+    store: &Store<CachedRequest<R>>,
+) -> impl Fn(R::Template) -> Vec<ObjectRef<CachedRequest<R>>> + Send + Sync + 'static {
     let store = store.clone();
     move |template: R::Template| {
         let (name, namespace) = (template.name_any(), template.namespace());
@@ -332,12 +331,14 @@ fn requests_naming<R: AccessRequest>(
 fn owning_request<R: AccessRequest>(
     object: &impl ResourceExt,
     owner: Option<&str>,
-) -> Option<ObjectRef<R>> {
+) -> Option<ObjectRef<CachedRequest<R>>> {
     Some(ObjectRef::new(owner?).within(&object.namespace()?))
 }
 
 /// Maps a changed decision to the request of kind `R` it names, if any.
-fn request_decided<R: AccessRequest>(approval: AccessApproval) -> Option<ObjectRef<R>> {
+fn request_decided<R: AccessRequest>(
+    approval: AccessApproval,
+) -> Option<ObjectRef<CachedRequest<R>>> {
     let decided = &approval.spec.request_ref;
     (decided.kind == ApprovedKind::from(R::KIND))
         .then(|| ObjectRef::new(&decided.name).within(&approval.namespace().unwrap_or_default()))

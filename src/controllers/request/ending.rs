@@ -104,9 +104,7 @@ pub async fn record_expiry_by_timer<R: AccessRequest>(
     grant: &GrantIdentity,
     expires_at: Timestamp,
 ) -> Result<()> {
-    let Some(request) =
-        cached_or_read(ctx, &stores.requests, &grant.namespace, &grant.owner.name).await?
-    else {
+    let Some(request) = cached_or_read_request(ctx, stores, grant).await? else {
         return Ok(());
     };
     let mut pass = Pass::new(&*request);
@@ -126,6 +124,26 @@ pub async fn record_expiry_by_timer<R: AccessRequest>(
     record_expiry(&mut pass, expires_at);
     pass.finish(ctx, &*request, Wake::OnChange).await?;
     Ok(())
+}
+
+/// The request of `grant` as the cache has it, unpacked, or as the apiserver has it while the
+/// cache is not filled yet; `None` if it does not exist.
+async fn cached_or_read_request<R: AccessRequest>(
+    ctx: &Context,
+    stores: &RequestStores<R>,
+    grant: &GrantIdentity,
+) -> Result<Option<Arc<R>>> {
+    let (namespace, name) = (&grant.namespace, &grant.owner.name);
+    Ok(
+        match where_to_read(&stores.requests, &ObjectRef::new(name).within(namespace)) {
+            Source::Cache(cached) => Some(Arc::new(cached.request()?)),
+            Source::Gone => None,
+            Source::Apiserver => Api::<R>::namespaced(ctx.client.clone(), namespace)
+                .get_opt(name)
+                .await?
+                .map(Arc::new),
+        },
+    )
 }
 
 /// `name` in `namespace` as `store` has it, or as the apiserver has it while the store is not
@@ -161,7 +179,10 @@ enum Source<K> {
     Apiserver,
 }
 
-fn where_to_read<K: OzResource>(store: &Store<K>, key: &ObjectRef<K>) -> Source<K> {
+fn where_to_read<K>(store: &Store<K>, key: &ObjectRef<K>) -> Source<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
     match store.get(key) {
         Some(object) => Source::Cache(object),
         None if matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) => Source::Gone,

@@ -61,7 +61,7 @@ use oz_api::{AccessApproval, AccessTemplate};
 use crate::{
     Context, Result,
     builders::{AccessBuilder, grant_identity},
-    cache::BuildCaches,
+    cache::{BuildCaches, requests::CachedRequest},
 };
 
 mod adopt;
@@ -118,7 +118,7 @@ impl<B: AccessBuilder> RequestReconciler<B> {
         stores: RequestStores<B::Request>,
         approvals: Store<AccessApproval>,
         cache: BuildCaches,
-        revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<B::Request>>,
+        revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
         stopping: Stopping,
     ) -> Self {
         let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone(), revoked);
@@ -151,15 +151,19 @@ macro_rules! step {
 
 /// Reconciles one request.
 pub async fn reconcile<B: AccessBuilder>(
-    request: Arc<B::Request>,
+    request: Arc<CachedRequest<B::Request>>,
     this: Arc<RequestReconciler<B>>,
 ) -> Result<Action> {
     let _measure = this
         .ctx
         .metrics
         .count_and_measure("request", &B::Request::kind(&()));
-    let result = reconcile_steps(&request, &this).await;
-    let result = result.map(|action| look_again_if_missed(&this, &request, action));
+    let result = async {
+        let unpacked = request.request()?;
+        let action = reconcile_steps(&unpacked, &this).await?;
+        Ok(look_again_if_missed(&this, &unpacked, action))
+    }
+    .await;
     // Which version of which request was reconciled: what a reader of the log (or a test
     // waiting for a reconcile of an edit) looks for.
     tracing::debug!(
@@ -195,7 +199,7 @@ fn look_again_if_missed<B: AccessBuilder>(
 }
 
 async fn reconcile_steps<B: AccessBuilder>(
-    request: &Arc<B::Request>,
+    request: &B::Request,
     this: &RequestReconciler<B>,
 ) -> Result<Action> {
     if request.meta().deletion_timestamp.is_some() {
@@ -220,7 +224,7 @@ async fn reconcile_steps<B: AccessBuilder>(
         // would wait for it for good.
         () = this.stopping.clone() => return Ok(Action::await_change()),
     }
-    let grant = grant_identity(&**request)?;
+    let grant = grant_identity(request)?;
     let (namespace, name) = (&grant.namespace, &grant.owner.name);
     if this.ctx.echoes.ahead_of::<B::Request>(
         namespace,
@@ -235,13 +239,13 @@ async fn reconcile_steps<B: AccessBuilder>(
     let r = Reconciling {
         ctx: &this.ctx,
         builder: this.builder,
-        request: &**request,
+        request,
         grant,
         approvals: &this.approvals,
         stores: &this.stores,
         cache: &this.cache,
     };
-    let mut pass = Pass::new(&**request);
+    let mut pass = Pass::new(request);
     let stop = steps(&r, &mut pass, &this.timers).await?;
     write(&r, pass, stop).await
 }

@@ -6,9 +6,12 @@ use std::sync::Arc;
 use kube::runtime::reflector::{ObjectRef, Store};
 use oz_api::AccessRequest;
 
-/// A request controller's caches of its requests and their templates, shared with its timers.
+use crate::cache::requests::CachedRequest;
+
+/// A request controller's caches of its requests (packed) and their templates, shared with its
+/// timers.
 pub struct RequestStores<R: AccessRequest> {
-    pub requests: Store<R>,
+    pub requests: Store<CachedRequest<R>>,
     pub templates: Store<R::Template>,
 }
 
