@@ -8,7 +8,9 @@ use kube::{
     runtime::events::{Event, Recorder, Reporter},
 };
 
-use crate::{metrics::Metrics, notify::Notifier, own_writes::OwnWrites, start_order::RequestLists};
+use crate::{
+    cache::echoes::Echoes, manager::start_gate::RequestLists, metrics::Metrics, notify::Notifier,
+};
 
 /// Operator-wide settings the reconcilers follow.
 #[derive(Clone, Debug)]
@@ -45,7 +47,7 @@ pub struct Context {
     /// Sends news of requests to their sinks.
     pub notifier: Notifier,
     /// oz's writes to grants' objects whose watch events have not come back yet.
-    pub own_writes: OwnWrites,
+    pub echoes: Echoes,
     /// How many request controllers have listed their requests: what the webhooks' request
     /// cache waits for at start-up.
     pub request_lists: RequestLists,
@@ -63,7 +65,7 @@ impl Context {
             metrics,
             settings,
             notifier: Notifier::disabled(),
-            own_writes: OwnWrites::default(),
+            echoes: Echoes::default(),
             request_lists: RequestLists::default(),
         }
     }
@@ -72,8 +74,7 @@ impl Context {
 impl Context {
     /// Publishes a Kubernetes Event about `regarding`, as a new Event. A Recorder per Event, as
     /// the webhooks do: a shared one keeps every Event it published in the last 6 minutes
-    /// (oz-bench: ~2 KB per grant made in that time, and a scan of them all on each publish)
-    /// and folds an Event with the same reason and object into a series that keeps the first
+    /// (heap for every grant made in that time, and a scan of them all on each publish) and folds an Event with the same reason and object into a series that keeps the first
     /// note. oz's Events mark changes of state, each worth its own line.
     pub async fn publish_event(
         &self,

@@ -7,6 +7,8 @@
 //!   Exec and Pod kinds ([`oz_api::AccessKind`]), reading like Oz's sequence: fetch, verify the template,
 //!   decide the duration, check expiry, build, report readiness.
 //! - [`builders`]: the heavy lifting of a grant: the Role, RoleBinding (and Pod) a request owns.
+//! - [`cache`]: what the watches keep of the objects grants are made of and stand on, and the
+//!   echoes of oz's own writes they drop.
 //! - [`notify`]: news of requests, POSTed to the sinks their templates name.
 #![forbid(unsafe_code)]
 // oz is an application, not a library others call: its docs are for the people changing it
@@ -15,6 +17,7 @@
 
 pub mod apply;
 pub mod builders;
+pub mod cache;
 pub mod context;
 pub mod controllers;
 pub mod error;
@@ -22,8 +25,7 @@ pub mod install;
 pub mod manager;
 pub mod metrics;
 pub mod notify;
-pub mod own_writes;
-pub mod start_order;
+pub mod scope;
 pub mod time;
 
 pub use context::{Context, Settings};

@@ -3,9 +3,15 @@
 //! Every replica watches both request kinds and both template kinds (in the broker's
 //! namespaces, or all), leader or not: it chooses grants from what it has seen
 //! ([`choose_grant`], a plain function), and its open sessions re-judge their grant on every
-//! change ([`GrantCache::subscribe`]).
+//! change ([`RequestTemplateCache::subscribe`]).
 
-use std::{fmt::Debug, pin::pin, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    fmt::Debug,
+    pin::pin,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -20,7 +26,7 @@ use kube::{
 use oz_api::{
     AccessConfig, AccessKind, AccessRequest, AccessTemplate, Asked, ExecAccessRequest,
     ExecAccessTemplate, GrantSummary, PodAccessRequest, PodAccessTemplate, PodAction, Route,
-    SessionStream, duration::parse_positive_duration, granting,
+    SessionStream, WatchedRequest, duration::parse_positive_duration, granting,
 };
 use serde::de::DeserializeOwned;
 use tokio::{sync::watch, task::JoinHandle};
@@ -125,17 +131,19 @@ pub fn choose_grant(
     })
 }
 
-/// The requests and templates this replica has seen, kept current by watches.
+/// The requests and templates this replica has seen, kept current by watches. A request is
+/// kept only as the [`RequestView`] the broker reads, never whole: a cached request is most of
+/// the heap of a grant, and this replica may hold tens of thousands.
 #[derive(Clone)]
-pub struct GrantCache {
-    exec_requests: Vec<Store<ExecAccessRequest>>,
-    pod_requests: Vec<Store<PodAccessRequest>>,
+pub struct RequestTemplateCache {
+    exec_requests: Vec<RequestViews>,
+    pod_requests: Vec<RequestViews>,
     exec_templates: Vec<Store<ExecAccessTemplate>>,
     pod_templates: Vec<Store<PodAccessTemplate>>,
     changes: watch::Receiver<u64>,
 }
 
-impl GrantCache {
+impl RequestTemplateCache {
     /// Starts the watches: in each of `namespaces`, or in all of them when it is empty. The
     /// tasks run until aborted.
     pub fn start(client: &Client, namespaces: &[String]) -> (Self, Vec<JoinHandle<()>>) {
@@ -155,12 +163,16 @@ impl GrantCache {
             changes,
         };
         for scope in scopes {
-            cache
-                .exec_requests
-                .push(watch_into(api(client, scope), &changed, &mut tasks));
-            cache
-                .pod_requests
-                .push(watch_into(api(client, scope), &changed, &mut tasks));
+            cache.exec_requests.push(watch_views::<ExecAccessRequest>(
+                api(client, scope),
+                &changed,
+                &mut tasks,
+            ));
+            cache.pod_requests.push(watch_views::<PodAccessRequest>(
+                api(client, scope),
+                &changed,
+                &mut tasks,
+            ));
             cache
                 .exec_templates
                 .push(watch_into(api(client, scope), &changed, &mut tasks));
@@ -173,11 +185,8 @@ impl GrantCache {
 
     /// Waits until every watch has listed once.
     pub async fn ready(&self) {
-        for store in &self.exec_requests {
-            let _ = store.wait_until_ready().await;
-        }
-        for store in &self.pod_requests {
-            let _ = store.wait_until_ready().await;
+        for views in self.exec_requests.iter().chain(&self.pod_requests) {
+            views.wait_until_listed().await;
         }
         for store in &self.exec_templates {
             let _ = store.wait_until_ready().await;
@@ -195,21 +204,8 @@ impl GrantCache {
     /// The requests of both kinds in `namespace`.
     pub fn requests(&self, namespace: &str) -> Vec<RequestView> {
         let mut views: Vec<RequestView> = Vec::new();
-        for store in &self.exec_requests {
-            views.extend(
-                store
-                    .state_filter(|r| r.namespace().as_deref() == Some(namespace))
-                    .iter()
-                    .map(|r| RequestView::of(r.as_ref())),
-            );
-        }
-        for store in &self.pod_requests {
-            views.extend(
-                store
-                    .state_filter(|r| r.namespace().as_deref() == Some(namespace))
-                    .iter()
-                    .map(|r| RequestView::of(r.as_ref())),
-            );
+        for store in self.exec_requests.iter().chain(&self.pod_requests) {
+            views.extend(store.in_namespace(namespace));
         }
         views
     }
@@ -217,12 +213,14 @@ impl GrantCache {
     /// The request `kind`/`namespace`/`name`, if it exists.
     pub fn request(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<RequestView> {
         match kind {
-            AccessKind::Exec => {
-                find(&self.exec_requests, namespace, name).map(|r| RequestView::of(&*r))
-            }
-            AccessKind::Pod => {
-                find(&self.pod_requests, namespace, name).map(|r| RequestView::of(&*r))
-            }
+            AccessKind::Exec => self
+                .exec_requests
+                .iter()
+                .find_map(|views| views.get(namespace, name)),
+            AccessKind::Pod => self
+                .pod_requests
+                .iter()
+                .find_map(|views| views.get(namespace, name)),
         }
     }
 
@@ -255,6 +253,112 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
+}
+
+/// The views of the requests one watch has seen, by namespace and name. A re-list is gathered
+/// aside and replaces them once complete, as kube's reflector does with whole objects.
+#[derive(Clone)]
+struct RequestViews {
+    kept: Arc<RwLock<KeptViews>>,
+    listed: watch::Receiver<bool>,
+}
+
+#[derive(Default)]
+struct KeptViews {
+    current: HashMap<String, HashMap<String, RequestView>>,
+    relisting: Option<HashMap<String, HashMap<String, RequestView>>>,
+}
+
+impl KeptViews {
+    fn apply<R: AccessRequest>(&mut self, event: watcher::Event<WatchedRequest<R>>) -> bool {
+        fn insert(into: &mut HashMap<String, HashMap<String, RequestView>>, view: RequestView) {
+            into.entry(view.namespace.clone())
+                .or_default()
+                .insert(view.summary.name.clone(), view);
+        }
+        match event {
+            watcher::Event::Init => self.relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(WatchedRequest(request)) => {
+                insert(
+                    self.relisting.get_or_insert_default(),
+                    RequestView::of(&request),
+                );
+            }
+            watcher::Event::InitDone => {
+                self.current = self.relisting.take().unwrap_or_default();
+                return true;
+            }
+            watcher::Event::Apply(WatchedRequest(request)) => {
+                insert(&mut self.current, RequestView::of(&request));
+            }
+            watcher::Event::Delete(WatchedRequest(request)) => {
+                let view = RequestView::of(&request);
+                if let Some(names) = self.current.get_mut(&view.namespace) {
+                    names.remove(&view.summary.name);
+                    if names.is_empty() {
+                        self.current.remove(&view.namespace);
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
+impl RequestViews {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, KeptViews> {
+        self.kept.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn in_namespace(&self, namespace: &str) -> Vec<RequestView> {
+        self.read()
+            .current
+            .get(namespace)
+            .map(|names| names.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<RequestView> {
+        self.read().current.get(namespace)?.get(name).cloned()
+    }
+
+    /// Waits until the watch has listed once (for good if its task is gone).
+    async fn wait_until_listed(&self) {
+        let _ = self.listed.clone().wait_for(|listed| *listed).await;
+    }
+}
+
+/// Watches the requests of kind `R` in `api`'s scope into a new [`RequestViews`], bumping
+/// `changed` after each event is in it. Requests are parsed as [`WatchedRequest`]s, without
+/// the metadata no part of oz reads.
+fn watch_views<R: AccessRequest>(
+    api: Api<WatchedRequest<R>>,
+    changed: &Arc<watch::Sender<u64>>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> RequestViews {
+    let (listed_once, listed) = watch::channel(false);
+    let views = RequestViews {
+        kept: Arc::default(),
+        listed,
+    };
+    let (kept, changed) = (views.kept.clone(), changed.clone());
+    tasks.push(tokio::spawn(async move {
+        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let mut events = pin!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    let done = kept.write().unwrap_or_else(|e| e.into_inner()).apply(event);
+                    if done {
+                        listed_once.send_replace(true);
+                    }
+                    changed.send_modify(|generation| *generation += 1);
+                }
+                Err(e) => warn!(error = %e, kind = %R::kind(&()), "the sessions' grant watch failed; retrying"),
+            }
+        }
+    }));
+    views
 }
 
 /// Watches `api` into a new store, bumping `changed` after each event is in it.

@@ -3,22 +3,21 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use k8s_openapi::api::{core::v1::Pod, rbac::v1::Subject};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, ResourceExt,
     api::{GetParams, ListParams},
 };
 use oz_api::{
     AccessTemplate, ControllerKind, CrossVersionObjectReference, ExecAccessRequest,
-    ExecAccessTemplate, SessionMode,
+    ExecAccessTemplate, Requester, SessionMode,
 };
 
 use super::{
-    AccessBuilder, BuildError, Built, GrantCache, GrantIdentity, is_running, rbac, revoke_grant,
-    selector,
+    AccessBuilder, BuildError, Built, GrantIdentity, is_running, rbac, revoke_grant, selector,
     workload::{self, Lookup, Workload},
 };
-use crate::{Context, Error};
+use crate::{Context, Error, cache::BuildCaches};
 
 /// Builds exec access: see the module docs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -31,11 +30,11 @@ impl AccessBuilder for ExecAccessBuilder {
     async fn build(
         &self,
         ctx: &Context,
-        cache: &GrantCache,
+        cache: &BuildCaches,
         request: &ExecAccessRequest,
         template: &ExecAccessTemplate,
         grant: &GrantIdentity,
-        subjects: Vec<Subject>,
+        requester: &Requester,
         recorded_pod: Option<&str>,
     ) -> Result<Built, BuildError> {
         let target = &template.spec.controller_target_ref;
@@ -107,6 +106,7 @@ impl AccessBuilder for ExecAccessBuilder {
             SessionMode::Brokered => rbac::BROKERED_EXEC_PERMISSIONS,
         };
         let role = existing.as_ref();
+        let subjects = rbac::subjects_for(template.access_config(), requester);
         rbac::apply_grant(ctx, cache, grant, role, &pod_name, permissions, subjects).await?;
         Ok(Built {
             pod,
@@ -123,8 +123,7 @@ impl AccessBuilder for ExecAccessBuilder {
 
 /// The pod a grant was made for, if it still exists. Asked of the apiserver's watch cache first
 /// (`resourceVersion=0`): every reconcile of an exec grant checks its pod, a restart reconciles
-/// every grant, and a consistent GET is a read of etcd each (52,000 at oz-bench's largest
-/// point). A pod the cache does not show is asked for again, consistently, before the grant is
+/// every grant, and a consistent GET is a read of etcd each (docs/benchmarks.md). A pod the cache does not show is asked for again, consistently, before the grant is
 /// revoked for it: a cache a moment behind must not end a grant to a pod created a moment ago.
 async fn granted_pod(pods: &Api<Pod>, name: &str) -> kube::Result<Option<Pod>> {
     match pods.get_with(name, &GetParams::any()).await {
@@ -209,11 +208,11 @@ fn controlled_by(pod: &Pod, target: &CrossVersionObjectReference, workload: &Wor
 /// the pods yet stable across reconciles of the same request.
 ///
 /// The pods are listed from the apiserver's watch cache (`resourceVersion=0`): a consistent
-/// LIST waits for that cache to catch up with etcd, up to ~100 ms after any write (measured by
-/// oz-bench), which was most of the time to access. That cache is milliseconds behind etcd: a
+/// LIST waits for that cache to catch up with etcd after any write, which was most of the time
+/// to access (docs/benchmarks.md). That cache is milliseconds behind etcd: a
 /// pod it still shows but that has just gone is no different from one that goes a moment after
 /// it is granted (the grant names it; exec finds nothing), so the pick is not confirmed with a
-/// GET of its own (oz-bench counted it in every grant). Only when the cache shows no running
+/// GET of its own (a call in every grant). Only when the cache shows no running
 /// pod is the LIST repeated consistently, so a pod that has just started is not missed.
 async fn pick_running_pod(
     pods: &Api<Pod>,

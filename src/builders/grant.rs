@@ -7,8 +7,7 @@ use k8s_openapi::{
     api::rbac::v1::{Role, RoleBinding},
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
-use kube::{Api, ResourceExt};
-use oz_api::AccessRequest;
+use kube::{Api, Resource, ResourceExt};
 
 use crate::{Context, Error, apply::delete_if_present};
 
@@ -33,7 +32,7 @@ pub struct GrantIdentity {
 
 /// The identity of `request`'s grant: the shared object name `<request>-<uid8>` (Oz's naming),
 /// labels, and the controller owner reference.
-pub fn grant_identity<R: AccessRequest>(request: &R) -> Result<GrantIdentity, Error> {
+pub fn grant_identity<R: Resource<DynamicType = ()>>(request: &R) -> Result<GrantIdentity, Error> {
     let name = request.name_any();
     let namespace = request
         .namespace()
@@ -46,7 +45,7 @@ pub fn grant_identity<R: AccessRequest>(request: &R) -> Result<GrantIdentity, Er
 
 /// [`grant_identity`] of the request of kind `R` named `request` in `namespace`, with `uid`:
 /// for a holder that keeps only those three (an expiry timer, one per grant in force).
-pub fn grant_identity_of<R: AccessRequest>(
+pub fn grant_identity_of<R: Resource<DynamicType = ()>>(
     request: &str,
     namespace: String,
     uid: &str,
@@ -116,10 +115,10 @@ async fn delete_own<K>(ctx: &Context, api: &Api<K>, grant: &GrantIdentity) -> Re
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    ctx.own_writes.deleting::<K>(&grant.namespace, &grant.name);
+    ctx.echoes.deleting::<K>(&grant.namespace, &grant.name);
     let existed = delete_if_present(api, &grant.name).await;
     if !matches!(existed, Ok(true)) {
-        ctx.own_writes.gone::<K>(&grant.namespace, &grant.name);
+        ctx.echoes.gone::<K>(&grant.namespace, &grant.name);
     }
     existed
 }

@@ -5,21 +5,17 @@
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::Pod;
-use oz_api::{AccessRequest, SessionMode};
+use oz_api::{AccessRequest, Requester, SessionMode};
 
-use crate::{Context, Error};
+use crate::{Context, Error, cache::BuildCaches};
 
-pub mod cache;
-pub mod cached_rbac;
 pub mod exec;
 pub mod grant;
-pub mod grant_store;
 pub mod pod;
 pub mod rbac;
 pub mod selector;
 pub mod workload;
 
-pub use cache::GrantCache;
 pub use exec::ExecAccessBuilder;
 pub use grant::{
     GrantIdentity, MANAGED_BY, blocking, controlled_by, grant_identity, grant_identity_of,
@@ -67,21 +63,22 @@ pub trait AccessBuilder: Copy + Send + Sync + 'static {
     type Request: AccessRequest;
     /// Whether the builder creates pods, so the controller must watch them.
     const OWNS_PODS: bool = false;
-    /// Whether the builder reads workloads from the cache ([`GrantCache::workloads`]): only
+    /// Whether the builder reads workloads from the cache ([`BuildCaches::workloads`]): only
     /// their selectors are cached, which is all exec access needs.
     const CACHES_WORKLOADS: bool = false;
 
-    /// Creates (or re-applies) the access resources for `request`, bound to `subjects`.
+    /// Creates (or re-applies) the access resources for `request`, granted to `requester` (or
+    /// to whom the template's `grantTo` names instead: the builder chooses the subjects).
     /// `recorded_pod` is the pod chosen by an earlier reconcile, if any: it never changes.
     #[allow(clippy::too_many_arguments)]
     fn build(
         &self,
         ctx: &Context,
-        cache: &GrantCache,
+        cache: &BuildCaches,
         request: &Self::Request,
         template: &<Self::Request as AccessRequest>::Template,
         grant: &GrantIdentity,
-        subjects: Vec<k8s_openapi::api::rbac::v1::Subject>,
+        requester: &Requester,
         recorded_pod: Option<&str>,
     ) -> impl Future<Output = Result<Built, BuildError>> + Send;
 

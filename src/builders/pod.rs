@@ -2,25 +2,21 @@
 //! mutated as the template says, plus a Role and RoleBinding that let the grantee exec into and
 //! attach to that pod only.
 
-use k8s_openapi::api::{
-    core::v1::{Pod, PodTemplateSpec},
-    rbac::v1::Subject,
-};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ObjectMeta, PostParams, Preconditions},
 };
 use oz_api::{
-    AccessTemplate, PodAccessRequest, PodAccessTemplate, SESSIONS_GROUP, SessionMode,
+    AccessTemplate, PodAccessRequest, PodAccessTemplate, Requester, SESSIONS_GROUP, SessionMode,
     pod_mutation::{apply_resource_caps, mutate_pod_template},
 };
 
 use super::{
-    AccessBuilder, BuildError, Built, GrantCache, GrantIdentity, controlled_by, is_ready, rbac,
-    revoke_grant,
+    AccessBuilder, BuildError, Built, GrantIdentity, controlled_by, is_ready, rbac, revoke_grant,
     workload::{self, Lookup},
 };
-use crate::{Context, Error};
+use crate::{Context, Error, cache::BuildCaches};
 
 /// `kubectl exec` and `kubectl attach` into the access pod, and reading it.
 pub const POD_PERMISSIONS: &[rbac::PodPermission] = &[
@@ -64,11 +60,11 @@ impl AccessBuilder for PodAccessBuilder {
     async fn build(
         &self,
         ctx: &Context,
-        cache: &GrantCache,
+        cache: &BuildCaches,
         _request: &PodAccessRequest,
         template: &PodAccessTemplate,
         grant: &GrantIdentity,
-        subjects: Vec<Subject>,
+        requester: &Requester,
         _recorded_pod: Option<&str>,
     ) -> Result<Built, BuildError> {
         let existing = cache.role(ctx, grant).await?;
@@ -121,6 +117,7 @@ impl AccessBuilder for PodAccessBuilder {
             SessionMode::Brokered => BROKERED_POD_PERMISSIONS,
         };
         let role = existing.as_ref();
+        let subjects = rbac::subjects_for(template.access_config(), requester);
         rbac::apply_grant(ctx, cache, grant, role, &grant.name, permissions, subjects).await?;
         Ok(Built {
             ready: is_ready(&pod),

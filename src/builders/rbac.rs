@@ -5,11 +5,15 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::{Api, api::ObjectMeta};
 use oz_api::{AccessConfig, GrantTo, Requester, SESSIONS_GROUP, SessionMode};
 
-use super::{
-    GrantCache, GrantIdentity,
-    cached_rbac::{CachedBinding, CachedRole},
+use super::GrantIdentity;
+use crate::{
+    Context, Result,
+    apply::create_or_apply,
+    cache::{
+        BuildCaches,
+        grant_rbac::{CachedBinding, CachedRole},
+    },
 };
-use crate::{Context, Result, apply::create_or_apply};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -65,21 +69,6 @@ pub fn granted_session_mode(template: SessionMode, existing: Option<&CachedRole>
     match existing.map(|role| role.session_mode) {
         Some(SessionMode::Brokered) => SessionMode::Brokered,
         _ => template,
-    }
-}
-
-/// The session mode a grant's Role gives: Brokered when any rule is in [`SESSIONS_GROUP`].
-pub fn role_session_mode(role: &Role) -> SessionMode {
-    let brokered = role.rules.iter().flatten().any(|rule| {
-        rule.api_groups
-            .iter()
-            .flatten()
-            .any(|group| group == SESSIONS_GROUP)
-    });
-    if brokered {
-        SessionMode::Brokered
-    } else {
-        SessionMode::Direct
     }
 }
 
@@ -151,12 +140,12 @@ pub fn never_wider(existing: Option<&CachedBinding>, wanted: Vec<Subject>) -> Ve
 
 /// Writes the grant's Role and RoleBinding for `pod`, each only if the existing one (the
 /// builder's read of the Role, the cache's of the RoleBinding) differs from what it should be:
-/// re-applying an unchanged object is still a call (oz-bench counted two per reconcile), and a
+/// re-applying an unchanged object is still a call (two per reconcile), and a
 /// reconcile that changes nothing should make none. One that does not exist yet is created,
 /// one that differs is applied ([`create_or_apply`]).
 pub async fn apply_grant(
     ctx: &Context,
-    cache: &GrantCache,
+    cache: &BuildCaches,
     grant: &GrantIdentity,
     existing_role: Option<&CachedRole>,
     pod: &str,
@@ -167,7 +156,7 @@ pub async fn apply_grant(
     if !same_role(existing_role, &role) {
         let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &grant.namespace);
         let before = existing_role.map(CachedRole::resource_version);
-        ctx.own_writes
+        ctx.echoes
             .track(
                 &grant.namespace,
                 &grant.name,
@@ -182,7 +171,7 @@ pub async fn apply_grant(
     if !same_binding(existing.as_ref(), &binding) {
         let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &grant.namespace);
         let before = existing.as_ref().map(CachedBinding::resource_version);
-        ctx.own_writes
+        ctx.echoes
             .track(
                 &grant.namespace,
                 &grant.name,
@@ -221,6 +210,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     use super::*;
+    use crate::cache::grant_rbac::role_session_mode;
 
     fn grant() -> GrantIdentity {
         GrantIdentity {

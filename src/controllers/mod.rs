@@ -3,7 +3,8 @@
 //!
 //! - [`template`]: the template reconciler (target, durations, access command);
 //! - [`request`]: the request reconciler, one file per step, and its expiry timers;
-//! - [`watches`]: what each controller watches and how it is run.
+//! - [`mod@template_controller`] and [`mod@request_controller`]: what each watches and how a change
+//!   maps to what it reconciles; [`runner`]: how any of them is run, retried and stopped.
 
 use futures::future::BoxFuture;
 use oz_api::{AccessKind, AccessRequest};
@@ -11,17 +12,21 @@ use oz_api::{AccessKind, AccessRequest};
 use crate::{
     Context,
     builders::{AccessBuilder, ExecAccessBuilder, PodAccessBuilder},
+    scope::Scope,
 };
 
+pub mod active_grants;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod request;
+pub mod request_controller;
+pub mod runner;
 pub mod template;
-pub mod watches;
+pub mod template_controller;
 
 pub use request::RequestReconciler;
-pub use watches::Scope;
-use watches::{request_controller, rollouts_installed, template_controller};
+use request_controller::request_controller;
+use template_controller::{rollouts_installed, template_controller};
 
 /// The controllers for `kinds` in `scope`, as futures that run until `shutdown` resolves.
 pub async fn controllers(

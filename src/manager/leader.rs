@@ -34,6 +34,18 @@ use tokio::{
     time::Instant,
 };
 
+/// Whether this replica's controllers run: always without leader election, otherwise while it
+/// leads.
+pub enum Leading {
+    Always,
+    /// `looked` becomes true once the Lease has been looked at; `leading` says whether it is
+    /// ours ([`Leadership`]).
+    Elected {
+        looked: watch::Receiver<bool>,
+        leading: watch::Receiver<bool>,
+    },
+}
+
 /// How this replica takes part in leader election.
 #[derive(Clone, Debug)]
 pub struct LeaderElection {

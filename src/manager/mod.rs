@@ -12,7 +12,6 @@ use crate::{
     Context, controllers,
     metrics::Metrics,
     notify::{Notifier, NotifyMetrics},
-    start_order::{self, Leading, RequestLists},
 };
 
 pub mod access_probe;
@@ -24,6 +23,10 @@ pub mod leader;
 pub mod memory;
 pub mod sessions;
 mod shutdown;
+pub mod start_gate;
+
+use leader::Leading;
+use start_gate::RequestLists;
 
 pub use command::Command;
 pub use config::{LogFormat, ManagerConfig, RunArgs};
@@ -186,7 +189,7 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
 }
 
 /// Opens once this replica's request controllers (`expected` of them) have listed their
-/// requests, or once it is found not to lead ([`start_order`]).
+/// requests, or once it is found not to lead ([`start_gate`]).
 fn after_request_lists(
     lists: &RequestLists,
     expected: usize,
@@ -202,7 +205,7 @@ fn after_request_lists(
     };
     let lists = lists.clone();
     tokio::spawn(async move {
-        start_order::request_lists_done(&lists, expected, leading).await;
+        start_gate::request_lists_done(&lists, expected, leading).await;
         open.send_replace(true);
     });
     gate

@@ -14,12 +14,12 @@ use std::{
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use oz_api::{AccessKind, NotificationConfig};
 use tokio::sync::mpsc;
 
 pub mod delivery;
 pub mod metrics;
 pub mod namespace_sinks;
+mod notice;
 pub mod payload;
 pub mod sink_addresses;
 pub mod sinks;
@@ -27,57 +27,16 @@ pub mod sinks;
 pub use delivery::{Backoff, DeliveryConfig};
 pub use metrics::NotifyMetrics;
 use namespace_sinks::NamespaceSinks;
+pub use notice::{Notice, NoticeKind};
 pub use sink_addresses::SinkNetworks;
 use sinks::SinkResolver;
 
-use crate::controllers::Scope;
+use crate::scope::Scope;
 
 /// How long a (request, kind) already sent is remembered, so a repeat is dropped.
 const SEEN_FOR: Duration = Duration::from_secs(6 * 3600);
 /// At most this many (request, kind) pairs are remembered; the oldest are forgotten first.
 const SEEN_CAPACITY: usize = 100_000;
-
-/// What happened to a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NoticeKind {
-    PendingApproval,
-    Approved,
-    Denied,
-    Ready,
-    ExpiringSoon,
-    Expired,
-    BreakGlass,
-}
-
-/// One piece of news about one request, with what a sink is told about it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Notice {
-    pub kind: NoticeKind,
-    /// Which kind of request.
-    pub access: AccessKind,
-    pub namespace: String,
-    pub name: String,
-    /// The request's uid: with `kind`, it makes the CloudEvent's id, so a sink can drop
-    /// duplicates.
-    pub uid: String,
-    /// The template's `accessConfig.notifications`, if it has one.
-    pub sinks: Option<NotificationConfig>,
-    /// The request's requester.
-    pub requester: String,
-    /// The template's name.
-    pub template: String,
-    /// `spec.reason` and `spec.ticket`.
-    pub reason: Option<String>,
-    pub ticket: Option<String>,
-    /// The pod, once chosen.
-    pub pod: Option<String>,
-    /// `status.expiresAt`, once fixed.
-    pub expires_at: Option<Timestamp>,
-    /// Who approved (or denied), in order.
-    pub approvers: Vec<String>,
-    /// A sentence for humans: what happened and why.
-    pub message: String,
-}
 
 /// How the notifier queues, finds sinks and delivers.
 #[derive(Clone, Debug)]

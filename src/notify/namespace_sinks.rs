@@ -21,7 +21,7 @@ use kube::{
 };
 use oz_api::notifications::NAMESPACE_SINK_SECRET;
 
-use crate::controllers::Scope;
+use crate::scope::Scope;
 
 /// What the watch knows of a namespace's `oz-notifications`.
 #[derive(Debug)]

@@ -1,3 +1,5 @@
+use oz_api::AccessKind;
+
 use super::*;
 
 fn notice(uid: &str, kind: NoticeKind) -> Notice {

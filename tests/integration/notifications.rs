@@ -24,11 +24,11 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 use oz::{
-    controllers::Scope,
     install::{InstallOptions, watched_namespace_rules},
     notify::{
         Backoff, DeliveryConfig, Notice, NoticeKind, Notifier, NotifierConfig, NotifyMetrics,
     },
+    scope::Scope,
 };
 use oz_api::{
     AccessKind, NotificationConfig, SecretRef,

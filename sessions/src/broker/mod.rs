@@ -39,7 +39,7 @@ use tracing::{info, warn};
 
 use crate::{
     GrantRef, Identity, SessionInfo,
-    grants::{Grant, GrantCache, choose_grant},
+    grants::{Grant, RequestTemplateCache, choose_grant},
     kube_status, new_session_id,
 };
 
@@ -60,7 +60,7 @@ impl Broker {
     /// Starts the broker's watches of requests and templates (in `config.watch_namespaces`),
     /// with `client` (oz's own identity, which also opens the streams to the pods).
     pub fn start(client: Client, config: BrokerConfig) -> Broker {
-        let (grants, watches) = GrantCache::start(&client, &config.watch_namespaces);
+        let (grants, watches) = RequestTemplateCache::start(&client, &config.watch_namespaces);
         Broker {
             inner: Arc::new(Inner {
                 client,

@@ -8,7 +8,7 @@ use kube::Client;
 use oz_audit::AuditLog;
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::{grants::GrantCache, metrics::SessionMetrics, recording::Recordings};
+use crate::{grants::RequestTemplateCache, metrics::SessionMetrics, recording::Recordings};
 
 /// What the broker needs.
 #[derive(Clone, Debug)]
@@ -34,7 +34,7 @@ pub struct Broker {
 pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) config: BrokerConfig,
-    pub(super) grants: GrantCache,
+    pub(super) grants: RequestTemplateCache,
     pub(super) watches: Mutex<Vec<JoinHandle<()>>>,
     /// Set once, by `Broker::shutdown`.
     pub(super) shutdown: watch::Sender<bool>,

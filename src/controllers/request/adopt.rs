@@ -22,10 +22,11 @@ use k8s_openapi::api::{
     core::v1::Pod,
     rbac::v1::{Role, RoleBinding},
 };
+use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
-    runtime::{controller::Action, events::EventType},
+    runtime::events::EventType,
 };
 use oz_api::{
     AccessConfig, AccessRequest, RequestStatus, SessionMode, condition_reason as reason,
@@ -34,9 +35,7 @@ use oz_api::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
-use super::{
-    build, duration, expire, reconciling::Reconciling, status::Pass, timers::ExpiryTimers,
-};
+use super::{reconciling::Reconciling, status::Pass};
 use crate::{
     FIELD_MANAGER, Result,
     builders::{AccessBuilder, Built, controlled_by, is_ready},
@@ -90,27 +89,18 @@ pub async fn oz_grant<B: AccessBuilder>(r: &Reconciling<'_, B>) -> Result<Option
     Ok(Some(OzGrant { role, binding, pod }))
 }
 
-/// Keeps Oz's grant until Oz's end (creation plus the duration Oz decided, clamped to the
-/// template's max), with its expiry timer armed; at or after that end, revokes it now. The
-/// Role, RoleBinding and Pod get oz's labels, so oz's watches see them, but keep Oz's rules and
-/// subjects: rewriting them could take away access Oz gave within its window.
+/// Keeps Oz's grant, in force until `expires_at` (Oz's end: creation plus the duration Oz
+/// decided, clamped to the template's max, as the duration step decides for any grant), as
+/// what the build step found. The Role, RoleBinding and Pod get oz's labels, so oz's watches
+/// see them, but keep Oz's rules and subjects: rewriting them could take away access Oz gave
+/// within its window.
 pub async fn keep_oz_grant<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
-    mut pass: Pass,
+    pass: &mut Pass,
     config: &AccessConfig,
     grant: OzGrant,
-    timers: &ExpiryTimers<B>,
-) -> Result<Action> {
-    use std::ops::ControlFlow::{Break, Continue};
-    let expires_at = match duration::verify_duration(r, &mut pass, config, None).await? {
-        Continue(at) => at,
-        Break(action) => return Ok(action),
-    };
-    if let Break(action) = expire::is_access_expired(r, &mut pass, expires_at).await? {
-        return Ok(action);
-    }
-    timers.arm(&r.grant, expires_at);
-    expire::still_valid(&mut pass);
+    expires_at: Timestamp,
+) -> Result<Built> {
     // The objects as oz_grant just read them: no second read to see their labels.
     take_over(r, &grant.role).await?;
     take_over(r, &grant.binding).await?;
@@ -133,14 +123,13 @@ pub async fn keep_oz_grant<B: AccessBuilder>(
         created_message(B::OWNS_PODS, &r.grant.name),
     ));
     pass.status.pod_name = Some(pod_name);
-    let built = Built {
+    Ok(Built {
         // An exec grant is usable as soon as it exists; a pod grant once its pod is ready.
         ready: !B::OWNS_PODS || is_ready(&grant.pod),
         pod: grant.pod,
         created_message: String::new(),
         session_mode: SessionMode::Direct,
-    };
-    build::is_access_ready(r, pass, config, &built, expires_at).await
+    })
 }
 
 /// Puts oz's labels on `object`, one of the grant's, with oz's field manager, leaving everything

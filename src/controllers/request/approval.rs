@@ -7,8 +7,6 @@
 //! A template without an approval block passes straight through, and nothing about approvals
 //! is written to its requests' status.
 
-use std::ops::ControlFlow;
-
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{Resource, ResourceExt, runtime::controller::Action, runtime::events::EventType};
 use oz_api::{
@@ -20,8 +18,9 @@ use oz_api::{
 };
 
 use super::{
-    reconciling::{Reconciling, Step},
-    status::{Pass, Wake},
+    outcome::{Step, Stop, Wake, go_on, stop},
+    reconciling::Reconciling,
+    status::Pass,
 };
 use crate::{builders::AccessBuilder, time};
 
@@ -36,11 +35,11 @@ pub async fn verify_approval<B: AccessBuilder>(
 ) -> Step<Option<Timestamp>> {
     let Some(approval) = &config.approval else {
         forget_approval(&mut pass.status);
-        return Ok(ControlFlow::Continue(None));
+        return go_on(None);
     };
     // An unfilled cache would read as approvals withdrawn.
     if r.approvals.wait_until_ready().await.is_err() {
-        return Ok(ControlFlow::Break(Action::requeue(
+        return stop(Stop::Leave(Action::requeue(
             std::time::Duration::from_secs(1),
         )));
     }
@@ -63,7 +62,7 @@ pub async fn verify_approval<B: AccessBuilder>(
     match &tally.outcome {
         Outcome::Approved { at, break_glass } => {
             approved(pass, &tally, at, *break_glass);
-            Ok(ControlFlow::Continue(Some(at.0)))
+            go_on(Some(at.0))
         }
         Outcome::Denied { by, comment, .. } => {
             let message = match comment.as_deref().filter(|c| !c.trim().is_empty()) {
@@ -118,7 +117,7 @@ async fn deny<B: AccessBuilder, T>(
     message: String,
 ) -> Step<T> {
     let why = Observation::no(kind::APPROVED, reason::DENIED, message);
-    Ok(ControlFlow::Break(r.deny(pass, why).await?))
+    stop(r.deny(pass, why).await?)
 }
 
 /// Waits for decisions, granting nothing meanwhile, until `pendingTimeout` past creation; then
@@ -160,7 +159,7 @@ async fn pending<B: AccessBuilder, T>(
             "Expired",
             format!("{message}; nothing was granted"),
         );
-        return Ok(ControlFlow::Break(r.finish(pass, Wake::OnChange).await?));
+        return stop(Stop::Write(Wake::OnChange));
     }
     pass.observe(Observation::no(
         kind::APPROVED,
@@ -168,9 +167,7 @@ async fn pending<B: AccessBuilder, T>(
         waiting_message(approval, tally),
     ));
     pass.status.phase = Some(RequestPhase::PendingApproval);
-    Ok(ControlFlow::Break(
-        r.finish(pass, Wake::At(deadline)).await?,
-    ))
+    stop(Stop::Write(Wake::At(deadline)))
 }
 
 /// "1 of 2 approvals; waiting for a member of leads, ops".

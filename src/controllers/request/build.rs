@@ -1,11 +1,12 @@
 //! Steps: verify the access resources (the builder makes the grant's Role, RoleBinding and, for
-//! pod access, its Pod), then is the access ready (and what to tell the user).
+//! pod access, its Pod, for the requester; a grant Oz made is kept as Oz made it), then is the
+//! access ready (and what to tell the user).
 
-use std::{ops::ControlFlow, time::Duration};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::{ResourceExt, runtime::controller::Action};
+use kube::ResourceExt;
 use oz_api::{
     AccessConfig, AccessRequest, AccessTemplate, RequestPhase, Requester, SessionMode,
     access_command::{DEFAULT_ACCESS_COMMAND, RenderError, render_access_command},
@@ -16,13 +17,14 @@ use oz_api::{
 };
 
 use super::{
+    adopt::{self, OzGrant},
     notices::expiring_soon_message,
-    reconciling::{Reconciling, Step},
-    status::{Pass, Wake},
+    outcome::{Step, Stop, Wake, go_on, stop},
+    reconciling::Reconciling,
+    status::Pass,
 };
 use crate::{
-    Result,
-    builders::{AccessBuilder, BuildError, Built, rbac::subjects_for},
+    builders::{AccessBuilder, BuildError, Built},
     notify::NoticeKind,
     time,
 };
@@ -31,16 +33,31 @@ use crate::{
 /// will notice the fix (for example a workload whose pods are not running yet).
 const RETRY_INVALID: Duration = Duration::from_secs(30);
 
-/// What the builder made for `requester`, recorded as created (and the pod in
+/// Whom a grant is for, as the steps before the build found it.
+pub enum Grantee<'a> {
+    /// The requester, admitted (and approved, if the template asks for approval).
+    Requester(&'a Requester),
+    /// No one oz admitted: a grant Oz made before oz took over, kept as Oz made it
+    /// ([`adopt`]). Boxed: it holds three whole objects, read once.
+    Oz(Box<OzGrant>),
+}
+
+/// What the builder made for the grantee, recorded as created (and the pod in
 /// `status.podName`); or a Failed request, looked at again soon.
 pub async fn verify_access_resources<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
     pass: &mut Pass,
     template: &<B::Request as AccessRequest>::Template,
-    requester: &Requester,
+    grantee: Grantee<'_>,
     expires_at: Timestamp,
 ) -> Step<Built> {
-    let subjects = subjects_for(template.access_config(), requester);
+    let requester = match grantee {
+        Grantee::Requester(requester) => requester,
+        Grantee::Oz(grant) => {
+            let config = template.access_config();
+            return go_on(adopt::keep_oz_grant(r, pass, config, *grant, expires_at).await?);
+        }
+    };
     let recorded_pod = pass.status.pod_name.clone();
     let built = match r
         .builder
@@ -50,7 +67,7 @@ pub async fn verify_access_resources<B: AccessBuilder>(
             r.request,
             template,
             &r.grant,
-            subjects,
+            requester,
             recorded_pod.as_deref(),
         )
         .await
@@ -68,8 +85,7 @@ pub async fn verify_access_resources<B: AccessBuilder>(
                 "no access resources",
             ));
             pass.status.phase = Some(RequestPhase::Failed);
-            let wake = Wake::At(retry_at(pass.now, expires_at));
-            return Ok(ControlFlow::Break(r.finish(pass, wake).await?));
+            return stop(Stop::Write(Wake::At(retry_at(pass.now, expires_at))));
         }
         Err(BuildError::Failed(e)) => return Err(e),
     };
@@ -81,23 +97,23 @@ pub async fn verify_access_resources<B: AccessBuilder>(
     pass.status.pod_name = Some(built.pod.name_any());
     pass.status.session_mode =
         (built.session_mode == SessionMode::Brokered).then_some(SessionMode::Brokered);
-    Ok(ControlFlow::Continue(built))
+    go_on(built)
 }
 
 /// Records whether what was built is usable yet, and the access command that uses it. The
 /// grant's expiry timer revokes it and marks it Expired exactly at `expiresAt`, and then has
 /// the request reconciled, to finish what the timer could not; its watches wake it earlier for
 /// anything else. So no reconcile is scheduled for the expiry: a requeue per grant in force
-/// was ~700 bytes each in kube's scheduler (oz-bench's heap profile), and woken at the same
+/// costs heap in kube's scheduler for every grant (docs/benchmarks.md), and woken at the same
 /// instant as the timer, the reconcile raced it (both deleted the Role and RoleBinding, and
 /// both wrote Expired).
-pub async fn is_access_ready<B: AccessBuilder>(
+pub fn is_access_ready<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
-    mut pass: Pass,
+    pass: &mut Pass,
     config: &AccessConfig,
     built: &Built,
     expires_at: Timestamp,
-) -> Result<Action> {
+) -> Stop {
     let wake = Wake::OnChange;
     let request = r.request.name_any();
     match access_message(config, built.session_mode, &built.pod.metadata, &request) {
@@ -110,7 +126,7 @@ pub async fn is_access_ready<B: AccessBuilder>(
                 format!("the template's spec.accessConfig.accessCommand cannot be rendered: {e}"),
             ));
             pass.status.phase = Some(RequestPhase::Failed);
-            return r.finish(&mut pass, wake).await;
+            return Stop::Write(wake);
         }
     }
     let (observation, phase) = readiness(built.ready, &built.pod.name_any());
@@ -126,7 +142,7 @@ pub async fn is_access_ready<B: AccessBuilder>(
         Some(soon) if pass.now < soon => Wake::At(soon),
         _ => wake,
     };
-    r.finish(&mut pass, wake).await
+    Stop::Write(wake)
 }
 
 /// What the user is told to run: the template's `accessCommand` rendered for the pod, except

@@ -3,8 +3,6 @@
 //! from `approvedAt`, the creation of the approval that completed it): once made, a grant
 //! never gets longer, by an edited template or an edited status alike.
 
-use std::ops::ControlFlow;
-
 use chrono::TimeDelta;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::Resource;
@@ -14,7 +12,8 @@ use oz_api::{
 };
 
 use super::{
-    reconciling::{Reconciling, Step},
+    outcome::{Step, go_on, stop},
+    reconciling::Reconciling,
     status::Pass,
 };
 use crate::{builders::AccessBuilder, time};
@@ -41,7 +40,7 @@ pub async fn verify_duration<B: AccessBuilder>(
                 reason::BAD_REQUEST,
                 e.condition_message(),
             );
-            return Ok(ControlFlow::Break(r.withdraw(pass, why).await?));
+            return stop(r.withdraw(pass, why).await?);
         }
     };
     pass.observe(Observation::yes(
@@ -54,7 +53,7 @@ pub async fn verify_duration<B: AccessBuilder>(
     let recorded = pass.status.expires_at.as_ref().map(|t| t.0);
     let expires_at = fix_expires_at(start, pass.now, decision.duration, recorded);
     pass.status.expires_at = Some(Time(expires_at));
-    Ok(ControlFlow::Continue(expires_at))
+    go_on(expires_at)
 }
 
 /// When a grant of `duration` ends: `created + duration` (`now` stands in for a missing creation

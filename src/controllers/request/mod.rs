@@ -1,20 +1,26 @@
 //! The request reconciler, generic over ExecAccessRequest and PodAccessRequest. [`reconcile`]
 //! reads like Oz's sequence, one step per file, with a builder doing the work:
 //!
-//! 1. [`expire::is_access_over`]: an Expired or Denied request, or one past its `expiresAt`,
-//!    is granted nothing more;
-//! 2. [`template::verify_template`]: its template exists, and owns it;
-//! 3. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it until
-//!    Oz's end ([`adopt::keep_oz_grant`]), then revoked on time;
-//! 4. [`requester::verify_requester`]: its requester is in allowedGroups;
-//! 5. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
+//! 1. [`expire::is_access_over`]: an ended (Expired or Revoked) or Denied request, or one past
+//!    its `expiresAt`, is granted nothing more;
+//! 2. [`revoke::is_revocation_asked`]: a grant whose revocation was asked for ends now;
+//! 3. [`template::verify_template`]: its template exists, and owns it;
+//! 4. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it (the
+//!    requester and approval steps are skipped for it), until Oz's end;
+//! 5. [`requester::verify_requester`]: its requester is in allowedGroups;
+//! 6. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
 //!    add up (else it waits, or ends Denied or Expired);
-//! 6. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
+//! 7. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
 //!    creation or from approval;
-//! 7. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
+//! 8. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
 //!    it is;
-//! 8. [`build::verify_access_resources`]: the builder makes the grant;
-//! 9. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//! 9. [`build::verify_access_resources`]: the builder makes the grant for the requester (or
+//!    Oz's grant is kept, [`adopt::keep_oz_grant`]);
+//! 10. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//!
+//! Each step records what it found on one [`status::Pass`] and returns an [`outcome::Step`]:
+//! go on, or stop, saying how the pass ends ([`outcome::Stop`]). The reconcile then writes the
+//! status once. Ending a grant, whether a step or a timer ends it, is [`ending`]'s.
 //!
 //! News of each change (pending approval, approved, denied, ready, expiring soon, expired,
 //! break-glass) goes to the notifier once the status says it ([`notices`]).
@@ -23,10 +29,9 @@
 //! grant's Role and RoleBinding, the workload's selector), and a grant's objects are written
 //! only when they differ from what they should be, so a reconcile that finds everything in
 //! order makes no writes; the watch events of oz's own writes do not wake the request again
-//! ([`crate::own_writes`]).
+//! ([`crate::cache::echoes`]).
 //!
-//! Every step records its conditions on one [`status::Pass`], written once. It differs from Oz
-//! where Oz is wrong:
+//! It differs from Oz where Oz is wrong:
 //!
 //! - access ends exactly at `expiresAt`: each grant's expiry timer fires at that instant and is
 //!   re-armed whenever the operator starts, so a grant never outlives its window by a polling
@@ -51,29 +56,37 @@ use kube::{
         reflector::{ObjectRef, Store},
     },
 };
-use oz_api::{AccessApproval, AccessRequest, AccessTemplate};
+use oz_api::{AccessApproval, AccessTemplate};
 
 use crate::{
     Context, Result,
-    builders::{AccessBuilder, GrantCache, grant_identity},
+    builders::{AccessBuilder, grant_identity},
+    cache::{BuildCaches, requests::CachedRequest},
 };
 
 mod adopt;
 mod approval;
 mod build;
 mod duration;
+mod ending;
 mod expire;
 mod notices;
+mod outcome;
 mod reconciling;
 mod requester;
 mod revoke;
 mod status;
+mod stores;
 pub mod table_timers;
 mod template;
 pub mod timers;
+mod wording;
 
+use build::Grantee;
+use outcome::{Stop, Wake};
 use reconciling::Reconciling;
 use status::Pass;
+pub use stores::RequestStores;
 use timers::ExpiryTimers;
 
 /// The context of one request controller: the shared context, its kind's builder, the
@@ -87,7 +100,7 @@ pub struct RequestReconciler<B: AccessBuilder> {
     /// The decisions on the requests.
     pub approvals: Store<AccessApproval>,
     /// The grants' objects, and what they stand on.
-    pub cache: GrantCache,
+    pub cache: BuildCaches,
     /// Set once every cache above has been filled by its first LIST.
     caches_filled: tokio::sync::OnceCell<()>,
     /// Resolves once the controller is asked to stop: a reconcile still waiting for the
@@ -98,45 +111,14 @@ pub struct RequestReconciler<B: AccessBuilder> {
 /// A controller's stop signal, which any number of reconciles may wait on.
 pub type Stopping = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
 
-/// A request controller's caches of its requests and their templates, shared with its timers.
-pub struct RequestStores<R: AccessRequest> {
-    pub requests: Store<R>,
-    pub templates: Store<R::Template>,
-}
-
-impl<R: AccessRequest> Clone for RequestStores<R> {
-    fn clone(&self) -> Self {
-        Self {
-            requests: self.requests.clone(),
-            templates: self.templates.clone(),
-        }
-    }
-}
-
-impl<R: AccessRequest> RequestStores<R> {
-    /// The template `request` names, as the cache has it.
-    pub fn template_of(&self, request: &R) -> Option<Arc<R::Template>> {
-        let namespace = request.meta().namespace.as_deref().unwrap_or_default();
-        self.templates
-            .get(&ObjectRef::new(request.template_name()).within(namespace))
-    }
-
-    /// Waits until both stores have been filled by their first LIST.
-    pub async fn wait_until_ready(&self) {
-        // A store whose writer is gone belongs to a controller that is stopping.
-        let _ = self.requests.wait_until_ready().await;
-        let _ = self.templates.wait_until_ready().await;
-    }
-}
-
 impl<B: AccessBuilder> RequestReconciler<B> {
     pub fn new(
         ctx: Context,
         builder: B,
         stores: RequestStores<B::Request>,
         approvals: Store<AccessApproval>,
-        cache: GrantCache,
-        revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<B::Request>>,
+        cache: BuildCaches,
+        revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
         stopping: Stopping,
     ) -> Self {
         let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone(), revoked);
@@ -157,28 +139,31 @@ impl<B: AccessBuilder> RequestReconciler<B> {
 /// watch event takes milliseconds.
 const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Runs one step: goes on with what it found, or returns the action it ended the reconcile
-/// with.
+/// Runs one step: goes on with what it found, or returns how it stopped the pass.
 macro_rules! step {
     ($step:expr) => {
         match $step.await? {
             ControlFlow::Continue(found) => found,
-            ControlFlow::Break(action) => return Ok(action),
+            ControlFlow::Break(stop) => return Ok(stop),
         }
     };
 }
 
 /// Reconciles one request.
 pub async fn reconcile<B: AccessBuilder>(
-    request: Arc<B::Request>,
+    request: Arc<CachedRequest<B::Request>>,
     this: Arc<RequestReconciler<B>>,
 ) -> Result<Action> {
     let _measure = this
         .ctx
         .metrics
         .count_and_measure("request", &B::Request::kind(&()));
-    let result = reconcile_steps(&request, &this).await;
-    let result = result.map(|action| look_again_if_missed(&this, &request, action));
+    let result = async {
+        let unpacked = request.request()?;
+        let action = reconcile_steps(&unpacked, &this).await?;
+        Ok(look_again_if_missed(&this, &unpacked, action))
+    }
+    .await;
     // Which version of which request was reconciled: what a reader of the log (or a test
     // waiting for a reconcile of an edit) looks for.
     tracing::debug!(
@@ -193,7 +178,7 @@ pub async fn reconcile<B: AccessBuilder>(
 }
 
 /// `action`, unless a change by someone else to the request or its grant arrived while this
-/// reconcile was writing them and was held back as a possible echo ([`crate::own_writes`]):
+/// reconcile was writing them and was held back as a possible echo ([`crate::cache::echoes`]):
 /// then the request is looked at again.
 fn look_again_if_missed<B: AccessBuilder>(
     this: &RequestReconciler<B>,
@@ -203,7 +188,7 @@ fn look_again_if_missed<B: AccessBuilder>(
     let Ok(grant) = grant_identity(request) else {
         return action;
     };
-    let own = &this.ctx.own_writes;
+    let own = &this.ctx.echoes;
     let request_missed = own.take_missed(&grant.namespace, &grant.owner.name);
     let grant_missed = own.take_missed(&grant.namespace, &grant.name);
     if request_missed || grant_missed {
@@ -214,7 +199,7 @@ fn look_again_if_missed<B: AccessBuilder>(
 }
 
 async fn reconcile_steps<B: AccessBuilder>(
-    request: &Arc<B::Request>,
+    request: &B::Request,
     this: &RequestReconciler<B>,
 ) -> Result<Action> {
     if request.meta().deletion_timestamp.is_some() {
@@ -239,9 +224,9 @@ async fn reconcile_steps<B: AccessBuilder>(
         // would wait for it for good.
         () = this.stopping.clone() => return Ok(Action::await_change()),
     }
-    let grant = grant_identity(&**request)?;
+    let grant = grant_identity(request)?;
     let (namespace, name) = (&grant.namespace, &grant.owner.name);
-    if this.ctx.own_writes.ahead_of::<B::Request>(
+    if this.ctx.echoes.ahead_of::<B::Request>(
         namespace,
         name,
         request.meta().resource_version.as_deref(),
@@ -254,35 +239,59 @@ async fn reconcile_steps<B: AccessBuilder>(
     let r = Reconciling {
         ctx: &this.ctx,
         builder: this.builder,
-        request: &**request,
+        request,
         grant,
         approvals: &this.approvals,
         stores: &this.stores,
         cache: &this.cache,
     };
-    let mut pass = Pass::new(&**request);
+    let mut pass = Pass::new(request);
+    let stop = steps(&r, &mut pass, &this.timers).await?;
+    write(&r, pass, stop).await
+}
 
-    step!(expire::is_access_over(&r, &mut pass));
-    step!(revoke::is_revocation_asked(&r, &mut pass));
-    let template = step!(template::verify_template(&r, &mut pass));
+/// The steps, in order, until one stops the pass.
+async fn steps<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    pass: &mut Pass,
+    timers: &ExpiryTimers<B>,
+) -> Result<Stop> {
+    step!(expire::is_access_over(r, pass));
+    step!(revoke::is_revocation_asked(r, pass));
+    let template = step!(template::verify_template(r, pass));
     let config = template.access_config();
-    if let Some(oz_grant) = adopt::oz_grant(&r).await? {
-        return adopt::keep_oz_grant(&r, pass, config, oz_grant, &this.timers).await;
-    }
-    let requester = step!(requester::verify_requester(&r, &mut pass, config));
-    let approved_at = step!(approval::verify_approval(&r, &mut pass, config, requester));
-    let expires_at = step!(duration::verify_duration(
-        &r,
-        &mut pass,
-        config,
-        approved_at
-    ));
-    step!(expire::is_access_expired(&r, &mut pass, expires_at));
+    let (grantee, approved_at) = match adopt::oz_grant(r).await? {
+        Some(oz) => (Grantee::Oz(Box::new(oz)), None),
+        None => {
+            let requester = step!(requester::verify_requester(r, pass, config));
+            let approved_at = step!(approval::verify_approval(r, pass, config, requester));
+            (Grantee::Requester(requester), approved_at)
+        }
+    };
+    let expires_at = step!(duration::verify_duration(r, pass, config, approved_at));
+    step!(expire::is_access_expired(r, pass, expires_at));
     // Before anything is built, so that nothing this pass creates can outlive it.
-    this.timers.arm(&r.grant, expires_at);
-    expire::still_valid(&mut pass);
+    timers.arm(&r.grant, expires_at);
+    expire::still_valid(pass);
     let built = step!(build::verify_access_resources(
-        &r, &mut pass, &template, requester, expires_at
+        r, pass, &template, grantee, expires_at
     ));
-    build::is_access_ready(&r, pass, config, &built, expires_at).await
+    Ok(build::is_access_ready(r, pass, config, &built, expires_at))
+}
+
+/// Ends the pass as `stop` says: the one place a reconcile writes the request's status.
+async fn write<B: AccessBuilder>(
+    r: &Reconciling<'_, B>,
+    mut pass: Pass,
+    stop: Stop,
+) -> Result<Action> {
+    match stop {
+        Stop::Write(wake) => pass.finish(r.ctx, r.request, wake).await,
+        Stop::Ended(at) => {
+            pass.finish(r.ctx, r.request, Wake::OnChange).await?;
+            ending::retain_then_delete(r.ctx, r.request, at).await
+        }
+        Stop::Retained(at) => ending::retain_then_delete(r.ctx, r.request, at).await,
+        Stop::Leave(action) => Ok(action),
+    }
 }

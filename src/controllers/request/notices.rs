@@ -9,7 +9,7 @@ use oz_api::{
     condition_reason as reason, condition_type as kind, conditions,
 };
 
-use super::status::{became, granted_message, until};
+use super::wording::{became, granted_message, until};
 use crate::notify::{Notice, NoticeKind};
 
 /// The notices a status change from `previous` to `status` sends, each with its sentence for

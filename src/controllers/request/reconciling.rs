@@ -1,23 +1,19 @@
-//! What every step of one request reconcile works on, and how a step says "go on" or "stop
-//! here".
+//! What every step of one request reconcile works on, and the ways a step ends a grant that
+//! has nothing to stand on.
 
-use std::ops::ControlFlow;
-
-use kube::runtime::{controller::Action, events::EventType, reflector::Store};
+use kube::runtime::{events::EventType, reflector::Store};
 use oz_api::{AccessApproval, RequestPhase, conditions::Observation};
 
 use super::{
-    RequestStores,
-    status::{Pass, Wake},
+    outcome::{Stop, Wake},
+    status::Pass,
+    stores::RequestStores,
 };
 use crate::{
     Context, Result,
-    builders::{AccessBuilder, GrantCache, GrantIdentity},
+    builders::{AccessBuilder, GrantIdentity},
+    cache::BuildCaches,
 };
-
-/// A step's outcome: go on with what it found, or end the reconcile with this action (the
-/// step has already written the status that explains why).
-pub type Step<T = ()> = Result<ControlFlow<Action, T>>;
 
 /// One request being reconciled, with what acting on its grant takes.
 pub struct Reconciling<'a, B: AccessBuilder> {
@@ -34,7 +30,7 @@ pub struct Reconciling<'a, B: AccessBuilder> {
     /// The requests and templates in the controller's scope, as the watch cache has them.
     pub stores: &'a RequestStores<B::Request>,
     /// The grants' objects and the workloads, as the watch caches have them.
-    pub cache: &'a GrantCache,
+    pub cache: &'a BuildCaches,
 }
 
 impl<B: AccessBuilder> Reconciling<'_, B> {
@@ -57,28 +53,23 @@ impl<B: AccessBuilder> Reconciling<'_, B> {
         Ok(())
     }
 
-    /// Writes the pass's status and Events; see [`Pass::finish`].
-    pub async fn finish(&self, pass: &mut Pass, wake: Wake) -> Result<Action> {
-        pass.finish(self.ctx, self.request, wake).await
-    }
-
     /// Ends the grant and fails the request because of `why`: a grant never stands without a
     /// template or valid durations. Waits for a change (the template watch wakes it).
-    pub async fn withdraw(&self, pass: &mut Pass, why: Observation) -> Result<Action> {
+    pub async fn withdraw(&self, pass: &mut Pass, why: Observation) -> Result<Stop> {
         self.revoke().await?;
         pass.observe(why);
         pass.status.phase = Some(RequestPhase::Failed);
-        self.finish(pass, Wake::OnChange).await
+        Ok(Stop::Write(Wake::OnChange))
     }
 
     /// Ends the grant and denies the request, for good, because of `why` (a requester outside
     /// allowedGroups, an approver's Deny): a Warning Event `Denied` says why.
-    pub async fn deny(&self, pass: &mut Pass, why: Observation) -> Result<Action> {
+    pub async fn deny(&self, pass: &mut Pass, why: Observation) -> Result<Stop> {
         self.revoke().await?;
         pass.note(EventType::Warning, "Denied", why.message.clone());
         pass.observe(why);
         pass.status.phase = Some(RequestPhase::Denied);
         pass.status.access_message = None;
-        self.finish(pass, Wake::OnChange).await
+        Ok(Stop::Write(Wake::OnChange))
     }
 }

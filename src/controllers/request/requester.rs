@@ -1,15 +1,14 @@
 //! Step: verify the requester. Only someone in the template's allowedGroups, as oz's admission
 //! webhook recorded them, is granted anything; anyone else is Denied, for good.
 
-use std::ops::ControlFlow;
-
 use oz_api::{
     AccessConfig, AccessRequest, Requester, condition_reason as reason, condition_type as kind,
     conditions::Observation,
 };
 
 use super::{
-    reconciling::{Reconciling, Step},
+    outcome::{Step, go_on, stop},
+    reconciling::Reconciling,
     status::Pass,
 };
 use crate::builders::AccessBuilder;
@@ -24,11 +23,11 @@ pub async fn verify_requester<'a, B: AccessBuilder>(
     match admission(config, r.request.requester()) {
         Ok((requester, allowed)) => {
             pass.observe(allowed);
-            Ok(ControlFlow::Continue(requester))
+            go_on(requester)
         }
         Err(message) => {
             let why = Observation::no(kind::REQUESTER_ALLOWED, reason::NOT_ALLOWED, message);
-            Ok(ControlFlow::Break(r.deny(pass, why).await?))
+            stop(r.deny(pass, why).await?)
         }
     }
 }

@@ -6,18 +6,13 @@
 //! Deleting the request also revokes, but leaves no record: this is how a revocation stays in
 //! access reviews.
 
-use std::ops::ControlFlow;
-
-use k8s_openapi::jiff::Timestamp;
-use kube::{Resource, runtime::events::EventType};
-use oz_api::{
-    RequestPhase, condition_reason as reason, condition_type as kind, conditions::Observation,
-};
+use kube::Resource;
 
 use super::{
-    expire,
-    reconciling::{Reconciling, Step},
-    status::{Pass, Wake},
+    ending,
+    outcome::{Step, Stop, go_on, stop},
+    reconciling::Reconciling,
+    status::Pass,
 };
 use crate::builders::AccessBuilder;
 
@@ -27,34 +22,10 @@ pub async fn is_revocation_asked<B: AccessBuilder>(
     pass: &mut Pass,
 ) -> Step {
     let Some(by) = oz_api::revoke_asked_by(r.request.meta()) else {
-        return Ok(ControlFlow::Continue(()));
+        return go_on(());
     };
     // Before the status says so: what users read never runs ahead of their access.
     r.revoke().await?;
-    pass.observe(Observation::no(
-        kind::ACCESS_STILL_VALID,
-        reason::REVOKED,
-        format!("Access revoked by {by}"),
-    ));
-    pass.status.phase = Some(RequestPhase::Revoked);
-    pass.status.access_message = None;
-    pass.note(
-        EventType::Normal,
-        "Revoked",
-        format!("access revoked by {by}; its access resources were deleted"),
-    );
-    pass.finish(r.ctx, r.request, Wake::OnChange).await?;
-    let revoked_at = pass.now;
-    Ok(ControlFlow::Break(
-        expire::after_expiry(r.ctx, r.request, revoked_at).await?,
-    ))
-}
-
-/// When a Revoked request's grant was revoked: its AccessStillValid condition's transition.
-pub fn revoked_at(pass: &Pass) -> Option<Timestamp> {
-    pass.status
-        .conditions
-        .iter()
-        .find(|c| c.type_() == kind::ACCESS_STILL_VALID && c.reason() == reason::REVOKED)
-        .map(|c| c.last_transition_time.0)
+    ending::record_revocation(pass, by);
+    stop(Stop::Ended(pass.now))
 }

@@ -18,27 +18,12 @@ use oz_api::{
     conditions::{self, Observation},
 };
 
-use super::notices::{notice, notices_for};
+use super::{
+    notices::{notice, notices_for},
+    outcome::Wake,
+    wording::{became, granted_message},
+};
 use crate::{Context, Result, apply::apply_status, notify::NoticeKind, time};
-
-/// When a request is looked at again, if no watch wakes it first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wake {
-    /// Only when it, its template or its access resources change.
-    OnChange,
-    /// At this instant. The delay is computed as the reconcile returns, after its own API calls,
-    /// so that however long they take they cannot push a grant's end past `expiresAt`.
-    At(Timestamp),
-}
-
-impl Wake {
-    pub fn action(self) -> Action {
-        match self {
-            Wake::OnChange => Action::await_change(),
-            Wake::At(at) => Action::requeue(time::until(Timestamp::now(), at)),
-        }
-    }
-}
 
 /// An Event to publish about a request: its type, reason and note.
 pub type Note = (EventType, &'static str, String);
@@ -123,11 +108,7 @@ impl Pass {
         let (namespace, name) = (request.namespace().unwrap_or_default(), request.name_any());
         let before = request.meta().resource_version.as_deref();
         let applying = apply_status(&api, &name, &ours);
-        let stored = match ctx
-            .own_writes
-            .track(&namespace, &name, before, applying)
-            .await
-        {
+        let stored = match ctx.echoes.track(&namespace, &name, before, applying).await {
             // Deleted meanwhile (by a user, or with its template): nothing left to report on.
             Err(crate::Error::Kube(kube::Error::Api(status))) if status.code == 404 => {
                 return Ok(Action::await_change());
@@ -144,7 +125,7 @@ impl Pass {
                     .await
             };
             let stored_version = stored.meta().resource_version.as_deref();
-            ctx.own_writes
+            ctx.echoes
                 .track(&namespace, &name, stored_version, patching)
                 .await?;
         }
@@ -247,30 +228,6 @@ async fn template_sinks<R: AccessRequest>(
             None
         }
     }
-}
-
-/// What a Ready request is told, as its Event and its notice: "access to pod web-0 granted
-/// until 2026-01-01T01:00:00Z".
-pub fn granted_message(status: &RequestStatus) -> String {
-    format!(
-        "access to pod {} granted until {}",
-        status.pod_name.as_deref().unwrap_or_default(),
-        until(status)
-    )
-}
-
-/// `status.expiresAt`, as messages say it (empty before it is fixed).
-pub fn until(status: &RequestStatus) -> String {
-    status
-        .expires_at
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default()
-}
-
-/// Whether the request has just entered `phase`.
-pub fn became(previous: &RequestStatus, status: &RequestStatus, phase: RequestPhase) -> bool {
-    status.phase == Some(phase) && previous.phase != Some(phase)
 }
 
 /// The Events a status change from `previous` to `status` publishes: the steps' own `notes`,

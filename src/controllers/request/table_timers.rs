@@ -2,9 +2,9 @@
 //! columns, [`oz_api::expiry_table`]), before the LIST of whole requests fills the caches.
 //!
 //! Until a grant's timer is armed, a grant expiring is revoked late, by as long as the LIST
-//! takes: oz-bench's restart at 50,000 grants armed the last timer 7–14 s after the spawn, and
-//! its canaries expiring meanwhile lost access up to 7.7 s late. The Table of the same requests
-//! takes 1.5 s to list (8.5 MB against 123 MB), so the timers are armed from it first. The
+//! takes, which at tens of thousands of grants is seconds. The Table of the same requests is a
+//! fraction of their size and lists several times faster (docs/benchmarks.md), so the timers
+//! are armed from it first. The
 //! request watch's LIST starts once it is read: both at once would share the apiserver's CPU
 //! and delay the Table. If the Table cannot be read (an older CRD without its columns, an
 //! error), the LIST arms the timers as it comes in, as it always does.
@@ -19,10 +19,10 @@ use oz_api::expiry_table::{
 };
 
 use super::{RequestReconciler, timers::ExpiryTimers};
-use crate::{builders::AccessBuilder, controllers::watches::Scope};
+use crate::{builders::AccessBuilder, scope::Scope};
 
-/// Rows per page: ~170 bytes each without their objects, so a page is under 1 MB. Pages of
-/// 2,000 and 5,000 took the same time at 50,000 rows.
+/// Rows per page: small without their objects, so a page stays under 1 MB; smaller pages
+/// listed no faster.
 const PAGE: u32 = 5_000;
 
 /// `stream` (the request watch), started once the timers have been armed from the Table.

@@ -2,8 +2,6 @@
 //! becomes the request's controller owner, as in Oz, so deleting a template deletes its
 //! requests and, through them, their access.
 
-use std::ops::ControlFlow;
-
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
@@ -15,7 +13,8 @@ use oz_api::{
 use serde_json::json;
 
 use super::{
-    reconciling::{Reconciling, Step},
+    outcome::{Step, go_on, stop},
+    reconciling::Reconciling,
     status::Pass,
 };
 use crate::{
@@ -65,7 +64,7 @@ pub async fn verify_template<B: AccessBuilder>(
     ));
     own_by_template(r, &template).await?;
     pass.notify_through(template.access_config().notifications.as_ref());
-    Ok(ControlFlow::Continue(template))
+    go_on(template)
 }
 
 /// No template, no access: a grant made through it ends now (its template may have been deleted
@@ -76,7 +75,7 @@ async fn no_template<B: AccessBuilder, T>(
     message: String,
 ) -> Step<T> {
     let why = Observation::no(kind::TARGET_TEMPLATE_EXISTS, reason::NOT_FOUND, message);
-    Ok(ControlFlow::Break(r.withdraw(pass, why).await?))
+    stop(r.withdraw(pass, why).await?)
 }
 
 /// What a request whose template is missing says, and how to fix it.
@@ -123,7 +122,7 @@ async fn own_by_template<B: AccessBuilder>(
     let patching = api.patch(&name, &params, &patch);
     let before = r.request.meta().resource_version.as_deref();
     r.ctx
-        .own_writes
+        .echoes
         .track(&r.grant.namespace, &name, before, patching)
         .await?;
     Ok(())

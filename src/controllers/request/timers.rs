@@ -2,13 +2,13 @@
 //! reconcile queue.
 //!
 //! The reconcile queue is shared: when oz starts with thousands of grants, each is reconciled
-//! once, and a grant expiring a few seconds in would wait behind all of them (measured: ~55 s
-//! late with 10,000 grants). Revocation is what must be exact, so it does not queue: each
+//! once, and a grant expiring a few seconds in would wait behind all of them (tens of seconds
+//! late, docs/benchmarks.md). Revocation is what must be exact, so it does not queue: each
 //! controller keeps its grants' expiry times in a queue of its own, whose task sleeps until the
 //! soonest, and each grant due is revoked on a task of its own (its resources deleted, its
 //! request marked Expired), after which its request is reconciled to finish what the timer
-//! could not. At start-up the timers are armed from the Table of requests, before their first
-//! LIST ([`super::table_timers`]), again as that LIST brings each request in, before the first
+//! could not. At start-up the timers are armed from the Table of requests before their first
+//! LIST (`table_timers.rs`), again as that LIST brings each request in, before the first
 //! reconcile, and by every reconcile that decides an expiry.
 //!
 //! A timer only ever takes access away, so it may be early but never late: arming a grant again
@@ -34,17 +34,18 @@ use tokio::{
 };
 
 use super::{
-    RequestStores,
-    expire::{record_expiry_by_timer, revoke_at_expiry},
+    ending::{record_expiry_by_timer, revoke_at_expiry},
+    stores::RequestStores,
 };
 use crate::{
     Context,
     builders::{AccessBuilder, GrantIdentity, grant_identity, grant_identity_of},
+    cache::requests::CachedRequest,
     time,
 };
 
 /// What a timer keeps of its grant: the request it belongs to, from which the whole
-/// [`GrantIdentity`] (labels, owner reference: about 1 KB of heap in 13 allocations) is made
+/// [`GrantIdentity`] (labels, owner reference: a dozen allocations) is made
 /// again when it fires. Shared by the queue's two indexes.
 #[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct TimedGrant {
@@ -68,7 +69,7 @@ impl TimedGrant {
 }
 
 /// The armed timers: one queue per controller, not a task per grant (a sleeping task with its
-/// future was ~900 bytes per grant in oz-bench's heap profile; an entry here is a third of that).
+/// future costs several times the heap of an entry here).
 #[derive(Default)]
 struct Queue {
     /// Each armed grant's time; a grant stays here while it is being revoked, so that arming
@@ -136,7 +137,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         ctx: Context,
         builder: B,
         stores: RequestStores<B::Request>,
-        revoked: UnboundedSender<ObjectRef<B::Request>>,
+        revoked: UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
     ) -> Self {
         let (ctx, queue, sooner) = (Arc::new(ctx), Arc::default(), Arc::new(Notify::new()));
         let task = tokio::spawn(fire_when_due(
@@ -178,9 +179,9 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     /// Arms the timer of `request` if its grant may be in force. The request watch calls this
     /// for each request of its first LIST as it arrives, before the list is complete and before
     /// any reconcile: at start-up this is what makes expiry exact. (Arming once the whole list
-    /// was in made grants expiring meanwhile wait for it: 52,000 requests took ~20 s to list
-    /// on 2 cores, and oz-bench's canaries were revoked 21.5 s late.)
-    pub fn arm_listed(&self, request: &B::Request) {
+    /// was in made grants expiring meanwhile wait for it, and a list of tens of thousands of
+    /// requests takes seconds.)
+    pub fn arm_listed(&self, request: &CachedRequest<B::Request>) {
         let Some(at) = expiry_in_force(request) else {
             return;
         };
@@ -190,7 +191,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     }
 
     /// Arms the timer of a grant read from the Table of requests, before the first LIST
-    /// ([`super::table_timers`]): keyed as [`Self::arm_listed`] keys it, so that the LIST finds
+    /// (the table of requests, `table_timers`): keyed as [`Self::arm_listed`] keys it, so that the LIST finds
     /// it armed, and [`Self::forget_absent`] drops it if the request is gone by then.
     pub fn arm_from_row(&self, expiry: &ListedExpiry) {
         let grant = TimedGrant {
@@ -219,7 +220,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     /// Forgets the timer of a request that is gone: deleted by a user, with its template, or
     /// with its namespace. Its access resources are owned by it, so the garbage collector
     /// removes them; its timer would only find nothing to revoke, at `expiresAt`, hours later.
-    pub fn forget(&self, request: &B::Request) {
+    pub fn forget(&self, request: &CachedRequest<B::Request>) {
         let Ok(grant) = grant_identity(request) else {
             return;
         };
@@ -230,7 +231,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
 
     /// Forgets the timers of the requests no longer in `store`: deletions that a watch missed
     /// and a re-list reveals.
-    pub fn forget_absent(&self, store: &Store<B::Request>) {
+    pub fn forget_absent(&self, store: &Store<CachedRequest<B::Request>>) {
         let present: HashSet<TimedGrant> = store
             .state()
             .iter()
@@ -269,14 +270,13 @@ fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
 }
 
 /// The `expiresAt` of a request whose grant is (or may be) in force.
-fn expiry_in_force<R: AccessRequest>(request: &R) -> Option<Timestamp> {
+fn expiry_in_force<R: AccessRequest>(request: &CachedRequest<R>) -> Option<Timestamp> {
     if request.meta().deletion_timestamp.is_some() {
         return None;
     }
-    let status = request.request_status()?;
     // Failed may still hold resources; a timer that finds nothing to delete costs two 404s.
-    match status.phase {
-        Some(phase) if !phase.is_settled() => status.expires_at.as_ref().map(|t| t.0),
+    match request.phase() {
+        Some(phase) if !phase.is_settled() => request.expires_at(),
         _ => None,
     }
 }
@@ -294,7 +294,7 @@ async fn fire_when_due<B: AccessBuilder>(
     stores: RequestStores<B::Request>,
     queue: Arc<Mutex<Queue>>,
     sooner: Arc<Notify>,
-    revoked: UnboundedSender<ObjectRef<B::Request>>,
+    revoked: UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
 ) {
     // Dropped with this task, which aborts the revocations in flight.
     let mut revoking = JoinSet::new();
@@ -367,28 +367,40 @@ mod tests {
 
     use crate::controllers::fixtures::request;
 
+    /// The timers read requests as the controller caches them.
+    fn cached(request: oz_api::ExecAccessRequest) -> CachedRequest<oz_api::ExecAccessRequest> {
+        CachedRequest::of(request).unwrap()
+    }
+
     #[test]
     fn only_grants_that_may_be_in_force_get_a_timer() {
         let at = Timestamp::now();
         assert_eq!(
-            expiry_in_force(&request(RequestPhase::Ready, Some(at))),
+            expiry_in_force(&cached(request(RequestPhase::Ready, Some(at)))),
             Some(at)
         );
         assert_eq!(
-            expiry_in_force(&request(RequestPhase::Pending, Some(at))),
+            expiry_in_force(&cached(request(RequestPhase::Pending, Some(at)))),
             Some(at)
         );
         assert_eq!(
-            expiry_in_force(&request(RequestPhase::Failed, Some(at))),
+            expiry_in_force(&cached(request(RequestPhase::Failed, Some(at)))),
             Some(at)
         );
-        assert_eq!(expiry_in_force(&request(RequestPhase::Ready, None)), None);
+        assert_eq!(
+            expiry_in_force(&cached(request(RequestPhase::Ready, None))),
+            None
+        );
         for done in [RequestPhase::Expired, RequestPhase::Denied] {
-            assert_eq!(expiry_in_force(&request(done, Some(at))), None, "{done:?}");
+            assert_eq!(
+                expiry_in_force(&cached(request(done, Some(at)))),
+                None,
+                "{done:?}"
+            );
         }
         let mut deleting = request(RequestPhase::Ready, Some(at));
         deleting.metadata.deletion_timestamp = Some(Time(at));
-        assert_eq!(expiry_in_force(&deleting), None);
+        assert_eq!(expiry_in_force(&cached(deleting)), None);
     }
 
     fn timed(request: &str) -> TimedGrant {

@@ -537,7 +537,7 @@ async fn kubectl_get_oz_lists_every_kind_with_its_columns() {
 /// `expiresAt`, and leaves out the ones that cannot be.
 #[tokio::test]
 async fn the_table_of_requests_names_every_grant_in_force_and_its_expiry() {
-    use oz::controllers::{request::table_timers::read_expiries, watches::Scope};
+    use oz::{controllers::request::table_timers::read_expiries, scope::Scope};
     use oz_api::expiry_table::ListedExpiry;
 
     install_crds().await;

@@ -178,7 +178,7 @@ impl Results {
         for p in self.scale.iter().filter(|p| p.grants >= 10_000) {
             targets.push(target(
                 &format!("Memory per grant at {} grants", p.grants),
-                Bound::AtMost(6.0),
+                Bound::AtMost(3.0),
                 "KB",
                 Some(p.kb_per_grant),
             ));

@@ -1,16 +1,19 @@
 //! How many bytes of heap a request controller holds per grant for its Role and RoleBinding: a
 //! counting allocator around 10,000 grants in 100 namespaces, held as kube's reflector stores
 //! would hold the watched forms (how oz kept them until the grant store) and as the
-//! [`GrantStore`] holds them. Run with `cargo run --release -p oz-heap --bin grant_cache_bytes`;
+//! [`GrantRbacStore`] holds them. Run with `cargo run --release -p oz-heap --bin grant_cache_bytes`;
 //! the figures are requested bytes, before the allocator's own overhead.
 use k8s_openapi::api::rbac::v1::Subject;
 use kube::runtime::{reflector, watcher::Event};
-use oz::builders::{
-    GrantIdentity,
-    cached_rbac::{WatchedBinding, WatchedRole},
-    grant_identity_of,
-    grant_store::GrantStore,
-    rbac::{EXEC_PERMISSIONS, build_role, build_role_binding},
+use oz::{
+    builders::{
+        GrantIdentity, grant_identity_of,
+        rbac::{EXEC_PERMISSIONS, build_role, build_role_binding},
+    },
+    cache::{
+        grant_rbac::{WatchedBinding, WatchedRole},
+        grant_rbac_store::GrantRbacStore,
+    },
 };
 use oz_api::ExecAccessRequest;
 
@@ -64,7 +67,7 @@ fn main() {
         (roles, bindings, role_writer, binding_writer)
     });
     let (store, _kept) = per_grant(|| {
-        let (store, mut roles, mut bindings) = GrantStore::new();
+        let (store, mut roles, mut bindings) = GrantRbacStore::new();
         for (role, binding) in &objects {
             roles.apply(&Event::Apply(role.clone()));
             bindings.apply(&Event::Apply(binding.clone()));

@@ -5,15 +5,15 @@
 //! delete) is undone at once. oz's own apply or delete comes back through the same watch a few
 //! milliseconds later; reconciling the request again then only re-reads what oz has just written,
 //! from caches that may not have caught up yet, and could write a status or an Event twice
-//! (oz-bench's count: every grant was reconciled twice). Each write records what its watch event
+//! (every grant was reconciled twice). Each write records what its watch event
 //! will carry: the resourceVersion an apply returned, or a delete. The watch drops the one event
 //! that matches and lets every other through. An entry lives from the write until its event
-//! arrives; a request that is deleted takes its entries with it ([`OwnWrites::forget`]).
+//! arrives; a request that is deleted takes its entries with it ([`Echoes::forget`]).
 //!
 //! The event can arrive before the write's answer does: while a write is in flight
-//! ([`OwnWrites::track`]), events of its object are held back, and once the answer names the
+//! ([`Echoes::track`]), events of its object are held back, and once the answer names the
 //! version written, a held event that was not its echo (someone else's later change) is not
-//! lost: the request is looked at again ([`OwnWrites::take_missed`]).
+//! lost: the request is looked at again ([`Echoes::take_missed`]).
 
 use std::{
     borrow::Cow,
@@ -42,13 +42,13 @@ enum Write {
 /// The writes whose watch events have not come back yet. Shared by every controller and timer
 /// of one oz-manager.
 #[derive(Clone, Default)]
-pub struct OwnWrites {
+pub struct Echoes {
     pending: Arc<Mutex<HashMap<Key, Vec<Write>>>>,
     /// The namespaces and names of objects an event was held back for that was not oz's echo.
     missed: Arc<Mutex<std::collections::HashSet<(String, String)>>>,
 }
 
-impl OwnWrites {
+impl Echoes {
     /// Runs `write` of the object `name` in `namespace` (an apply or patch that returns the
     /// object stored) and records it as oz's own. `before` is the resourceVersion oz's cache
     /// held: a write that changed nothing returns it, and causes no event.
@@ -116,7 +116,7 @@ impl OwnWrites {
     }
 
     /// Records that oz is about to delete `name` (before the call, so its event cannot arrive
-    /// first). [`OwnWrites::gone`] takes it back when there was nothing to delete.
+    /// first). [`Echoes::gone`] takes it back when there was nothing to delete.
     pub fn deleting<K: Resource<DynamicType = ()>>(&self, namespace: &str, name: &str) {
         self.record(key_of::<K>(namespace, name), Write::Deleted);
     }
@@ -170,7 +170,7 @@ impl OwnWrites {
         if let Some(Write::InFlight(held)) =
             writes.iter_mut().find(|w| matches!(w, Write::InFlight(_)))
         {
-            // Whose it is is known once the write answers ([`OwnWrites::landed`]).
+            // Whose it is is known once the write answers ([`Echoes::landed`]).
             held.extend(seen.clone().filter(|_| !deleted));
             if deleted {
                 self.missed_lock().insert((key.1.clone(), key.2.clone()));
@@ -274,7 +274,7 @@ mod tests {
     }
 
     /// oz's apply of r-1, which stores `version`, with the cache at `before`.
-    async fn apply(own: &OwnWrites, version: &str, before: Option<&str>) {
+    async fn apply(own: &Echoes, version: &str, before: Option<&str>) {
         let stored = role(version);
         let write = async { Ok::<_, ()>(stored) };
         own.track("shop", "r-1", before, write).await.unwrap();
@@ -282,7 +282,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_event_of_an_own_apply_is_an_echo_once_and_any_other_is_news() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         apply(&own, "7", Some("5")).await;
         assert!(own.ahead_of::<Role>("shop", "r-1", None));
         assert!(!own.is_echo(&role("6"), false), "an older version is news");
@@ -300,7 +300,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_later_event_settles_the_writes_it_has_passed() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         apply(&own, "7", None).await;
         apply(&own, "9", Some("7")).await;
         // The watch skipped 7 (a re-list shows only the latest): 9 settles both.
@@ -313,7 +313,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_apply_that_changed_nothing_waits_for_no_event() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         apply(&own, "7", Some("7")).await;
         assert!(own.is_empty());
         assert!(!own.ahead_of::<Role>("shop", "r-1", None));
@@ -321,7 +321,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_echo_that_arrives_before_the_answer_is_still_an_echo() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         let write = async {
             // The watch is faster than the write's answer.
             assert!(own.is_echo(&role("7"), false), "held back while in flight");
@@ -334,7 +334,7 @@ mod tests {
 
     #[tokio::test]
     async fn echoes_held_back_during_a_later_write_settle_the_earlier_one() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         apply(&own, "7", Some("5")).await;
         let write = async {
             // Both echoes arrive while the second write is in flight.
@@ -353,7 +353,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_change_by_someone_else_held_back_during_a_write_is_not_lost() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         let write = async {
             assert!(own.is_echo(&role("7"), false));
             assert!(own.is_echo(&role("8"), false), "held back too");
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn an_own_delete_is_an_echo_unless_there_was_nothing_to_delete() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         own.deleting::<Role>("shop", "r-1");
         assert!(
             !own.ahead_of::<RoleBinding>("shop", "r-1", None),
@@ -401,7 +401,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_deleted_request_takes_its_pending_writes_with_it() {
-        let own = OwnWrites::default();
+        let own = Echoes::default();
         apply(&own, "7", None).await;
         own.deleting::<RoleBinding>("shop", "r-1");
         own.deleting::<Role>("other", "r-1");

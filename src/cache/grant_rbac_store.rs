@@ -3,12 +3,12 @@
 //! and the RoleBinding share the grant's name).
 //!
 //! kube's reflector stores hold each object behind its own `Arc`, under an `ObjectRef` key of
-//! four strings, and need a 360-byte `ObjectMeta` in every object; the two stores were ~1.5 KB
-//! of a grant's ~7.6 (oz-bench's heap profile). Here a grant is one map entry under its
+//! four strings, and need a whole `ObjectMeta` in every object: the two stores were a fifth of
+//! a grant's heap (docs/benchmarks.md). Here a grant is one map entry under its
 //! namespace's map, holding two fingerprints, two resourceVersions, its pod's name and a
 //! fingerprint per subject.
 //!
-//! A [`GrantWriter`] applies one watch's events (the Roles', or the RoleBindings') the way
+//! A [`GrantRbacWriter`] applies one watch's events (the Roles', or the RoleBindings') the way
 //! kube's reflector does: a re-list is gathered aside and replaces that watch's half of every
 //! record once it is complete, and the store is ready once both watches have listed once.
 
@@ -20,7 +20,7 @@ use std::{
 use kube::{Resource, runtime::watcher};
 use tokio::sync::watch;
 
-use super::cached_rbac::{CachedBinding, CachedRole, WatchedBinding, WatchedRole};
+use super::grant_rbac::{CachedBinding, CachedRole, WatchedBinding, WatchedRole};
 
 /// What the watches last said of one grant's Role and RoleBinding.
 #[derive(Debug, Default)]
@@ -95,23 +95,27 @@ impl GrantObject for WatchedBinding {
 
 /// The grants' Roles and RoleBindings of one request controller, as its watches last saw them.
 #[derive(Clone)]
-pub struct GrantStore {
+pub struct GrantRbacStore {
     grants: Arc<RwLock<Grants>>,
     roles_listed: watch::Receiver<bool>,
     bindings_listed: watch::Receiver<bool>,
 }
 
-/// Applies one watch's events to a [`GrantStore`].
-pub struct GrantWriter<W: GrantObject> {
+/// Applies one watch's events to a [`GrantRbacStore`].
+pub struct GrantRbacWriter<W: GrantObject> {
     grants: Arc<RwLock<Grants>>,
     listed: watch::Sender<bool>,
     /// A re-list under way.
     relisting: Option<Listed<W::Cached>>,
 }
 
-impl GrantStore {
+impl GrantRbacStore {
     /// An empty store, and the writers of its Roles' and RoleBindings' watches.
-    pub fn new() -> (Self, GrantWriter<WatchedRole>, GrantWriter<WatchedBinding>) {
+    pub fn new() -> (
+        Self,
+        GrantRbacWriter<WatchedRole>,
+        GrantRbacWriter<WatchedBinding>,
+    ) {
         let grants = Arc::new(RwLock::new(Grants::new()));
         let (roles, roles_listed) = watch::channel(false);
         let (bindings, bindings_listed) = watch::channel(false);
@@ -122,8 +126,8 @@ impl GrantStore {
         };
         (
             store,
-            GrantWriter::new(grants.clone(), roles),
-            GrantWriter::new(grants, bindings),
+            GrantRbacWriter::new(grants.clone(), roles),
+            GrantRbacWriter::new(grants, bindings),
         )
     }
 
@@ -145,7 +149,7 @@ impl GrantStore {
     }
 }
 
-impl<W: GrantObject> GrantWriter<W> {
+impl<W: GrantObject> GrantRbacWriter<W> {
     fn new(grants: Arc<RwLock<Grants>>, listed: watch::Sender<bool>) -> Self {
         Self {
             grants,
@@ -277,18 +281,18 @@ mod tests {
     }
 
     /// How many grants have a Role or a RoleBinding in `store`.
-    fn grants_in(store: &GrantStore) -> usize {
+    fn grants_in(store: &GrantRbacStore) -> usize {
         read(&store.grants).values().map(HashMap::len).sum()
     }
 
-    fn pod_of(store: &GrantStore, grant: &GrantIdentity) -> Option<String> {
+    fn pod_of(store: &GrantRbacStore, grant: &GrantIdentity) -> Option<String> {
         let role = store.get::<WatchedRole>(&grant.namespace, &grant.name)?;
         role.pod.map(String::from)
     }
 
     #[test]
     fn a_grant_s_role_and_binding_share_a_record_until_both_are_gone() {
-        let (store, mut roles, mut bindings) = GrantStore::new();
+        let (store, mut roles, mut bindings) = GrantRbacStore::new();
         let (a, b) = (grant("a", "shop"), grant("b", "shop"));
         roles.apply(&Event::Apply(role(&a, "web-1", "1")));
         bindings.apply(&Event::Apply(binding(&a, "2")));
@@ -318,7 +322,7 @@ mod tests {
 
     #[test]
     fn a_relist_replaces_its_own_half_once_complete_and_leaves_the_other() {
-        let (store, mut roles, mut bindings) = GrantStore::new();
+        let (store, mut roles, mut bindings) = GrantRbacStore::new();
         let (a, b, c) = (grant("a", "shop"), grant("b", "shop"), grant("c", "bank"));
         roles.apply(&Event::Apply(role(&a, "web-1", "1")));
         roles.apply(&Event::Apply(role(&b, "web-2", "2")));
@@ -350,7 +354,7 @@ mod tests {
 
     #[test]
     fn the_store_is_ready_once_both_watches_have_listed() {
-        let (store, mut roles, mut bindings) = GrantStore::new();
+        let (store, mut roles, mut bindings) = GrantRbacStore::new();
         for event in [Event::Init, Event::InitDone] {
             roles.apply(&event);
         }
@@ -363,7 +367,7 @@ mod tests {
         bindings.apply(&Event::InitDone);
         assert!(store.wait_until_ready().now_or_never().is_some());
 
-        let (stopping, roles, bindings) = GrantStore::new();
+        let (stopping, roles, bindings) = GrantRbacStore::new();
         drop((roles, bindings));
         assert!(
             stopping.wait_until_ready().now_or_never().is_some(),

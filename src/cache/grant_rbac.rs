@@ -1,8 +1,8 @@
 //! What a request controller keeps of its grants' Roles and RoleBindings: not the objects, but
-//! what the builders read of them. oz-bench's heap profile at 3,000 grants found the two cached
-//! objects at ~3.6 KB per grant (labels alone are a B-tree node of 11 slots, ~550 bytes), more
-//! than the request itself; kept as kube objects with their own metadata and store keys, what
-//! was left of them was still ~1.5 KB ([`super::grant_store`] keeps them in one record instead).
+//! what the builders read of them. The two cached objects took more heap than the request itself
+//! (labels alone are a B-tree node of 11 slots), and kept as kube objects with their own
+//! metadata and store keys what was left of them was still large (the grant store keeps them in
+//! one record instead); the measurements are in docs/benchmarks.md.
 //!
 //! A builder asks three things of a grant's Role: is it exactly what oz would write, which pod
 //! does it name, and is it Brokered; and of a RoleBinding: is it exactly what oz would write,
@@ -31,12 +31,12 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
 use kube::{Resource, api::ObjectMeta};
-use oz_api::SessionMode;
+use oz_api::{SESSIONS_GROUP, SessionMode};
 use serde::Deserialize;
 
-use super::{MANAGED_BY, grant::REQUEST_KIND_LABEL, grant::REQUEST_LABEL, rbac::role_session_mode};
+use crate::builders::grant::{MANAGED_BY, REQUEST_KIND_LABEL, REQUEST_LABEL};
 
-/// The labels oz sets on a grant's objects ([`super::grant_identity`]); others' labels are not
+/// The labels oz sets on a grant's objects ([`crate::builders::grant::grant_identity`]); others' labels are not
 /// compared.
 pub const GRANT_LABEL_KEYS: [&str; 3] = [MANAGED_BY.0, REQUEST_LABEL, REQUEST_KIND_LABEL];
 
@@ -283,6 +283,21 @@ macro_rules! watched_as {
 watched_as!(WatchedRole, Role);
 watched_as!(WatchedBinding, RoleBinding);
 
+/// The session mode a grant's Role gives: Brokered when any rule is in [`SESSIONS_GROUP`].
+pub fn role_session_mode(role: &Role) -> SessionMode {
+    let brokered = role.rules.iter().flatten().any(|rule| {
+        rule.api_groups
+            .iter()
+            .flatten()
+            .any(|group| group == SESSIONS_GROUP)
+    });
+    if brokered {
+        SessionMode::Brokered
+    } else {
+        SessionMode::Direct
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use oz_api::ExecAccessRequest;
@@ -327,7 +342,7 @@ mod tests {
     /// What the store keeps of `object` as the watch delivers it.
     fn cached_of<K: serde::Serialize, W>(object: &K) -> W::Cached
     where
-        W: serde::de::DeserializeOwned + crate::builders::grant_store::GrantObject,
+        W: serde::de::DeserializeOwned + crate::cache::grant_rbac_store::GrantObject,
     {
         watched::<K, W>(object).cached().clone()
     }

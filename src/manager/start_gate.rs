@@ -2,15 +2,17 @@
 //! once its request's page of the request controller's LIST has armed its timer; everything
 //! else that lists every request or every grant waits for those LISTs rather than sharing the
 //! apiserver and oz's cores with them: the grants' Roles and RoleBindings (in
-//! [`crate::controllers::watches`]) and the webhooks' request cache (here). A replica that does
+//! the request controller's wiring) and the webhooks' request cache (here). A replica that does
 //! not lead runs no controller, so its webhooks do not wait.
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::leader::Leading;
+
 /// How many request controllers have listed their requests at least once, shared by all of
-/// them through the [`crate::Context`].
+/// them through the shared `Context`.
 #[derive(Clone, Debug)]
 pub struct RequestLists {
     listed: Arc<watch::Sender<usize>>,
@@ -33,18 +35,6 @@ impl RequestLists {
     fn count(&self) -> watch::Receiver<usize> {
         self.listed.subscribe()
     }
-}
-
-/// Whether this replica's controllers run: always without leader election, otherwise while it
-/// leads.
-pub enum Leading {
-    Always,
-    /// `looked` becomes true once the Lease has been looked at; `leading` says whether it is
-    /// ours ([`crate::manager::leader::Leadership`]).
-    Elected {
-        looked: watch::Receiver<bool>,
-        leading: watch::Receiver<bool>,
-    },
 }
 
 /// Returns once `expected` request controllers (one per kind and scope) have listed their

@@ -1,8 +1,8 @@
 //! What a request controller's watches hold of the objects grants are made of and stand on: the
 //! grants' Roles and RoleBindings and, for exec access, the workloads' selectors. Builders read
-//! them here instead of asking the apiserver on every reconcile (oz-bench counted a GET of each
-//! per reconcile). A cached copy that oz itself has just overwritten is not trusted: the
-//! apiserver is asked then ([`crate::own_writes`]).
+//! them here instead of asking the apiserver on every reconcile (a GET of each per reconcile).
+//! A cached copy that oz itself has just overwritten is not trusted: the
+//! apiserver is asked then ([`crate::cache::echoes`]).
 
 use k8s_openapi::{
     api::{
@@ -18,20 +18,24 @@ use kube::{
 use oz_api::{ControllerKind, CrossVersionObjectReference};
 
 use super::{
-    GrantIdentity,
-    cached_rbac::{CachedBinding, CachedRole, WatchedBinding, WatchedRole},
-    grant_store::{GrantObject, GrantStore},
-    workload::{Lookup, Workload},
+    grant_rbac::{CachedBinding, CachedRole, WatchedBinding, WatchedRole},
+    grant_rbac_store::{GrantObject, GrantRbacStore},
 };
-use crate::{Context, Result};
+use crate::{
+    Context, Result,
+    builders::{
+        GrantIdentity,
+        workload::{Lookup, Workload},
+    },
+};
 
 /// The caches one request controller's builder reads.
 #[derive(Clone)]
-pub struct GrantCache {
+pub struct BuildCaches {
     /// oz's Roles and RoleBindings in the controller's scope, as much of them as the builders
     /// read.
-    pub grants: GrantStore,
-    /// The workloads' uids and selectors, when the builder reads them ([`super::AccessBuilder::CACHES_WORKLOADS`]).
+    pub grants: GrantRbacStore,
+    /// The workloads' uids and selectors, when the builder reads them (`AccessBuilder::CACHES_WORKLOADS`).
     pub workloads: Option<WorkloadStores>,
 }
 
@@ -43,7 +47,7 @@ pub struct WorkloadStores {
     pub daemon_sets: Store<DaemonSet>,
 }
 
-impl GrantCache {
+impl BuildCaches {
     /// Waits until every store has been filled by its first LIST, so that a reconcile never
     /// takes "not cached yet" for "does not exist".
     pub async fn wait_until_ready(&self) {
@@ -161,7 +165,7 @@ cached_workload!(DaemonSet);
 /// has written it since the store last heard.
 async fn current<K, W>(
     ctx: &Context,
-    store: &GrantStore,
+    store: &GrantRbacStore,
     grant: &GrantIdentity,
 ) -> Result<Option<W::Cached>>
 where
@@ -171,7 +175,7 @@ where
     W::Cached: From<K>,
 {
     let cached = store.get::<W>(&grant.namespace, &grant.name);
-    if ctx.own_writes.ahead_of::<K>(
+    if ctx.echoes.ahead_of::<K>(
         &grant.namespace,
         &grant.name,
         cached.as_ref().map(W::cached_version),

@@ -1,0 +1,552 @@
+//! What a request controller keeps of each of its requests: not the request, but its parts
+//! packed into one buffer, made into the request again when a reconcile or a timer reads it.
+//!
+//! The cached request is most of a grant's heap. As a kube object it is a large struct (its
+//! `ObjectMeta`, spec and status inline) and a few dozen allocations: one per string, one per
+//! condition list, one per owner reference. Here it is the one struct kube's store and
+//! controller need, holding only what they read (its name, namespace, uid and resourceVersion,
+//! and the metadata oz reads that costs no allocation), plus one buffer with everything else:
+//! its template's name, its spec, its owner references, and its status, the conditions packed
+//! field by field (their type, status and reason as a byte each, from a table of the words
+//! seen), its other common fields as they are, and what is rarely set as the JSON it is.
+//!
+//! Packing is exact: [`CachedRequest::request`] gives back the request that was packed, field
+//! for field, so a reconcile judges what the watch delivered. The phase is also kept unpacked,
+//! and the template's name and `expiresAt` come first, as the timers, the gauge and the
+//! template watch read them of every request.
+
+use std::{
+    borrow::Cow,
+    marker::PhantomData,
+    sync::{LazyLock, RwLock},
+};
+
+use k8s_openapi::{
+    apimachinery::pkg::apis::meta::v1::{self as metav1, ObjectMeta, OwnerReference, Time},
+    jiff::Timestamp,
+};
+use kube::{Resource, runtime::watcher};
+use oz_api::{AccessRequest, Condition, RequestPhase, RequestStatus, WatchedRequest};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::{Error, Result};
+
+/// A request of kind `R` as the request controller caches it (see the module docs).
+pub struct CachedRequest<R> {
+    /// Its name, namespace, uid and resourceVersion, generation, timestamps and the revoke
+    /// annotation: everything of its metadata but its owner references (packed).
+    metadata: ObjectMeta,
+    /// `status.phase`.
+    phase: Option<RequestPhase>,
+    /// The template's name and `status.expiresAt` (first, to be read alone), the spec, the owner
+    /// references and the status.
+    packed: Box<[u8]>,
+    _kind: PhantomData<fn() -> R>,
+}
+
+impl<R: AccessRequest> CachedRequest<R> {
+    /// `request`, packed.
+    pub fn of(request: R) -> Result<Self> {
+        let serialization = |source| Error::Serialization {
+            what: "a request to cache",
+            source,
+        };
+        let mut whole = serde_json::to_value(&request).map_err(serialization)?;
+        let mut metadata = request.meta().clone();
+        let owners = metadata.owner_references.take();
+        let status = request.request_status();
+        let mut packed = Vec::with_capacity(512);
+        put_str(&mut packed, request.template_name());
+        put_time(&mut packed, status.and_then(|s| s.expires_at.as_ref()));
+        let spec = whole
+            .get_mut("spec")
+            .map(serde_json::Value::take)
+            .unwrap_or_default();
+        put_bytes(
+            &mut packed,
+            &serde_json::to_vec(&spec).map_err(serialization)?,
+        );
+        match &owners {
+            Some(owners) => {
+                packed.push(1);
+                put_owners(&mut packed, owners);
+            }
+            None => packed.push(0),
+        }
+        match status {
+            Some(status) => {
+                packed.push(1);
+                put_conditions(&mut packed, &status.conditions);
+                packed.push(u8::from(status.ready));
+                put_opt_str(&mut packed, status.pod_name.as_deref());
+                put_opt_str(&mut packed, status.access_message.as_deref());
+                put_time(&mut packed, status.approved_at.as_ref());
+                // The rest, rarely set, as JSON: `{}` when none is.
+                let rest = RequestStatus {
+                    conditions: Vec::new(),
+                    ready: false,
+                    pod_name: None,
+                    access_message: None,
+                    phase: None,
+                    expires_at: None,
+                    approved_at: None,
+                    ..status.clone()
+                };
+                put_bytes(
+                    &mut packed,
+                    &serde_json::to_vec(&rest).map_err(serialization)?,
+                );
+            }
+            None => packed.push(0),
+        }
+        Ok(Self {
+            metadata,
+            phase: status.and_then(|s| s.phase),
+            packed: packed.into_boxed_slice(),
+            _kind: PhantomData,
+        })
+    }
+
+    /// The request, as it was packed.
+    pub fn request(&self) -> Result<R> {
+        let corrupt = |source| Error::Serialization {
+            what: "a cached request",
+            source,
+        };
+        let mut read = Reader(&self.packed);
+        let _template = read.str();
+        let expires_at = read.time();
+        let spec: R::Spec = serde_json::from_slice(read.bytes()).map_err(corrupt)?;
+        let mut metadata = self.metadata.clone();
+        if read.byte() == 1 {
+            metadata.owner_references = Some(read.owners());
+        }
+        let status = if read.byte() == 1 {
+            let conditions = read.conditions();
+            let ready = read.byte() == 1;
+            let pod_name = read.opt_str();
+            let access_message = read.opt_str();
+            let approved_at = read.time();
+            let rest: RequestStatus = serde_json::from_slice(read.bytes()).map_err(corrupt)?;
+            Some(RequestStatus {
+                conditions,
+                ready,
+                pod_name,
+                access_message,
+                phase: self.phase,
+                expires_at: expires_at.map(Time),
+                approved_at: approved_at.map(Time),
+                ..rest
+            })
+        } else {
+            None
+        };
+        Ok(R::from_parts(metadata, spec, status))
+    }
+
+    /// `spec.templateName`, read without unpacking the rest.
+    pub fn template_name(&self) -> &str {
+        Reader(&self.packed).str()
+    }
+
+    /// `status.phase`.
+    pub fn phase(&self) -> Option<RequestPhase> {
+        self.phase
+    }
+
+    /// `status.expiresAt`, read without unpacking the rest.
+    pub fn expires_at(&self) -> Option<Timestamp> {
+        let mut read = Reader(&self.packed);
+        read.str();
+        read.time()
+    }
+
+    /// A watch event with its request packed; `None` for a request that cannot be packed
+    /// (serde's own output always can), with a warning.
+    pub fn event(event: watcher::Event<R>) -> Option<watcher::Event<Self>> {
+        use watcher::Event::*;
+        let pack = |request: R| match Self::of(request) {
+            Ok(cached) => Some(cached),
+            Err(error) => {
+                tracing::warn!(%error, "could not cache a request");
+                None
+            }
+        };
+        Some(match event {
+            Apply(r) => Apply(pack(r)?),
+            Delete(r) => Delete(pack(r)?),
+            Init => Init,
+            InitApply(r) => InitApply(pack(r)?),
+            InitDone => InitDone,
+        })
+    }
+}
+
+impl<R> Clone for CachedRequest<R> {
+    fn clone(&self) -> Self {
+        Self {
+            metadata: self.metadata.clone(),
+            phase: self.phase,
+            packed: self.packed.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<R> std::fmt::Debug for CachedRequest<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedRequest")
+            .field("metadata", &self.metadata)
+            .field("phase", &self.phase)
+            .field("packed", &self.packed.len())
+            .finish()
+    }
+}
+
+/// Listed and watched where requests of kind `R` are; kube's store and controller key it, and
+/// match owner references to it, as they would `R`.
+impl<R: AccessRequest> Resource for CachedRequest<R> {
+    type DynamicType = ();
+    type Scope = <R as Resource>::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        R::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        R::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        R::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        R::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Parsed as a watch parses a request ([`WatchedRequest`]), then packed.
+impl<'de, R: AccessRequest> Deserialize<'de> for CachedRequest<R> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let WatchedRequest(request) = WatchedRequest::<R>::deserialize(deserializer)?;
+        Self::of(request).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serialized as the request it holds (kube never serializes a watched object; this is for
+/// completeness).
+impl<R: AccessRequest> Serialize for CachedRequest<R> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.request()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
+    }
+}
+
+/// The words of conditions' types, statuses and reasons seen so far, each packed as its place
+/// here. oz writes a few dozen; past 255 (someone else's conditions), a word is packed whole.
+static WORDS: LazyLock<RwLock<Vec<Box<str>>>> = LazyLock::new(RwLock::default);
+
+/// Marks a word packed whole.
+const WHOLE_WORD: u8 = u8::MAX;
+
+fn put_word(packed: &mut Vec<u8>, word: &str) {
+    let place = {
+        let words = WORDS.read().unwrap_or_else(|e| e.into_inner());
+        words.iter().position(|w| &**w == word)
+    };
+    let place = place.or_else(|| {
+        let mut words = WORDS.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(place) = words.iter().position(|w| &**w == word) {
+            return Some(place);
+        }
+        (words.len() < usize::from(WHOLE_WORD)).then(|| {
+            words.push(word.into());
+            words.len() - 1
+        })
+    });
+    match place {
+        Some(place) => packed.push(place as u8),
+        None => {
+            packed.push(WHOLE_WORD);
+            put_str(packed, word);
+        }
+    }
+}
+
+fn put_conditions(packed: &mut Vec<u8>, conditions: &[Condition]) {
+    put_len(packed, conditions.len());
+    for condition in conditions {
+        put_word(packed, condition.type_());
+        put_word(packed, condition.status());
+        put_word(packed, condition.reason());
+        put_str(packed, &condition.message);
+        put_time(packed, Some(&condition.last_transition_time));
+        match condition.observed_generation {
+            Some(generation) => {
+                packed.push(1);
+                packed.extend_from_slice(&generation.to_le_bytes());
+            }
+            None => packed.push(0),
+        }
+    }
+}
+
+fn put_opt_str(packed: &mut Vec<u8>, text: Option<&str>) {
+    match text {
+        Some(text) => {
+            packed.push(1);
+            put_str(packed, text);
+        }
+        None => packed.push(0),
+    }
+}
+
+fn put_time(packed: &mut Vec<u8>, time: Option<&Time>) {
+    match time {
+        Some(Time(at)) => {
+            packed.push(1);
+            packed.extend_from_slice(&at.as_second().to_le_bytes());
+            packed.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
+        }
+        None => packed.push(0),
+    }
+}
+
+/// Owner references, their apiVersion and kind as words (a request's owner is its template).
+fn put_owners(packed: &mut Vec<u8>, owners: &[OwnerReference]) {
+    put_len(packed, owners.len());
+    for owner in owners {
+        put_word(packed, &owner.api_version);
+        put_word(packed, &owner.kind);
+        put_str(packed, &owner.name);
+        put_str(packed, &owner.uid);
+        let flag = |value: Option<bool>| match value {
+            None => 0,
+            Some(false) => 1,
+            Some(true) => 2,
+        };
+        packed.push(flag(owner.controller) | flag(owner.block_owner_deletion) << 2);
+    }
+}
+
+/// A length: one byte below 255, else 255 and four bytes.
+fn put_len(packed: &mut Vec<u8>, len: usize) {
+    match u8::try_from(len) {
+        Ok(short) if short < u8::MAX => packed.push(short),
+        _ => {
+            packed.push(u8::MAX);
+            packed.extend_from_slice(&(len as u32).to_le_bytes());
+        }
+    }
+}
+
+fn put_bytes(packed: &mut Vec<u8>, bytes: &[u8]) {
+    put_len(packed, bytes.len());
+    packed.extend_from_slice(bytes);
+}
+
+fn put_str(packed: &mut Vec<u8>, text: &str) {
+    put_bytes(packed, text.as_bytes());
+}
+
+/// Reads back what the `put_` functions packed, in the same order. The buffer is only ever
+/// one they wrote.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (taken, rest) = self.0.split_at(n);
+        self.0 = rest;
+        taken
+    }
+
+    fn byte(&mut self) -> u8 {
+        self.take(1)[0]
+    }
+
+    fn len(&mut self) -> usize {
+        match self.byte() {
+            u8::MAX => u32::from_le_bytes(self.take(4).try_into().unwrap_or_default()) as usize,
+            short => usize::from(short),
+        }
+    }
+
+    fn bytes(&mut self) -> &'a [u8] {
+        let len = self.len();
+        self.take(len)
+    }
+
+    fn str(&mut self) -> &'a str {
+        std::str::from_utf8(self.bytes()).unwrap_or_default()
+    }
+
+    fn i64(&mut self) -> i64 {
+        i64::from_le_bytes(self.take(8).try_into().unwrap_or_default())
+    }
+
+    fn opt_str(&mut self) -> Option<String> {
+        (self.byte() == 1).then(|| self.str().to_string())
+    }
+
+    fn time(&mut self) -> Option<Timestamp> {
+        (self.byte() == 1).then(|| {
+            let seconds = self.i64();
+            let nanos = i32::from_le_bytes(self.take(4).try_into().unwrap_or_default());
+            Timestamp::new(seconds, nanos).unwrap_or_default()
+        })
+    }
+
+    fn owners(&mut self) -> Vec<OwnerReference> {
+        let count = self.len();
+        (0..count)
+            .map(|_| {
+                let (api_version, kind) = (self.word(), self.word());
+                let (name, uid) = (self.str().to_string(), self.str().to_string());
+                let flags = self.byte();
+                let flag = |bits: u8| match bits & 3 {
+                    0 => None,
+                    1 => Some(false),
+                    _ => Some(true),
+                };
+                OwnerReference {
+                    api_version,
+                    kind,
+                    name,
+                    uid,
+                    controller: flag(flags),
+                    block_owner_deletion: flag(flags >> 2),
+                }
+            })
+            .collect()
+    }
+
+    fn word(&mut self) -> String {
+        match self.byte() {
+            WHOLE_WORD => self.str().to_string(),
+            place => {
+                let words = WORDS.read().unwrap_or_else(|e| e.into_inner());
+                words
+                    .get(usize::from(place))
+                    .map(|w| w.to_string())
+                    .unwrap_or_default()
+            }
+        }
+    }
+
+    fn conditions(&mut self) -> Vec<Condition> {
+        let count = self.len();
+        let mut conditions = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (type_, status, reason) = (self.word(), self.word(), self.word());
+            let message = self.str().to_string();
+            let at = self.time().unwrap_or_default();
+            let observed_generation = (self.byte() == 1).then(|| self.i64());
+            conditions.push(Condition::from(metav1::Condition {
+                type_,
+                status,
+                reason,
+                message,
+                last_transition_time: Time(at),
+                observed_generation,
+            }));
+        }
+        conditions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use oz_api::ExecAccessRequest;
+    use serde_json::json;
+
+    use super::*;
+
+    fn request() -> ExecAccessRequest {
+        let t = "2026-11-23T08:00:00Z";
+        let cond = |ty: &str, reason: &str, msg: &str| json!({"type": ty, "status": "True", "reason": reason, "message": msg, "lastTransitionTime": t, "observedGeneration": 1});
+        serde_json::from_value(json!({
+            "apiVersion": "crds.wizardofoz.co/v1alpha1",
+            "kind": "ExecAccessRequest",
+            "metadata": {
+                "name": "grant-00001", "namespace": "bench-001", "uid": "0c7b2a6e-5d7f-4a8b-9b1e-3f2d8c1a7e44",
+                "resourceVersion": "1234567", "generation": 1, "creationTimestamp": t,
+                "annotations": {"crds.wizardofoz.co/revoked-by": "bob"},
+                "ownerReferences": [{"apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessTemplate",
+                    "name": "app", "uid": "9d1c7f2e-0a3b-4c5d-8e6f-7a8b9c0d1e2f", "controller": true, "blockOwnerDeletion": true}],
+            },
+            "spec": {"templateName": "app", "duration": "2h", "reason": "bench",
+                     "requester": {"username": "alice", "uid": "6b1e", "groups": ["devs", "system:authenticated"]}},
+            "status": {
+                "conditions": [
+                    cond("TargetTemplateExists", "Success", "Found Target Template"),
+                    cond("SomeoneElses", "TheirReason", "not a word of oz's"),
+                    {"type": "AccessStillValid", "status": "False", "reason": "Timeout", "message": "Access expired",
+                     "lastTransitionTime": "2026-11-23T09:00:00.5Z"},
+                ],
+                "ready": false, "podName": "app-7d9f8b6c5d-x2k4q", "phase": "Expired",
+                "accessMessage": "kubectl exec -ti -n bench-001 app-7d9f8b6c5d-x2k4q -- /bin/sh",
+                "expiresAt": "2026-11-23T10:00:00Z",
+                "approvalProgress": "1/2",
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cached_request_is_the_request_that_was_cached() {
+        let original = request();
+        let cached = CachedRequest::of(original.clone()).unwrap();
+        let back = cached.request().unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&original).unwrap()
+        );
+        assert!(back.status == original.status, "the status compares equal");
+        assert_eq!(cached.template_name(), "app");
+        assert_eq!(cached.phase(), Some(RequestPhase::Expired));
+        assert_eq!(
+            cached.expires_at(),
+            Some("2026-11-23T10:00:00Z".parse().unwrap())
+        );
+        assert_eq!(cached.meta().name.as_deref(), Some("grant-00001"));
+        assert!(cached.meta().owner_references.is_none(), "packed");
+    }
+
+    #[test]
+    fn a_request_without_status_or_owners_comes_back_so() {
+        let mut original = request();
+        original.status = None;
+        original.metadata.owner_references = None;
+        let back = CachedRequest::of(original.clone())
+            .unwrap()
+            .request()
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&original).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_long_text_is_packed_whole() {
+        let mut original = request();
+        let status = original.status.as_mut().unwrap();
+        status.access_message = Some("x".repeat(70_000));
+        status.conditions[0].message = "y".repeat(300);
+        let back = CachedRequest::of(original.clone())
+            .unwrap()
+            .request()
+            .unwrap();
+        assert!(back.status == original.status);
+    }
+}
