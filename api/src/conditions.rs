@@ -16,7 +16,7 @@ use crate::{condition_reason, condition_type};
 /// A status condition: the JSON and schema of Kubernetes' `metav1.Condition`, kept more
 /// compactly. oz-manager holds every request in memory with its six conditions, and they were
 /// the largest part of a cached request: 128 bytes each, their type, status and reason each a
-/// string of its own (`webhooks/examples/cache_bytes.rs`). Here the three words take 16 bytes
+/// string of its own (`measure/heap/src/bin/request_cache_bytes.rs`). Here the three words take 16 bytes
 /// together when oz knows them all (each is its place in oz's list of words), and a condition
 /// takes 72. Read them with [`Condition::type_`], [`Condition::status`] and
 /// [`Condition::reason`].
@@ -409,7 +409,7 @@ mod tests {
     #[test]
     fn a_condition_takes_72_bytes() {
         // Six of them per cached request: 432 bytes, where they took 768 as four strings and
-        // three copy-on-write words each (oz-manager's memory at 10,000 grants, issue 20).
+        // three copy-on-write words each (oz-manager's memory at 10,000 grants).
         assert_eq!(std::mem::size_of::<Condition>(), 72);
     }
 }

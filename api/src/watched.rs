@@ -1,13 +1,13 @@
 //! The form in which oz's watches parse a request: straight from the apiserver's JSON into the
 //! request, without the metadata no part of oz reads ever being allocated.
 //!
-//! A request parsed whole holds ~11.5 KB of heap in 104 allocations, 9 KB of them its
-//! managedFields (a tree of every field each manager set), where the same request without them,
-//! its labels and its annotations holds 2.6 KB in 27 (`webhooks/examples/cache_bytes.rs`).
-//! Dropping them after parsing kept the caches small, but every LIST page and watch event still
-//! made the whole tree first: a page of 2,000 requests was ~23 MB at once, on oz-manager's peak
-//! after a restart, and its freed pieces left holes among the requests kept. Skipped as the JSON
-//! is read, they cost a scan and nothing else.
+//! A request parsed whole holds several times the heap of the same request without its
+//! managedFields (a tree of every field each manager set), labels and annotations
+//! (`measure/heap/src/bin/request_cache_bytes.rs` counts both; docs/benchmarks.md has the
+//! figures). Dropping them after parsing kept the caches small, but every LIST page and watch
+//! event still made the whole tree first, on oz-manager's peak after a restart, and its freed
+//! pieces left holes among the requests kept. Skipped as the JSON is read, they cost a scan and
+//! nothing else.
 //!
 //! oz never writes a request back whole (status is applied, everything else patched), so nothing
 //! skipped here is lost; no part of oz reads a request's labels, or its annotations but

@@ -1,4 +1,4 @@
-//! How big each part of the benchmark is: the sizes by default, small ones with
+//! How big each part of the benchmark is: the full run's sizes by default, small ones with
 //! `--quick`, and any of them overridden by its own flag or environment variable.
 
 use std::{path::PathBuf, time::Duration};
@@ -216,7 +216,7 @@ fn seconds<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::
 }
 
 impl Sizes {
-    /// The sizes.
+    /// The full run's sizes.
     pub fn full() -> Self {
         Self {
             quick: false,

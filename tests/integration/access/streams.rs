@@ -1,4 +1,4 @@
-//! Real streams into real pods (issue 15): oz grants access, and alice's own `kubectl exec`,
+//! Real streams into real pods: oz grants access, and alice's own `kubectl exec`,
 //! `attach`, `port-forward`, `debug` and `ozctl exec` reach pods that the control plane's
 //! controllers made and its kwok nodes run (an exec runs its command as a local process), or
 //! the apiserver refuses them. Grants on StatefulSets, DaemonSets and Rollouts: `targets.rs`.

@@ -1,4 +1,4 @@
-//! Only the apiserver writes audit records (issue 21): with `--webhook-client-ca-file` naming
+//! Only the apiserver writes audit records: with `--webhook-client-ca-file` naming
 //! the CA of the client certificate the test apiserver presents to webhooks (hack/testenv's
 //! `--webhook-client-cert`), oz answers the apiserver's real calls and refuses, counts and
 //! records nowhere a forged AdmissionReview posted straight to its port, with no certificate or

@@ -1,4 +1,4 @@
-//! The tamper-evident audit file (issue 21), written by a real oz-manager for execs the real
+//! The tamper-evident audit file, written by a real oz-manager for execs the real
 //! apiserver sends through oz's audit webhook, and checked with `oz_audit::verify` against the
 //! public key oz published in the ConfigMap `oz-audit`: across restarts and rotations, after
 //! a SIGKILL under load, and while the file cannot be written.

@@ -1,4 +1,4 @@
-//! oz's alerts and dashboard (`charts/oz/files`, issue 19): the rules pass `promtool check
+//! oz's alerts and dashboard (`charts/oz/files`): the rules pass `promtool check
 //! rules` and their unit tests (`promtool test rules`), and every metric a rule or a dashboard
 //! panel names is one a running oz-manager exports.
 

@@ -1,4 +1,4 @@
-//! Brokered sessions (issue 16), the broker's part: oz's broker, run in the test process with
+//! Brokered sessions, the broker's part: oz's broker, run in the test process with
 //! the admin client behind a test front door that names the user (the real one verifies the
 //! apiserver's front-proxy certificate first), pipes `cat` through to a pod that kwok runs, and
 //! closes the session when the grant ends: at expiresAt, when the request is deleted, when its

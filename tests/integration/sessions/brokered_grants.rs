@@ -1,4 +1,4 @@
-//! Brokered grants (issue 16) as the apiserver enforces them: a template with
+//! Brokered grants as the apiserver enforces them: a template with
 //! `sessionMode: Brokered` grants exec (and, for pod access, attach) in oz's API group
 //! `sessions.wizardofoz.co` only, so alice's plain `kubectl exec` is refused by the apiserver,
 //! and her session can only go through oz. The oz-manager runs as admin (the streams

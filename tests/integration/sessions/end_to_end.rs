@@ -41,7 +41,7 @@ use crate::{
 
 /// How long oz, the controllers and kwok may take to get somewhere on a busy 2-core machine.
 pub(crate) const WAIT: Duration = Duration::from_secs(90);
-/// The bound on how long after `expiresAt` an open session may last, seen by the client.
+/// oz's bound on how long after `expiresAt` an open session may last, seen by the client.
 const CLOSE_WITHIN: Duration = Duration::from_secs(2);
 
 /// The install applied to a private control plane, its oz-managers run as its ServiceAccount.

@@ -1,4 +1,4 @@
-//! Session recordings (issue 16) in real stores: a directory, and a real S3 server (gofakes3 on
+//! Session recordings in real stores: a directory, and a real S3 server (gofakes3 on
 //! 127.0.0.1, see `oz_testenv::s3`). What a session wrote reads back byte for byte; a
 //! recording whose writer died mid-session is readable up to its last flush; the recordings
 //! route answers as the aggregated API must. No control plane is needed: the apiserver's part

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::Results;
 use crate::{scale::ScaleResults, webhooks::Endpoint};
 
-/// One of the targets, and where the run stands.
+/// One of oz's targets (docs/benchmarks.md), and where the run stands.
 #[derive(Clone, Debug, Serialize)]
 pub struct Target {
     pub figure: String,
@@ -174,7 +174,7 @@ impl Results {
             ),
         ];
         // A few hundred grants move RSS by less than the allocator's own noise: the target
-        // is judged at the sizes only.
+        // is judged at the full run's sizes only.
         for p in self.scale.iter().filter(|p| p.grants >= 10_000) {
             targets.push(target(
                 &format!("Memory per grant at {} grants", p.grants),

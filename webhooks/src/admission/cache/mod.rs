@@ -4,7 +4,7 @@
 //! keep what the handlers read of every object in the namespaces served. A request is kept
 //! only as its [`GrantSummary`] (what grant matching reads), by namespace, so an audited exec
 //! reads its own namespace's requests and costs no apiserver call at all, and a grant in force
-//! costs under 200 bytes here, not a copy of the whole object; templates are kept whole,
+//! costs a small summary here, not a copy of the whole object; templates are kept whole,
 //! without `metadata.managedFields` and the last-applied annotation.
 //!
 //! The copies lag the apiserver by the watch's delivery delay, normally milliseconds. Where
