@@ -333,6 +333,16 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// Who sent `request`: the verdict the TLS server put on its connection, or
+    /// [`Caller::Unverified`] when there is none (a server without TLS, a test's router).
+    pub fn of_request(request: &Request) -> Self {
+        request
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The caller a connection's peer certificates (leaf first) make, as rustls reports them
     /// after the handshake: only a verified certificate is ever reported.
     pub fn of_peer(certificates: Option<&[CertificateDer<'_>]>) -> Self {
@@ -516,11 +526,7 @@ pub async fn guard(
     request: Request,
     next: Next,
 ) -> Response {
-    let caller = request
-        .extensions()
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_default();
+    let caller = Caller::of_request(&request);
     if let Err(refusal) = policy.admit(&caller) {
         policy.metrics.refuse(refusal.reason());
         warn!(

@@ -311,11 +311,7 @@ pub async fn guard(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = request
-        .extensions()
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_default();
+    let caller = Caller::of_request(&request);
     if let Err(reason) = front_proxy.admit(&caller) {
         warn!(path = %request.uri().path(), reason, name = ?caller.name(),
             "refused a sessions API call: not the kube-apiserver");
