@@ -115,15 +115,16 @@ pub async fn request_controller<B: AccessBuilder>(
         requests: store.clone(),
         templates,
     };
-    // The requests whose grants the expiry timers have revoked, reconciled next.
-    let (revoked, revoked_requests) = futures::channel::mpsc::unbounded();
+    // The requests the expiry timers send: grants they have revoked, and reconciles asked of
+    // them before an expiry. Reconciled next.
+    let (to_reconcile, timed_requests) = futures::channel::mpsc::unbounded();
     let reconciler = Arc::new(RequestReconciler::new(
         ctx.clone(),
         builder,
         stores,
         approvals,
         cache,
-        revoked,
+        to_reconcile,
         shutdown.clone().boxed().shared(),
     ));
     let requests = request_events(
@@ -144,7 +145,7 @@ pub async fn request_controller<B: AccessBuilder>(
         })
         .watches_stream(template_changes, requests_naming(&store))
         .watches_stream(decisions, request_decided::<B::Request>)
-        .reconcile_on(revoked_requests);
+        .reconcile_on(timed_requests);
     if B::OWNS_PODS {
         controller = controller.owns(scope.api::<Pod>(&client), owned);
     }

@@ -106,7 +106,8 @@ pub async fn verify_access_resources<B: AccessBuilder>(
 /// anything else. So no reconcile is scheduled for the expiry: a requeue per grant in force
 /// costs heap in kube's scheduler for every grant (docs/benchmarks.md), and woken at the same
 /// instant as the timer, the reconcile raced it (both deleted the Role and RoleBinding, and
-/// both wrote Expired).
+/// both wrote Expired). The one wake a Ready grant asks for, to be announced as expiring soon,
+/// is kept by its timer for the same reason ([`Wake::BeforeExpiry`]).
 pub fn is_access_ready<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
     pass: &mut Pass,
@@ -139,7 +140,7 @@ pub fn is_access_ready<B: AccessBuilder>(
             wake
         }
         // Woken then to say so.
-        Some(soon) if pass.now < soon => Wake::At(soon),
+        Some(soon) if pass.now < soon => Wake::BeforeExpiry(soon),
         _ => wake,
     };
     Stop::Write(wake)

@@ -118,10 +118,10 @@ impl<B: AccessBuilder> RequestReconciler<B> {
         stores: RequestStores<B::Request>,
         approvals: Store<AccessApproval>,
         cache: BuildCaches,
-        revoked: futures::channel::mpsc::UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
+        to_reconcile: futures::channel::mpsc::UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
         stopping: Stopping,
     ) -> Self {
-        let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone(), revoked);
+        let timers = ExpiryTimers::new(ctx.clone(), builder, stores.clone(), to_reconcile);
         Self {
             ctx,
             builder,
@@ -247,7 +247,7 @@ async fn reconcile_steps<B: AccessBuilder>(
     };
     let mut pass = Pass::new(request);
     let stop = steps(&r, &mut pass, &this.timers).await?;
-    write(&r, pass, stop).await
+    write(&r, pass, stop, &this.timers).await
 }
 
 /// The steps, in order, until one stops the pass.
@@ -284,8 +284,12 @@ async fn write<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
     mut pass: Pass,
     stop: Stop,
+    timers: &ExpiryTimers<B>,
 ) -> Result<Action> {
     match stop {
+        Stop::Write(Wake::BeforeExpiry(at)) if timers.wake(&r.grant, at) => {
+            pass.finish(r.ctx, r.request, Wake::OnChange).await
+        }
         Stop::Write(wake) => pass.finish(r.ctx, r.request, wake).await,
         Stop::Ended(at) => {
             pass.finish(r.ctx, r.request, Wake::OnChange).await?;

@@ -38,13 +38,19 @@ pub enum Wake {
     /// At this instant. The delay is computed as the reconcile returns, after its own API calls,
     /// so that however long they take they cannot push a grant's end past `expiresAt`.
     At(Timestamp),
+    /// At this instant, before the expiry of a grant in force: asked of the grant's expiry
+    /// timer, which holds it for a few dozen bytes where kube's scheduler holds hundreds
+    /// (`timers.rs`); as [`Wake::At`] if the grant has no timer.
+    BeforeExpiry(Timestamp),
 }
 
 impl Wake {
     pub fn action(self) -> Action {
         match self {
             Wake::OnChange => Action::await_change(),
-            Wake::At(at) => Action::requeue(time::until(Timestamp::now(), at)),
+            Wake::At(at) | Wake::BeforeExpiry(at) => {
+                Action::requeue(time::until(Timestamp::now(), at))
+            }
         }
     }
 }

@@ -44,27 +44,38 @@ use crate::{
     time,
 };
 
-/// What a timer keeps of its grant: the request it belongs to, from which the whole
-/// [`GrantIdentity`] (labels, owner reference: a dozen allocations) is made
-/// again when it fires. Shared by the queue's two indexes.
+/// What a timer keeps of its grant: the namespace, name and uid of the request it belongs
+/// to, from which the whole [`GrantIdentity`] (labels, owner reference: a dozen allocations) is
+/// made again when it fires. Shared by the queue's indexes, and kept as one string,
+/// `namespace/name/uid` (a namespace and a name hold no `/`): one allocation a grant in force,
+/// not three.
 #[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct TimedGrant {
-    namespace: String,
-    request: String,
-    uid: String,
-}
+struct TimedGrant(Box<str>);
 
 impl TimedGrant {
+    fn new(namespace: &str, request: &str, uid: &str) -> Self {
+        Self(format!("{namespace}/{request}/{uid}").into())
+    }
+
     fn of(grant: &GrantIdentity) -> Self {
-        Self {
-            namespace: grant.namespace.clone(),
-            request: grant.owner.name.clone(),
-            uid: grant.owner.uid.clone(),
-        }
+        Self::new(&grant.namespace, &grant.owner.name, &grant.owner.uid)
+    }
+
+    /// Its namespace, request name and uid.
+    fn parts(&self) -> (&str, &str, &str) {
+        let mut parts = self.0.splitn(3, '/');
+        let mut next = || parts.next().unwrap_or_default();
+        (next(), next(), next())
+    }
+
+    fn request_ref<R: AccessRequest>(&self) -> ObjectRef<CachedRequest<R>> {
+        let (namespace, request, _) = self.parts();
+        ObjectRef::new(request).within(namespace)
     }
 
     fn identity<R: AccessRequest>(&self) -> GrantIdentity {
-        grant_identity_of::<R>(&self.request, self.namespace.clone(), &self.uid)
+        let (namespace, request, uid) = self.parts();
+        grant_identity_of::<R>(request, namespace.to_string(), uid)
     }
 }
 
@@ -72,11 +83,22 @@ impl TimedGrant {
 /// future costs several times the heap of an entry here).
 #[derive(Default)]
 struct Queue {
-    /// Each armed grant's time; a grant stays here while it is being revoked, so that arming
+    /// Each armed grant's times; a grant stays here while it is being revoked, so that arming
     /// it again meanwhile does not revoke it twice.
-    armed: HashMap<Arc<TimedGrant>, Timestamp>,
+    armed: HashMap<Arc<TimedGrant>, Armed>,
     /// The grants not yet fired, soonest first.
     due: BTreeSet<(Timestamp, Arc<TimedGrant>)>,
+    /// The reconciles asked for before a grant's expiry, soonest first.
+    wakes: BTreeSet<(Timestamp, Arc<TimedGrant>)>,
+}
+
+/// The times of one armed grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Armed {
+    /// When it is revoked.
+    expires: Timestamp,
+    /// When its request is reconciled before that, if one was asked for.
+    wake: Option<Timestamp>,
 }
 
 impl Queue {
@@ -91,26 +113,84 @@ impl Queue {
         fired
     }
 
+    /// The grants whose reconcile is due at `now`, taken off the queue.
+    fn take_wakes(&mut self, now: Timestamp) -> Vec<Arc<TimedGrant>> {
+        let mut woken = Vec::new();
+        while let Some(first) = self.wakes.first()
+            && first.0 <= now
+        {
+            let (_, grant) = self.wakes.pop_first().expect("just looked");
+            if let Some(armed) = self.armed.get_mut(&grant) {
+                armed.wake = None;
+            }
+            woken.push(grant);
+        }
+        woken
+    }
+
+    /// The soonest instant anything is due.
+    fn next(&self) -> Option<Timestamp> {
+        let expiry = self.due.first().map(|(at, _)| *at);
+        let wake = self.wakes.first().map(|(at, _)| *at);
+        expiry.into_iter().chain(wake).min()
+    }
+
     /// Arms `grant` for `at` unless it is armed for that time or earlier already. Returns
     /// whether it was armed (`None`: left as it was; `Some(true)`: re-armed sooner), and whether
-    /// it is now the soonest due.
+    /// it is now the soonest due. A reconcile asked for before the new time is kept.
     fn arm(&mut self, grant: TimedGrant, at: Timestamp) -> Option<(bool, bool)> {
-        if self.armed.get(&grant).is_some_and(|armed| *armed <= at) {
+        let before = self.armed.get(&grant).copied();
+        if before.is_some_and(|armed| armed.expires <= at) {
             return None;
         }
+        let wake = before
+            .and_then(|armed| armed.wake)
+            .filter(|wake| *wake < at);
         let rearmed = self.remove(&grant);
-        let soonest = self.due.first().is_none_or(|(first, _)| at < *first);
+        let soonest = self.next().is_none_or(|first| at < first);
         let grant = Arc::new(grant);
-        self.armed.insert(Arc::clone(&grant), at);
+        self.armed
+            .insert(Arc::clone(&grant), Armed { expires: at, wake });
+        if let Some(wake) = wake {
+            self.wakes.insert((wake, Arc::clone(&grant)));
+        }
         self.due.insert((at, grant));
         Some((rearmed, soonest))
     }
 
-    /// Disarms `grant`; whether it was armed.
+    /// Asks for `grant`'s request to be reconciled at `at`, in place of any reconcile asked
+    /// for before. Returns whether that is now the soonest due; `None` when `grant` has no
+    /// timer. A time at or past its expiry needs nothing: the timer has the request reconciled
+    /// once it has revoked the grant.
+    fn wake(&mut self, grant: &TimedGrant, at: Timestamp) -> Option<bool> {
+        let (grant, armed) = self.armed.get_key_value(grant)?;
+        let (grant, armed) = (Arc::clone(grant), *armed);
+        if armed.wake == Some(at) || at >= armed.expires {
+            return Some(false);
+        }
+        let soonest = self.next().is_none_or(|first| at < first);
+        if let Some(before) = armed.wake {
+            self.wakes.remove(&(before, Arc::clone(&grant)));
+        }
+        self.wakes.insert((at, Arc::clone(&grant)));
+        self.armed.insert(
+            grant,
+            Armed {
+                wake: Some(at),
+                ..armed
+            },
+        );
+        Some(soonest)
+    }
+
+    /// Disarms `grant`, and drops the reconcile asked for it; whether it was armed.
     fn remove(&mut self, grant: &TimedGrant) -> bool {
         match self.armed.remove_entry(grant) {
-            Some((grant, at)) => {
-                self.due.remove(&(at, grant));
+            Some((grant, armed)) => {
+                if let Some(wake) = armed.wake {
+                    self.wakes.remove(&(wake, Arc::clone(&grant)));
+                }
+                self.due.remove(&(armed.expires, grant));
                 true
             }
             None => false,
@@ -132,12 +212,13 @@ pub struct ExpiryTimers<B: AccessBuilder> {
 }
 
 impl<B: AccessBuilder> ExpiryTimers<B> {
-    /// `revoked` takes each request whose grant a timer has revoked, to be reconciled.
+    /// `reconcile` takes each request whose grant a timer has revoked, or whose reconcile was
+    /// asked for ([`Self::wake`]), to be reconciled.
     pub fn new(
         ctx: Context,
         builder: B,
         stores: RequestStores<B::Request>,
-        revoked: UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
+        reconcile: UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
     ) -> Self {
         let (ctx, queue, sooner) = (Arc::new(ctx), Arc::default(), Arc::new(Notify::new()));
         let task = tokio::spawn(fire_when_due(
@@ -146,7 +227,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
             stores,
             Arc::clone(&queue),
             Arc::clone(&sooner),
-            revoked,
+            reconcile,
         ))
         .abort_handle();
         Self {
@@ -161,6 +242,21 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     /// Revokes `grant` at `at`, unless it is already armed for that time or earlier.
     pub fn arm(&self, grant: &GrantIdentity, at: Timestamp) {
         self.arm_timed(TimedGrant::of(grant), at);
+    }
+
+    /// Has the request of `grant`, whose timer is armed, reconciled at `at` (before its
+    /// expiry), in place of any time asked before; `false` when the grant has no timer, and
+    /// the caller must ask kube's scheduler. An entry here is a few dozen bytes beside the
+    /// grant's timer; a requeue in kube's scheduler copies the request's reference twice, for
+    /// hundreds of bytes a grant (docs/benchmarks.md).
+    pub fn wake(&self, grant: &GrantIdentity, at: Timestamp) -> bool {
+        let Some(soonest) = lock(&self.queue).wake(&TimedGrant::of(grant), at) else {
+            return false;
+        };
+        if soonest {
+            self.sooner.notify_one();
+        }
+        true
     }
 
     fn arm_timed(&self, grant: TimedGrant, at: Timestamp) {
@@ -194,11 +290,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     /// (the table of requests, `table_timers`): keyed as [`Self::arm_listed`] keys it, so that the LIST finds
     /// it armed, and [`Self::forget_absent`] drops it if the request is gone by then.
     pub fn arm_from_row(&self, expiry: &ListedExpiry) {
-        let grant = TimedGrant {
-            namespace: expiry.namespace.clone(),
-            request: expiry.name.clone(),
-            uid: expiry.uid.clone(),
-        };
+        let grant = TimedGrant::new(&expiry.namespace, &expiry.name, &expiry.uid);
         self.arm_timed(grant, expiry.expires_at);
     }
 
@@ -287,24 +379,31 @@ fn timers_gauge<B: AccessBuilder>(ctx: &Context) -> prometheus_client::metrics::
 
 /// The timers' task: sleeps until the soonest grant is due (or a sooner one is armed), and
 /// revokes each due grant on a task of its own, so that one slow revocation delays no other;
-/// then sends its request to `revoked`, whose reconcile finishes what the timer could not.
+/// then sends its request to `reconcile`, whose reconcile finishes what the timer could not.
+/// A request whose reconcile is due is sent there at once.
 async fn fire_when_due<B: AccessBuilder>(
     ctx: Arc<Context>,
     builder: B,
     stores: RequestStores<B::Request>,
     queue: Arc<Mutex<Queue>>,
     sooner: Arc<Notify>,
-    revoked: UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
+    reconcile: UnboundedSender<ObjectRef<CachedRequest<B::Request>>>,
 ) {
+    // Closed only when the controller has stopped, and this task with it.
+    let send = |grant: &TimedGrant| {
+        let _ = reconcile.unbounded_send(grant.request_ref());
+    };
     // Dropped with this task, which aborts the revocations in flight.
     let mut revoking = JoinSet::new();
     loop {
         let now = Timestamp::now();
-        let (due, next) = {
+        let (due, woken, next) = {
             let mut queue = lock(&queue);
-            let due = queue.take_due(now);
-            (due, queue.due.first().map(|(at, _)| *at))
+            (queue.take_due(now), queue.take_wakes(now), queue.next())
         };
+        for grant in woken {
+            send(&grant);
+        }
         for (at, grant) in due {
             let (ctx, stores) = (ctx.clone(), stores.clone());
             revoking.spawn(async move {
@@ -321,15 +420,12 @@ async fn fire_when_due<B: AccessBuilder>(
             Some(Ok((grant, at))) = revoking.join_next() => {
                 // Revoked: disarm, unless it was armed again meanwhile for another time.
                 let mut queue = lock(&queue);
-                if queue.armed.get(&grant) == Some(&at) {
-                    queue.armed.remove(&grant);
+                if queue.armed.get(&grant).is_some_and(|armed| armed.expires == at) {
+                    queue.remove(&grant);
                     drop(queue);
                     timers_gauge::<B>(&ctx).dec();
                 }
-                // Closed only when the controller has stopped, and this task with it.
-                let _ = revoked.unbounded_send(
-                    ObjectRef::new(&grant.request).within(&grant.namespace),
-                );
+                send(&grant);
             }
         }
     }
@@ -404,11 +500,7 @@ mod tests {
     }
 
     fn timed(request: &str) -> TimedGrant {
-        TimedGrant {
-            namespace: "shop".into(),
-            request: request.into(),
-            uid: format!("{request}-uid"),
-        }
+        TimedGrant::new("shop", request, &format!("{request}-uid"))
     }
 
     #[test]
@@ -426,7 +518,9 @@ mod tests {
         assert_eq!(queue.armed.len(), 3);
 
         let names = |due: Vec<(Timestamp, Arc<TimedGrant>)>| -> Vec<String> {
-            due.into_iter().map(|(_, g)| g.request.clone()).collect()
+            due.into_iter()
+                .map(|(_, g)| g.parts().1.to_string())
+                .collect()
         };
         assert!(queue.take_due(t(9)).is_empty());
         assert_eq!(names(queue.take_due(t(15))), ["b", "c"]);
@@ -436,6 +530,51 @@ mod tests {
         assert!(queue.remove(&timed("a")));
         assert!(!queue.remove(&timed("a")));
         assert!(queue.take_due(t(100)).is_empty(), "a was disarmed");
+    }
+
+    #[test]
+    fn a_reconcile_asked_before_the_expiry_fires_once_in_time_order_and_goes_with_its_timer() {
+        let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let names = |woken: Vec<Arc<TimedGrant>>| -> Vec<String> {
+            woken.into_iter().map(|g| g.parts().1.to_string()).collect()
+        };
+        let mut queue = Queue::default();
+        // Only a grant with a timer: the caller asks kube's scheduler for the others.
+        assert_eq!(queue.wake(&timed("a"), t(5)), None);
+        assert_eq!(queue.arm(timed("a"), t(100)), Some((false, true)));
+        assert_eq!(queue.arm(timed("b"), t(100)), Some((false, false)));
+        assert_eq!(queue.arm(timed("c"), t(100)), Some((false, false)));
+        assert_eq!(queue.wake(&timed("a"), t(50)), Some(true));
+        assert_eq!(queue.next(), Some(t(50)));
+        assert_eq!(queue.wake(&timed("b"), t(40)), Some(true));
+        assert_eq!(queue.wake(&timed("b"), t(40)), Some(false), "already asked");
+        // A later time replaces the earlier one.
+        assert_eq!(queue.wake(&timed("b"), t(60)), Some(false));
+        // At or past the expiry, the timer's own reconcile does.
+        assert_eq!(queue.wake(&timed("c"), t(100)), Some(false));
+        assert_eq!(queue.wakes.len(), 2);
+
+        assert!(queue.take_wakes(t(49)).is_empty());
+        assert_eq!(names(queue.take_wakes(t(60))), ["a", "b"]);
+        assert!(queue.take_wakes(t(99)).is_empty(), "each fires once");
+        assert_eq!(queue.next(), Some(t(100)));
+        assert!(queue.take_due(t(60)).is_empty(), "a wake revokes nothing");
+
+        // Re-armed sooner, a grant keeps a wake still before its new expiry, not one after.
+        queue.wake(&timed("a"), t(70));
+        queue.wake(&timed("b"), t(90));
+        assert_eq!(queue.arm(timed("a"), t(80)), Some((true, true)));
+        assert_eq!(
+            queue.arm(timed("b"), t(80)),
+            Some((true, false)),
+            "a's wake is sooner"
+        );
+        assert_eq!(names(queue.take_wakes(t(100))), ["a"]);
+        // Disarmed, a grant's wake goes too.
+        queue.wake(&timed("c"), t(75));
+        assert!(queue.remove(&timed("c")));
+        assert!(queue.wakes.is_empty());
+        assert_eq!(queue.next(), Some(t(80)));
     }
 
     #[test]

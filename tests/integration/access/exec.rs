@@ -16,6 +16,7 @@ use oz_api::{ExecAccessRequest, ExecAccessTemplate, RequestPhase, condition_type
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::json;
 
+use crate::notifications::{TestSink, events, of_request, sink_secret};
 use crate::support::{
     cluster::{env, install_crds},
     fixture::Fixture,
@@ -370,6 +371,42 @@ async fn access_ends_within_a_second_of_expires_at() {
     assert_eq!(
         f.grant_objects_exist(&grant_name(&expired)).await,
         (false, false)
+    );
+}
+
+/// A grant is announced as expiring soon at `expiresAt` less the template's
+/// `expiringSoonBefore`, by the reconcile its expiry timer asks for then (long after the last
+/// watch event of the grant), and as expired at its end: through a real sink.
+#[tokio::test]
+async fn a_grant_is_announced_as_expiring_soon_on_time_then_as_expired() {
+    const BEFORE: Duration = Duration::from_secs(8);
+    let sink = TestSink::start().await;
+    let f = Fixture::new(
+        "exec-soon",
+        "    notifications: {expiringSoonBefore: 8s}\n",
+        // The test's sink listens on 127.0.0.1.
+        &["--notifications-allow-sinks-in=loopback"],
+    )
+    .await;
+    sink_secret(&f.admin, &f.ns, "oz-notifications", &sink.url, None, true).await;
+    f.request("soon", "alice", "  duration: 20s\n").await;
+    let ready = f.wait_for("soon", RequestPhase::Ready).await;
+    let expires_at = ready.status.unwrap().expires_at.unwrap().0;
+
+    let received = sink.wait_for(3, "ready, expiringsoon and expired").await;
+    assert_eq!(
+        of_request(&events(&received), &format!("{}/soon", f.ns)),
+        ["ready", "expiringsoon", "expired"],
+        "{received:?}"
+    );
+    let sent_at: Timestamp = received[1].body["time"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a CloudEvent time: {:?}", received[1].body));
+    let soon = expires_at - BEFORE;
+    assert!(
+        soon <= sent_at && sent_at < expires_at,
+        "announced as expiring soon at {sent_at}, not between {soon} and {expires_at}"
     );
 }
 
