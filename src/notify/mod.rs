@@ -7,7 +7,6 @@
 //! dead-letter log line.
 
 use std::{
-    collections::{HashSet, VecDeque},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -21,6 +20,7 @@ pub mod metrics;
 pub mod namespace_sinks;
 mod notice;
 pub mod payload;
+mod seen;
 pub mod sink_addresses;
 pub mod sinks;
 
@@ -28,15 +28,11 @@ pub use delivery::{Backoff, DeliveryConfig};
 pub use metrics::NotifyMetrics;
 use namespace_sinks::NamespaceSinks;
 pub use notice::{Notice, NoticeKind};
+use seen::{Seen, SeenKey};
 pub use sink_addresses::SinkNetworks;
 use sinks::SinkResolver;
 
 use crate::scope::Scope;
-
-/// How long a (request, kind) already sent is remembered, so a repeat is dropped.
-const SEEN_FOR: Duration = Duration::from_secs(6 * 3600);
-/// At most this many (request, kind) pairs are remembered; the oldest are forgotten first.
-const SEEN_CAPACITY: usize = 100_000;
 
 /// How the notifier queues, finds sinks and delivers.
 #[derive(Clone, Debug)]
@@ -135,7 +131,7 @@ impl Notifier {
     /// state; a notice that finds the queue full is dead-lettered.
     pub fn send(&self, notice: Notice) {
         let Some(shared) = &self.shared else { return };
-        let key = (notice.uid.clone(), notice.kind);
+        let key = SeenKey::of(&notice.uid, notice.kind);
         // Held across the check and the enqueue, so that two reconciles sending the same
         // notice at once send it once.
         let mut seen = shared.seen.lock().expect("not poisoned");
@@ -205,42 +201,6 @@ async fn dispatch(
                 payload: payload::payload(&notice, sink.format, time),
             };
             lanes.push(&sink, delivery);
-        }
-    }
-}
-
-/// The (request uid, kind) pairs already queued, forgotten after [`SEEN_FOR`] or, past
-/// [`SEEN_CAPACITY`], oldest first.
-#[derive(Default)]
-struct Seen {
-    keys: HashSet<(String, NoticeKind)>,
-    order: VecDeque<(Instant, (String, NoticeKind))>,
-}
-
-impl Seen {
-    fn contains(&mut self, key: &(String, NoticeKind)) -> bool {
-        self.forget_old(Instant::now());
-        self.keys.contains(key)
-    }
-
-    fn insert(&mut self, key: (String, NoticeKind), now: Instant) {
-        if self.keys.insert(key.clone()) {
-            self.order.push_back((now, key));
-        }
-        while self.order.len() > SEEN_CAPACITY {
-            if let Some((_, oldest)) = self.order.pop_front() {
-                self.keys.remove(&oldest);
-            }
-        }
-    }
-
-    fn forget_old(&mut self, now: Instant) {
-        while let Some((at, _)) = self.order.front() {
-            if now.duration_since(*at) < SEEN_FOR {
-                break;
-            }
-            let (_, key) = self.order.pop_front().expect("just looked");
-            self.keys.remove(&key);
         }
     }
 }

@@ -59,28 +59,6 @@ fn a_full_queue_dead_letters_at_once_and_the_notice_may_be_sent_again() {
     assert_eq!(metrics.dead_lettered_count("queue_full"), 2);
 }
 
-#[test]
-fn remembered_notices_are_bounded_by_age_and_count() {
-    let mut seen = Seen::default();
-    let start = Instant::now();
-    seen.insert(("old".into(), NoticeKind::Ready), start);
-    seen.forget_old(start + SEEN_FOR - Duration::from_secs(1));
-    assert!(seen.keys.contains(&("old".into(), NoticeKind::Ready)));
-    seen.forget_old(start + SEEN_FOR);
-    assert!(seen.keys.is_empty() && seen.order.is_empty());
-
-    for i in 0..SEEN_CAPACITY + 5 {
-        seen.insert((i.to_string(), NoticeKind::Ready), start);
-    }
-    assert_eq!(seen.keys.len(), SEEN_CAPACITY);
-    assert_eq!(seen.order.len(), SEEN_CAPACITY);
-    assert!(!seen.keys.contains(&("0".into(), NoticeKind::Ready)));
-    assert!(
-        seen.keys
-            .contains(&((SEEN_CAPACITY + 4).to_string(), NoticeKind::Ready))
-    );
-}
-
 /// Delivery through real lanes to sinks served on 127.0.0.1.
 mod lanes {
     use std::{
