@@ -26,7 +26,7 @@ use kube::{
 use oz_api::{
     AccessConfig, AccessKind, AccessRequest, AccessTemplate, Asked, ExecAccessRequest,
     ExecAccessTemplate, GrantSummary, PodAccessRequest, PodAccessTemplate, PodAction, Route,
-    SessionStream, WatchedRequest, duration::parse_positive_duration, granting,
+    SessionMode, SessionStream, WatchedRequest, duration::parse_positive_duration, granting,
 };
 use serde::de::DeserializeOwned;
 use tokio::{sync::watch, task::JoinHandle};
@@ -132,8 +132,9 @@ pub fn choose_grant(
 }
 
 /// The requests and templates this replica has seen, kept current by watches. A request is
-/// kept only as the [`RequestView`] the broker reads, never whole: a cached request is most of
-/// the heap of a grant, and this replica may hold tens of thousands.
+/// kept only as the [`RequestView`] the broker reads, never whole (a cached request is most of
+/// the heap of a grant, and this replica may hold tens of thousands), and only if it is
+/// Brokered ([`KeptViews`]).
 #[derive(Clone)]
 pub struct RequestTemplateCache {
     exec_requests: Vec<RequestViews>,
@@ -263,15 +264,21 @@ struct RequestViews {
     listed: watch::Receiver<bool>,
 }
 
+/// The views kept: only of the requests that are Brokered, or have been since this watch
+/// first saw them. The broker opens sessions under Brokered grants only (the grant rule's
+/// Brokered route), so the Direct grants, most of them, cost it nothing; a request once kept
+/// is kept, however its status changes, so that a session under it sees it as before.
 #[derive(Default)]
 struct KeptViews {
-    current: HashMap<String, HashMap<String, RequestView>>,
-    relisting: Option<HashMap<String, HashMap<String, RequestView>>>,
+    current: ViewsByNamespace,
+    relisting: Option<ViewsByNamespace>,
 }
+
+type ViewsByNamespace = HashMap<String, HashMap<String, RequestView>>;
 
 impl KeptViews {
     fn apply<R: AccessRequest>(&mut self, event: watcher::Event<WatchedRequest<R>>) -> bool {
-        fn insert(into: &mut HashMap<String, HashMap<String, RequestView>>, view: RequestView) {
+        fn insert(into: &mut ViewsByNamespace, view: RequestView) {
             into.entry(view.namespace.clone())
                 .or_default()
                 .insert(view.summary.name.clone(), view);
@@ -279,17 +286,20 @@ impl KeptViews {
         match event {
             watcher::Event::Init => self.relisting = Some(HashMap::new()),
             watcher::Event::InitApply(WatchedRequest(request)) => {
-                insert(
-                    self.relisting.get_or_insert_default(),
-                    RequestView::of(&request),
-                );
+                let view = RequestView::of(&request);
+                if self.keeps(&view) {
+                    insert(self.relisting.get_or_insert_default(), view);
+                }
             }
             watcher::Event::InitDone => {
                 self.current = self.relisting.take().unwrap_or_default();
                 return true;
             }
             watcher::Event::Apply(WatchedRequest(request)) => {
-                insert(&mut self.current, RequestView::of(&request));
+                let view = RequestView::of(&request);
+                if self.keeps(&view) {
+                    insert(&mut self.current, view);
+                }
             }
             watcher::Event::Delete(WatchedRequest(request)) => {
                 let view = RequestView::of(&request);
@@ -302,6 +312,15 @@ impl KeptViews {
             }
         }
         false
+    }
+
+    /// Whether `view` is kept: Brokered, or kept already.
+    fn keeps(&self, view: &RequestView) -> bool {
+        view.summary.session_mode == Some(SessionMode::Brokered)
+            || self
+                .current
+                .get(&view.namespace)
+                .is_some_and(|names| names.contains_key(&view.summary.name))
     }
 }
 
@@ -569,5 +588,58 @@ mod tests {
             .as_deref(),
             Some("pod")
         );
+    }
+
+    fn event_of(name: &str, mode: Option<&str>) -> WatchedRequest<ExecAccessRequest> {
+        let mut status = json!({"phase": "Ready", "podName": "web-0"});
+        if let Some(mode) = mode {
+            status["sessionMode"] = json!(mode);
+        }
+        WatchedRequest(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}")},
+                "spec": {"templateName": "web"},
+                "status": status,
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn only_brokered_requests_are_kept_and_one_kept_stays_kept_whatever_its_status() {
+        use watcher::Event::*;
+        let kept = |views: &KeptViews| -> Vec<(String, Option<SessionMode>)> {
+            let mut names: Vec<_> = (views.current.values().flat_map(|names| names.values()))
+                .map(|v| (v.summary.name.clone(), v.summary.session_mode))
+                .collect();
+            names.sort_by(|a, b| a.0.cmp(&b.0));
+            names
+        };
+        let brokered = Some(SessionMode::Brokered);
+        let mut views = KeptViews::default();
+        for event in [
+            Init,
+            InitApply(event_of("direct", None)),
+            InitApply(event_of("broker", Some("Brokered"))),
+            InitDone,
+        ] {
+            views.apply(event);
+        }
+        assert_eq!(kept(&views), [("broker".into(), brokered)]);
+        views.apply(Apply(event_of("direct-2", Some("Direct"))));
+        views.apply(Apply(event_of("broker-2", Some("Brokered"))));
+        assert_eq!(
+            kept(&views),
+            [("broker".into(), brokered), ("broker-2".into(), brokered)]
+        );
+        // Its status edited, a kept request is still seen, as it now is; so after a re-list.
+        views.apply(Apply(event_of("broker", None)));
+        views.apply::<ExecAccessRequest>(Init);
+        views.apply(InitApply(event_of("broker", None)));
+        views.apply(InitApply(event_of("direct", None)));
+        views.apply::<ExecAccessRequest>(InitDone);
+        assert_eq!(kept(&views), [("broker".into(), None)]);
+        views.apply(Delete(event_of("broker", None)));
+        assert!(views.current.is_empty());
     }
 }
