@@ -15,20 +15,19 @@
 //! and the template's name and `expiresAt` come first, as the timers, the gauge and the
 //! template watch read them of every request.
 
-use std::{
-    borrow::Cow,
-    marker::PhantomData,
-    sync::{LazyLock, RwLock},
-};
+use std::{borrow::Cow, marker::PhantomData};
 
 use k8s_openapi::{
-    apimachinery::pkg::apis::meta::v1::{self as metav1, ObjectMeta, OwnerReference, Time},
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
     jiff::Timestamp,
 };
 use kube::{Resource, runtime::watcher};
-use oz_api::{AccessRequest, Condition, RequestPhase, RequestStatus, WatchedRequest};
+use oz_api::{AccessRequest, RequestPhase, RequestStatus, WatchedRequest};
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::packing::{
+    Reader, put_bytes, put_conditions, put_opt_str, put_owners, put_str, put_time,
+};
 use crate::{Error, Result};
 
 /// A request of kind `R` as the request controller caches it (see the module docs).
@@ -252,218 +251,6 @@ impl<R: AccessRequest> Serialize for CachedRequest<R> {
     }
 }
 
-/// The words of conditions' types, statuses and reasons seen so far, each packed as its place
-/// here. oz writes a few dozen; past 255 (someone else's conditions), a word is packed whole.
-static WORDS: LazyLock<RwLock<Vec<Box<str>>>> = LazyLock::new(RwLock::default);
-
-/// Marks a word packed whole.
-const WHOLE_WORD: u8 = u8::MAX;
-
-fn put_word(packed: &mut Vec<u8>, word: &str) {
-    let place = {
-        let words = WORDS.read().unwrap_or_else(|e| e.into_inner());
-        words.iter().position(|w| &**w == word)
-    };
-    let place = place.or_else(|| {
-        let mut words = WORDS.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(place) = words.iter().position(|w| &**w == word) {
-            return Some(place);
-        }
-        (words.len() < usize::from(WHOLE_WORD)).then(|| {
-            words.push(word.into());
-            words.len() - 1
-        })
-    });
-    match place {
-        Some(place) => packed.push(place as u8),
-        None => {
-            packed.push(WHOLE_WORD);
-            put_str(packed, word);
-        }
-    }
-}
-
-fn put_conditions(packed: &mut Vec<u8>, conditions: &[Condition]) {
-    put_len(packed, conditions.len());
-    for condition in conditions {
-        put_word(packed, condition.type_());
-        put_word(packed, condition.status());
-        put_word(packed, condition.reason());
-        put_str(packed, &condition.message);
-        put_time(packed, Some(&condition.last_transition_time));
-        match condition.observed_generation {
-            Some(generation) => {
-                packed.push(1);
-                packed.extend_from_slice(&generation.to_le_bytes());
-            }
-            None => packed.push(0),
-        }
-    }
-}
-
-fn put_opt_str(packed: &mut Vec<u8>, text: Option<&str>) {
-    match text {
-        Some(text) => {
-            packed.push(1);
-            put_str(packed, text);
-        }
-        None => packed.push(0),
-    }
-}
-
-fn put_time(packed: &mut Vec<u8>, time: Option<&Time>) {
-    match time {
-        Some(Time(at)) => {
-            packed.push(1);
-            packed.extend_from_slice(&at.as_second().to_le_bytes());
-            packed.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
-        }
-        None => packed.push(0),
-    }
-}
-
-/// Owner references, their apiVersion and kind as words (a request's owner is its template).
-fn put_owners(packed: &mut Vec<u8>, owners: &[OwnerReference]) {
-    put_len(packed, owners.len());
-    for owner in owners {
-        put_word(packed, &owner.api_version);
-        put_word(packed, &owner.kind);
-        put_str(packed, &owner.name);
-        put_str(packed, &owner.uid);
-        let flag = |value: Option<bool>| match value {
-            None => 0,
-            Some(false) => 1,
-            Some(true) => 2,
-        };
-        packed.push(flag(owner.controller) | flag(owner.block_owner_deletion) << 2);
-    }
-}
-
-/// A length: one byte below 255, else 255 and four bytes.
-fn put_len(packed: &mut Vec<u8>, len: usize) {
-    match u8::try_from(len) {
-        Ok(short) if short < u8::MAX => packed.push(short),
-        _ => {
-            packed.push(u8::MAX);
-            packed.extend_from_slice(&(len as u32).to_le_bytes());
-        }
-    }
-}
-
-fn put_bytes(packed: &mut Vec<u8>, bytes: &[u8]) {
-    put_len(packed, bytes.len());
-    packed.extend_from_slice(bytes);
-}
-
-fn put_str(packed: &mut Vec<u8>, text: &str) {
-    put_bytes(packed, text.as_bytes());
-}
-
-/// Reads back what the `put_` functions packed, in the same order. The buffer is only ever
-/// one they wrote.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (taken, rest) = self.0.split_at(n);
-        self.0 = rest;
-        taken
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.take(1)[0]
-    }
-
-    fn len(&mut self) -> usize {
-        match self.byte() {
-            u8::MAX => u32::from_le_bytes(self.take(4).try_into().unwrap_or_default()) as usize,
-            short => usize::from(short),
-        }
-    }
-
-    fn bytes(&mut self) -> &'a [u8] {
-        let len = self.len();
-        self.take(len)
-    }
-
-    fn str(&mut self) -> &'a str {
-        std::str::from_utf8(self.bytes()).unwrap_or_default()
-    }
-
-    fn i64(&mut self) -> i64 {
-        i64::from_le_bytes(self.take(8).try_into().unwrap_or_default())
-    }
-
-    fn opt_str(&mut self) -> Option<String> {
-        (self.byte() == 1).then(|| self.str().to_string())
-    }
-
-    fn time(&mut self) -> Option<Timestamp> {
-        (self.byte() == 1).then(|| {
-            let seconds = self.i64();
-            let nanos = i32::from_le_bytes(self.take(4).try_into().unwrap_or_default());
-            Timestamp::new(seconds, nanos).unwrap_or_default()
-        })
-    }
-
-    fn owners(&mut self) -> Vec<OwnerReference> {
-        let count = self.len();
-        (0..count)
-            .map(|_| {
-                let (api_version, kind) = (self.word(), self.word());
-                let (name, uid) = (self.str().to_string(), self.str().to_string());
-                let flags = self.byte();
-                let flag = |bits: u8| match bits & 3 {
-                    0 => None,
-                    1 => Some(false),
-                    _ => Some(true),
-                };
-                OwnerReference {
-                    api_version,
-                    kind,
-                    name,
-                    uid,
-                    controller: flag(flags),
-                    block_owner_deletion: flag(flags >> 2),
-                }
-            })
-            .collect()
-    }
-
-    fn word(&mut self) -> String {
-        match self.byte() {
-            WHOLE_WORD => self.str().to_string(),
-            place => {
-                let words = WORDS.read().unwrap_or_else(|e| e.into_inner());
-                words
-                    .get(usize::from(place))
-                    .map(|w| w.to_string())
-                    .unwrap_or_default()
-            }
-        }
-    }
-
-    fn conditions(&mut self) -> Vec<Condition> {
-        let count = self.len();
-        let mut conditions = Vec::with_capacity(count);
-        for _ in 0..count {
-            let (type_, status, reason) = (self.word(), self.word(), self.word());
-            let message = self.str().to_string();
-            let at = self.time().unwrap_or_default();
-            let observed_generation = (self.byte() == 1).then(|| self.i64());
-            conditions.push(Condition::from(metav1::Condition {
-                type_,
-                status,
-                reason,
-                message,
-                last_transition_time: Time(at),
-                observed_generation,
-            }));
-        }
-        conditions
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use oz_api::ExecAccessRequest;
@@ -506,6 +293,13 @@ mod tests {
     fn a_cached_request_is_the_request_that_was_cached() {
         let original = request();
         let cached = CachedRequest::of(original.clone()).unwrap();
+        // Packed again, its repeated messages take a byte each: it still comes back whole.
+        let again = CachedRequest::of(original.clone()).unwrap();
+        assert!(again.packed.len() <= cached.packed.len());
+        assert_eq!(
+            serde_json::to_value(again.request().unwrap()).unwrap(),
+            serde_json::to_value(&original).unwrap()
+        );
         let back = cached.request().unwrap();
         assert_eq!(
             serde_json::to_value(&back).unwrap(),
