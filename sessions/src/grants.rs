@@ -380,7 +380,8 @@ fn watch_views<R: AccessRequest>(
     views
 }
 
-/// Watches `api` into a new store, bumping `changed` after each event is in it.
+/// Watches `api` into a new store, bumping `changed` after each event is in it. Objects are
+/// kept without the metadata no part of oz reads ([`oz_api::strip_unread_metadata`]).
 fn watch_into<K>(
     api: Api<K>,
     changed: &Arc<watch::Sender<u64>>,
@@ -394,6 +395,7 @@ where
     tasks.push(tokio::spawn(async move {
         let events = watcher(api, watcher::Config::default())
             .default_backoff()
+            .modify(|object| oz_api::strip_unread_metadata(object.meta_mut()))
             .reflect(writer);
         let mut events = pin!(events);
         while let Some(event) = events.next().await {

@@ -8,9 +8,9 @@ use kube::{
     Api, Client, ResourceExt,
     api::DynamicObject,
     runtime::{
-        Controller,
-        reflector::{ObjectRef, Store},
-        watcher,
+        Controller, WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher::{self, watcher},
     },
 };
 use oz_api::{AccessTemplate, ControllerKind};
@@ -29,9 +29,15 @@ pub async fn template_controller<T: AccessTemplate>(
     shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
-    let controller = Controller::new(scope.api::<T>(&client), watcher::Config::default());
-    let store = controller.store();
-    let mut controller = controller
+    // As `Controller::new` watches, but keeping each template without the metadata no part of
+    // oz reads (its managedFields were most of a cached template).
+    let (store, writer) = reflector::store();
+    let templates = watcher(scope.api::<T>(&client), watcher::Config::default())
+        .default_backoff()
+        .modify(|template| oz_api::strip_unread_metadata(template.meta_mut()))
+        .reflect(writer)
+        .applied_objects();
+    let mut controller = Controller::for_stream(templates, store.clone())
         .watches(
             scope.api::<Deployment>(&client),
             watcher::Config::default(),
