@@ -31,8 +31,9 @@ pub struct GrantIdentity {
 }
 
 /// The identity of `request`'s grant: the shared object name `<request>-<uid8>` (Oz's naming),
-/// labels, and the controller owner reference.
-pub fn grant_identity<R: Resource<DynamicType = ()>>(request: &R) -> Result<GrantIdentity, Error> {
+/// labels, and the controller owner reference. (A cached request packs its uid: ask it,
+/// [`CachedRequest::grant_identity`](crate::cache::requests::CachedRequest::grant_identity).)
+pub fn grant_identity<R: oz_api::AccessRequest>(request: &R) -> Result<GrantIdentity, Error> {
     let name = request.name_any();
     let namespace = request
         .namespace()

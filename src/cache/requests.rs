@@ -4,7 +4,7 @@
 //! The cached request is most of a grant's heap. As a kube object it is a large struct (its
 //! `ObjectMeta`, spec and status inline) and a few dozen allocations: one per string, one per
 //! condition list, one per owner reference. Here it is the one struct kube's store and
-//! controller need, holding only what they read (its name, namespace, uid and resourceVersion,
+//! controller need, holding only what they read (its name, namespace and resourceVersion,
 //! and the metadata oz reads that costs no allocation), plus one buffer with everything else:
 //! its template's name, its spec, its owner references, and its status, the conditions packed
 //! field by field (their type, status and reason as a byte each, from a table of the words
@@ -28,17 +28,20 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::packing::{
     Reader, put_bytes, put_conditions, put_opt_str, put_owners, put_str, put_time,
 };
-use crate::{Error, Result};
+use crate::{
+    Error, Result,
+    builders::{GrantIdentity, grant_identity_of},
+};
 
 /// A request of kind `R` as the request controller caches it (see the module docs).
 pub struct CachedRequest<R> {
-    /// Its name, namespace, uid and resourceVersion, generation, timestamps and the revoke
-    /// annotation: everything of its metadata but its owner references (packed).
+    /// Its name, namespace and resourceVersion, generation, timestamps and the revoke
+    /// annotation: everything of its metadata but its uid and owner references (packed).
     metadata: ObjectMeta,
     /// `status.phase`.
     phase: Option<RequestPhase>,
-    /// The template's name and `status.expiresAt` (first, to be read alone), the spec, the owner
-    /// references and the status.
+    /// The template's name, `status.expiresAt` and the uid (first, to be read alone), the spec,
+    /// the owner references and the status.
     packed: Box<[u8]>,
     _kind: PhantomData<fn() -> R>,
 }
@@ -53,10 +56,13 @@ impl<R: AccessRequest> CachedRequest<R> {
         let mut whole = serde_json::to_value(&request).map_err(serialization)?;
         let mut metadata = request.meta().clone();
         let owners = metadata.owner_references.take();
+        // Packed: kube's store would copy it from the metadata into the request's key.
+        let uid = metadata.uid.take();
         let status = request.request_status();
         let mut packed = Vec::with_capacity(512);
         put_str(&mut packed, request.template_name());
         put_time(&mut packed, status.and_then(|s| s.expires_at.as_ref()));
+        put_opt_str(&mut packed, uid.as_deref());
         let spec = whole
             .get_mut("spec")
             .map(serde_json::Value::take)
@@ -115,8 +121,10 @@ impl<R: AccessRequest> CachedRequest<R> {
         let mut read = Reader(&self.packed);
         let _template = read.str();
         let expires_at = read.time();
+        let uid = read.opt_str();
         let spec: R::Spec = serde_json::from_slice(read.bytes()).map_err(corrupt)?;
         let mut metadata = self.metadata.clone();
+        metadata.uid = uid;
         if read.byte() == 1 {
             metadata.owner_references = Some(read.owners());
         }
@@ -158,6 +166,24 @@ impl<R: AccessRequest> CachedRequest<R> {
         let mut read = Reader(&self.packed);
         read.str();
         read.time()
+    }
+
+    /// `metadata.uid`, which is packed, not in [`Resource::meta`].
+    pub fn uid(&self) -> Option<String> {
+        let mut read = Reader(&self.packed);
+        read.str();
+        read.time();
+        read.opt_str()
+    }
+
+    /// The identity of its grant, as [`grant_identity`](crate::builders::grant_identity) makes
+    /// it of the request.
+    pub fn grant_identity(&self) -> Result<GrantIdentity> {
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let (Some(namespace), Some(uid)) = (self.metadata.namespace.clone(), self.uid()) else {
+            return Err(Error::MissingMetadata(name, "namespace or uid"));
+        };
+        Ok(grant_identity_of::<R>(&name, namespace, &uid))
     }
 
     /// A watch event with its request packed; `None` for a request that cannot be packed
@@ -314,6 +340,11 @@ mod tests {
         );
         assert_eq!(cached.meta().name.as_deref(), Some("grant-00001"));
         assert!(cached.meta().owner_references.is_none(), "packed");
+        assert!(cached.meta().uid.is_none(), "packed");
+        assert_eq!(
+            format!("{:?}", cached.grant_identity().unwrap()),
+            format!("{:?}", crate::builders::grant_identity(&original).unwrap())
+        );
     }
 
     #[test]

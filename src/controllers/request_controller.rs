@@ -27,7 +27,7 @@ use super::{
 };
 use crate::{
     Context,
-    builders::{AccessBuilder, MANAGED_BY, grant::REQUEST_KIND_LABEL, grant_identity},
+    builders::{AccessBuilder, MANAGED_BY, grant::REQUEST_KIND_LABEL},
     cache::{
         BuildCaches,
         build_caches::{CachedWorkload, WorkloadStores},
@@ -215,7 +215,7 @@ fn request_events<B: AccessBuilder>(
             forgetting.timers.forget(request);
             let namespace = request.namespace().unwrap_or_default();
             own.forget(&namespace, &request.name_any());
-            if let Ok(grant) = grant_identity(request) {
+            if let Ok(grant) = request.grant_identity() {
                 own.forget(&namespace, &grant.name);
             }
         }

@@ -39,7 +39,7 @@ use super::{
 };
 use crate::{
     Context,
-    builders::{AccessBuilder, GrantIdentity, grant_identity, grant_identity_of},
+    builders::{AccessBuilder, GrantIdentity, grant_identity_of},
     cache::requests::CachedRequest,
     time,
 };
@@ -281,7 +281,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         let Some(at) = expiry_in_force(request) else {
             return;
         };
-        if let Ok(grant) = grant_identity(request) {
+        if let Ok(grant) = request.grant_identity() {
             self.arm(&grant, at);
         }
     }
@@ -313,7 +313,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     /// with its namespace. Its access resources are owned by it, so the garbage collector
     /// removes them; its timer would only find nothing to revoke, at `expiresAt`, hours later.
     pub fn forget(&self, request: &CachedRequest<B::Request>) {
-        let Ok(grant) = grant_identity(request) else {
+        let Ok(grant) = request.grant_identity() else {
             return;
         };
         if lock(&self.queue).remove(&TimedGrant::of(&grant)) {
@@ -327,7 +327,7 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
         let present: HashSet<TimedGrant> = store
             .state()
             .iter()
-            .filter_map(|r| grant_identity(&**r).ok())
+            .filter_map(|r| r.grant_identity().ok())
             .map(|g| TimedGrant::of(&g))
             .collect();
         let mut queue = lock(&self.queue);
@@ -582,7 +582,7 @@ mod tests {
         let mut request = request(RequestPhase::Ready, None);
         request.metadata.namespace = Some("shop".into());
         request.metadata.uid = Some("1a2b3c4d-5e6f-7a8b-9c0d-112233445566".into());
-        let armed = grant_identity(&request).unwrap();
+        let armed = crate::builders::grant_identity(&request).unwrap();
         let fired = TimedGrant::of(&armed).identity::<oz_api::ExecAccessRequest>();
         // GrantIdentity has no PartialEq; its Debug shows every field.
         assert_eq!(format!("{fired:?}"), format!("{armed:?}"));
