@@ -134,7 +134,8 @@ pub fn choose_grant(
 /// The requests and templates this replica has seen, kept current by watches. A request is
 /// kept only as the [`RequestView`] the broker reads, never whole (a cached request is most of
 /// the heap of a grant, and this replica may hold tens of thousands), and only if it is
-/// Brokered ([`KeptViews`]).
+/// Brokered, or has been since the watch first saw it: the broker opens sessions under
+/// Brokered grants only.
 #[derive(Clone)]
 pub struct RequestTemplateCache {
     exec_requests: Vec<RequestViews>,
