@@ -381,14 +381,22 @@ async fn access_ends_within_a_second_of_expires_at() {
 async fn a_grant_is_announced_as_expiring_soon_on_time_then_as_expired() {
     const BEFORE: Duration = Duration::from_secs(8);
     let sink = TestSink::start().await;
-    let f = Fixture::new(
-        "exec-soon",
-        "    notifications: {expiringSoonBefore: 8s}\n",
+    let prepared = Fixture::builder("exec-soon")
+        .web(2)
+        .manifest(template_yaml(
+            "web-exec",
+            "web",
+            "    notifications: {expiringSoonBefore: 8s}\n",
+        ))
         // The test's sink listens on 127.0.0.1.
-        &["--notifications-allow-sinks-in=loopback"],
-    )
-    .await;
-    sink_secret(&f.admin, &f.ns, "oz-notifications", &sink.url, None, true).await;
+        .operator_args(&["--notifications-allow-sinks-in=loopback"])
+        .prepare()
+        .await;
+    // Before oz starts, so that its first list of sinks has it: made later, the watch might
+    // not have it yet when the Ready notice is sent.
+    let (admin, ns) = (&prepared.admin, &prepared.ns);
+    sink_secret(admin, ns, "oz-notifications", &sink.url, None, true).await;
+    let f = prepared.start();
     f.request("soon", "alice", "  duration: 20s\n").await;
     let ready = f.wait_for("soon", RequestPhase::Ready).await;
     let expires_at = ready.status.unwrap().expires_at.unwrap().0;
