@@ -36,6 +36,7 @@
 
 pub mod chart;
 mod error;
+pub mod fleet;
 mod manifest;
 pub mod network_policies;
 mod objects;

@@ -15,7 +15,10 @@ use super::{
 mod rules;
 
 use rules::RBAC_GROUP;
-pub use rules::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
+pub use rules::{
+    Rule, cluster_rules, fleet_hub_credential_rules, operator_namespace_rules,
+    watched_namespace_rules,
+};
 
 /// Where the apiserver publishes its front-proxy settings, and the built-in Role that reads them.
 const FRONT_PROXY_NAMESPACE: &str = "kube-system";
@@ -173,7 +176,7 @@ fn bound_role(
 }
 
 /// Why oz cannot grant more than exec into a pod, above the rules that make it so.
-fn no_escalation_note() -> Vec<String> {
+pub(super) fn no_escalation_note() -> Vec<String> {
     vec![
         String::new(),
         "oz creates a Role and RoleBinding per grant. RBAC lets a subject create a Role only with \
@@ -185,7 +188,7 @@ fn no_escalation_note() -> Vec<String> {
 }
 
 /// The comment lines documenting `rules`, one per rule, in order.
-fn rule_comments(rules: &[Rule]) -> Vec<String> {
+pub(super) fn rule_comments(rules: &[Rule]) -> Vec<String> {
     let mut lines = vec![
         String::new(),
         "Rules, in order, and why each exists:".to_string(),
@@ -213,7 +216,7 @@ fn rule_comments(rules: &[Rule]) -> Vec<String> {
 }
 
 /// A reference to the Role or ClusterRole `name`.
-fn role_ref(kind: &str, name: &str) -> RoleRef {
+pub(super) fn role_ref(kind: &str, name: &str) -> RoleRef {
     RoleRef {
         api_group: RBAC_GROUP.into(),
         kind: kind.into(),

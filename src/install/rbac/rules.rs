@@ -359,6 +359,34 @@ pub fn cluster_rules(options: &InstallOptions) -> Vec<Rule> {
     rules.into_rules()
 }
 
+/// What a fleet hub's credential may do on a spoke: keep the hub's templates there and create
+/// (and withdraw) the requests the hub decided, both kinds, whatever the spoke runs. Nothing
+/// else: no RBAC, no Secrets, no pods, no impersonation. The spoke's own oz grants, and its
+/// webhook takes a request's requester from this credential only on hub-managed templates.
+pub fn fleet_hub_credential_rules() -> Vec<Rule> {
+    let mut rules = RuleSet::default();
+    let templates: Vec<&str> = AccessKind::ALL
+        .iter()
+        .map(|k| k.template_plural())
+        .collect();
+    let requests: Vec<&str> = AccessKind::ALL.iter().map(|k| k.request_plural()).collect();
+    rules.add(
+        CRD_GROUP,
+        &templates,
+        &["get", "list", "watch", "create", "update", "patch", "delete"],
+        "fleet hub: keeps an equivalent of each fleet template on the spokes it covers, and removes it from \
+         spokes it no longer covers",
+    );
+    rules.add(
+        CRD_GROUP,
+        &requests,
+        &["get", "list", "watch", "create", "delete"],
+        "fleet hub: creates the request the hub approved, follows its status back to the hub, and deletes it \
+         when the hub's request is deleted (which revokes the grant)",
+    );
+    rules.into_rules()
+}
+
 /// Rules keyed by (group, resources, resourceNames), their verbs merged and their reasons kept.
 #[derive(Default)]
 struct RuleSet {
