@@ -185,6 +185,7 @@ mod tests {
     fn status(observations: &[Observation]) -> TemplateStatus {
         let conditions = conditions_of(observations);
         TemplateStatus {
+            clusters: Vec::new(),
             ready: conditions::all_true(&conditions),
             conditions,
         }
