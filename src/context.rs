@@ -51,6 +51,9 @@ pub struct Context {
     /// How many request controllers have listed their requests: what the webhooks' request
     /// cache waits for at start-up.
     pub request_lists: RequestLists,
+    /// The fleet hub, when this oz is one (`--fleet-hub`): its request controllers forward
+    /// fleet templates' requests to spokes.
+    pub fleet: Option<std::sync::Arc<crate::fleet::FleetHub>>,
 }
 
 impl Context {
@@ -67,6 +70,7 @@ impl Context {
             notifier: Notifier::disabled(),
             echoes: Echoes::default(),
             request_lists: RequestLists::default(),
+            fleet: None,
         }
     }
 }

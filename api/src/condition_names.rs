@@ -43,4 +43,10 @@ pub mod condition_reason {
     pub const REVOKED: &str = "Revoked";
     /// oz only: the template is a fleet hub's, granting on its spokes, never where it is.
     pub const FLEET_TEMPLATE: &str = "FleetTemplate";
+    /// oz only, a fleet hub: the request was created on its spoke, whose oz grants it.
+    pub const FORWARDED: &str = "Forwarded";
+    /// oz only, a fleet hub: the spoke the request names cannot be reached now.
+    pub const SPOKE_UNREACHABLE: &str = "SpokeUnreachable";
+    /// oz only: another object already holds the name.
+    pub const CONFLICT: &str = "Conflict";
 }

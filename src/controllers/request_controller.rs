@@ -146,6 +146,13 @@ pub async fn request_controller<B: AccessBuilder>(
         .watches_stream(template_changes, requests_naming(&store))
         .watches_stream(decisions, request_decided::<B::Request>)
         .reconcile_on(timed_requests);
+    if let Some(hub) = &ctx.fleet {
+        // A fleet hub's requests whose spoke request changed.
+        let changes = hub
+            .request_changes(B::Request::KIND)
+            .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace));
+        controller = controller.reconcile_on(changes);
+    }
     if B::OWNS_PODS {
         controller = controller.owns(scope.api::<Pod>(&client), owned);
     }

@@ -1,9 +1,11 @@
 //! Fleets, the hub's side: with `--fleet-hub`, oz-manager reads the ClusterProfiles of its
 //! fleet namespace ([`profiles`]), reaches each spoke through the profile's access provider and
-//! the hub's provider file ([`access`], [`spokes`]), and keeps every fleet template (one that
-//! names `clusters`) on the spokes it covers ([`copies`], [`template_sync`]). Each spoke runs
-//! its own oz, which grants, times and revokes; the hub's credential there can write oz's
-//! templates and requests only (`crate::install::fleet`). `docs/fleet.md` tells the model.
+//! the hub's provider file ([`access`], [`spokes`]), keeps every fleet template (one that names
+//! `clusters`) on the spokes it covers ([`copies`], [`template_sync`]), and lets the request
+//! controllers forward decided requests to a spoke and follow them there
+//! (`crate::controllers` `forward` step). Each spoke runs its own oz, which grants, times and
+//! revokes; the hub's credential there can write oz's templates and requests only
+//! (`crate::install::fleet`). `docs/fleet.md` tells the model.
 
 pub mod access;
 pub mod copies;
@@ -13,19 +15,21 @@ pub mod template_sync;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use kube::{
-    Api, Client,
+    Api, Client, ResourceExt,
+    api::{DeleteParams, DynamicObject},
     runtime::{WatchStreamExt, reflector, watcher},
 };
-use oz_api::{ExecAccessTemplate, PodAccessTemplate};
-use tokio::sync::Notify;
+use oz_api::{AccessKind, AccessRequest, ExecAccessTemplate, FleetClusters, PodAccessTemplate};
+use tokio::sync::{Notify, RwLock, broadcast};
 
 use crate::manager::Shutdown;
 use access::Providers;
 use copies::HubTemplate;
 use profiles::ClusterProfile;
-use spokes::Spokes;
+pub use spokes::{SpokeRequestChange, SpokeView};
+use spokes::{Spokes, request_resource};
 
 /// How a hub runs (`--fleet-hub` and the flags beside it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,46 +49,192 @@ const RETRY: Duration = Duration::from_secs(5);
 /// See [`RETRY`].
 const RESYNC: Duration = Duration::from_secs(300);
 
-/// Runs the hub until `stop`: watches its ClusterProfiles and templates and keeps the spokes'
-/// templates in step.
-pub async fn run(client: Client, settings: HubSettings, stop: Shutdown) -> Result<(), String> {
-    let providers = Providers::read(&settings.provider_file).map_err(|e| e.to_string())?;
-    let wake = Arc::new(Notify::new());
-    let profiles =
-        watch_into::<ClusterProfile>(Api::namespaced(client.clone(), &settings.namespace), &wake);
-    let exec = watch_into::<ExecAccessTemplate>(Api::all(client.clone()), &wake);
-    let pod = watch_into::<PodAccessTemplate>(Api::all(client.clone()), &wake);
-    tracing::info!(hub = %settings.name, namespace = %settings.namespace, "fleet hub: keeping templates on spokes");
-    let mut spokes = Spokes::default();
-    let mut stop = std::pin::pin!(stop);
-    loop {
-        let (profiles, exec, pod) = (profiles.0.state(), exec.0.state(), pod.0.state());
-        spokes
-            .refresh(&settings.name, &providers, &profiles, &wake)
-            .await;
-        let templates: Vec<HubTemplate> = exec
-            .iter()
-            .filter_map(|t| HubTemplate::of(t.as_ref()))
-            .chain(pod.iter().filter_map(|t| HubTemplate::of(t.as_ref())))
-            .collect();
-        let outcome =
-            template_sync::sync_templates(&client, &settings.name, &templates, &profiles, &spokes)
+/// Why a request cannot be forwarded to the spoke it names.
+#[derive(Debug)]
+pub enum SpokeError {
+    /// No such ClusterProfile (or it is being deleted).
+    NotInInventory(String),
+    /// The template does not cover it.
+    NotCovered(String),
+    /// The hub cannot reach it now.
+    Unreachable(String),
+}
+
+/// The hub: its inventory, its spokes, and the news of its requests there.
+pub struct FleetHub {
+    /// Its settings.
+    pub settings: HubSettings,
+    client: Client,
+    providers: Providers,
+    profiles: reflector::Store<ClusterProfile>,
+    exec_templates: reflector::Store<ExecAccessTemplate>,
+    pod_templates: reflector::Store<PodAccessTemplate>,
+    spokes: RwLock<Spokes>,
+    wake: Arc<Notify>,
+    changes: broadcast::Sender<SpokeRequestChange>,
+}
+
+impl FleetHub {
+    /// Reads the provider file and starts watching the inventory and the hub's templates.
+    pub fn start(client: Client, settings: HubSettings) -> Result<Arc<Self>, String> {
+        let providers = Providers::read(&settings.provider_file).map_err(|e| e.to_string())?;
+        let wake = Arc::new(Notify::new());
+        let profiles = watch_into::<ClusterProfile>(
+            Api::namespaced(client.clone(), &settings.namespace),
+            &wake,
+        );
+        let exec_templates = watch_into::<ExecAccessTemplate>(Api::all(client.clone()), &wake);
+        let pod_templates = watch_into::<PodAccessTemplate>(Api::all(client.clone()), &wake);
+        let (changes, _) = broadcast::channel(1024);
+        Ok(Arc::new(Self {
+            settings,
+            client,
+            providers,
+            profiles,
+            exec_templates,
+            pod_templates,
+            spokes: RwLock::new(Spokes::default()),
+            wake,
+            changes,
+        }))
+    }
+
+    /// Keeps the spokes' connections and templates in step until `stop`.
+    pub async fn run(self: Arc<Self>, stop: Shutdown) {
+        let hub = &self.settings.name;
+        tracing::info!(%hub, namespace = %self.settings.namespace, "fleet hub: keeping templates on spokes");
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            let profiles = self.profiles.state();
+            self.spokes
+                .write()
+                .await
+                .refresh(hub, &self.providers, &profiles, &self.wake, &self.changes)
                 .await;
-        let wait = if outcome.failures > 0 { RETRY } else { RESYNC };
-        tokio::select! {
-            _ = &mut stop => return Ok(()),
-            _ = wake.notified() => {}
-            _ = tokio::time::sleep(wait) => {}
+            let templates: Vec<HubTemplate> = self
+                .exec_templates
+                .state()
+                .iter()
+                .filter_map(|t| HubTemplate::of(t.as_ref()))
+                .chain(
+                    self.pod_templates
+                        .state()
+                        .iter()
+                        .filter_map(|t| HubTemplate::of(t.as_ref())),
+                )
+                .collect();
+            let spokes = self.spokes.read().await;
+            let outcome =
+                template_sync::sync_templates(&self.client, hub, &templates, &profiles, &spokes)
+                    .await;
+            drop(spokes);
+            let wait = if outcome.failures > 0 { RETRY } else { RESYNC };
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
         }
+    }
+
+    /// The spoke `cluster`, if `clusters` covers it and the hub reaches it; otherwise why not,
+    /// in words for the request's status.
+    pub async fn spoke(
+        &self,
+        cluster: &str,
+        clusters: &FleetClusters,
+    ) -> Result<SpokeView, SpokeError> {
+        let profile = self
+            .profiles
+            .get(&reflector::ObjectRef::new(cluster).within(&self.settings.namespace));
+        let Some(profile) = profile.filter(|p| p.metadata.deletion_timestamp.is_none()) else {
+            return Err(SpokeError::NotInInventory(format!(
+                "spec.cluster: no ClusterProfile {cluster:?} in the hub's fleet namespace {:?}",
+                self.settings.namespace
+            )));
+        };
+        if !clusters.covers(cluster, profile.labels()) {
+            return Err(SpokeError::NotCovered(format!(
+                "spec.cluster: the template does not cover cluster {cluster:?}; it covers {}",
+                self.covered(clusters).join(", ")
+            )));
+        }
+        self.spokes
+            .read()
+            .await
+            .get(cluster)
+            .map(|s| s.view())
+            .map_err(SpokeError::Unreachable)
+    }
+
+    /// Deletes the spoke's copy of a hub request, if it has one (its grant ends there). `Ok`
+    /// once the spoke has none, and for a request that names no cluster or a spoke the hub is
+    /// not connected to (out of the inventory: what it held was withdrawn as it left).
+    pub async fn withdraw<R: AccessRequest>(&self, request: &R) -> Result<(), kube::Error> {
+        let Some(cluster) = request.cluster() else {
+            return Ok(());
+        };
+        let Ok(client) = self
+            .spokes
+            .read()
+            .await
+            .get(cluster)
+            .map(|s| s.client.clone())
+        else {
+            return Ok(());
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            &request.namespace().unwrap_or_default(),
+            &request_resource(R::KIND),
+        );
+        match api
+            .delete(&request.name_any(), &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The clusters `clusters` covers now, by name.
+    pub fn covered(&self, clusters: &FleetClusters) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .profiles
+            .state()
+            .iter()
+            .filter(|p| clusters.covers(&p.name_any(), p.labels()))
+            .map(|p| p.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The requests of `kind` on any spoke that changed, as the namespace and name of their
+    /// hub request, for as long as the hub runs.
+    pub fn request_changes(
+        &self,
+        kind: AccessKind,
+    ) -> impl Stream<Item = (String, String)> + Send + 'static {
+        let receiver = self.changes.subscribe();
+        futures::stream::unfold(receiver, move |mut receiver| async move {
+            loop {
+                match receiver.recv().await {
+                    Ok((changed, namespace, name)) if changed == kind => {
+                        return Some(((namespace, name), receiver));
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
     }
 }
 
-/// A store of `api`'s objects, kept by a watch whose every event wakes `wake`; the task ends
-/// with the store's last holder.
-fn watch_into<K>(
-    api: Api<K>,
-    wake: &Arc<Notify>,
-) -> (reflector::Store<K>, tokio::task::JoinHandle<()>)
+/// A store of `api`'s objects, kept by a watch whose every event wakes `wake`, for as long
+/// as the process runs.
+fn watch_into<K>(api: Api<K>, wake: &Arc<Notify>) -> reflector::Store<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -100,7 +250,7 @@ where
         .default_backoff()
         .modify(|object: &mut K| oz_api::strip_unread_metadata(object.meta_mut()))
         .reflect(writer);
-    let task = tokio::spawn(async move {
+    tokio::spawn(async move {
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
             if let Err(error) = event {
@@ -109,5 +259,5 @@ where
             wake.notify_one();
         }
     });
-    (store, task)
+    store
 }

@@ -18,9 +18,16 @@ use kube::{
     runtime::{WatchStreamExt, reflector, watcher},
 };
 use oz_api::{AccessKind, HUB_MANAGED_LABEL};
-use tokio::{sync::Notify, task::JoinHandle};
+use tokio::{
+    sync::{Notify, broadcast},
+    task::JoinHandle,
+};
 
 use super::{access::Providers, profiles::ClusterProfile};
+
+/// A request on a spoke that changed, by kind, namespace and name: the same as its hub
+/// request's.
+pub type SpokeRequestChange = (AccessKind, String, String);
 
 /// One spoke the hub reaches.
 pub struct Spoke {
@@ -30,7 +37,37 @@ pub struct Spoke {
     pub client: Client,
     /// The hub-managed templates on the spoke, by kind.
     copies: BTreeMap<AccessKind, reflector::Store<DynamicObject>>,
+    /// The requests the hub made on the spoke, by kind.
+    requests: BTreeMap<AccessKind, reflector::Store<DynamicObject>>,
     watches: Vec<JoinHandle<()>>,
+}
+
+/// What a request controller uses of a spoke: its client, and the requests the hub made
+/// there as the spoke's watch last showed them.
+#[derive(Clone)]
+pub struct SpokeView {
+    /// The spoke's apiserver, as the hub's credential.
+    pub client: Client,
+    requests: BTreeMap<AccessKind, reflector::Store<DynamicObject>>,
+}
+
+impl SpokeView {
+    /// The hub's request `namespace/name` of `kind` on the spoke: `Ok(None)` if the spoke has
+    /// none, `Err` while the watch has not listed the spoke's requests yet (absence would mean
+    /// nothing).
+    pub fn request(
+        &self,
+        kind: AccessKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::sync::Arc<DynamicObject>>, String> {
+        let store = &self.requests[&kind];
+        if !store_ready(store) {
+            return Err("the hub has not listed this spoke's requests yet".into());
+        }
+        Ok(store
+            .get(&reflector::ObjectRef::new_with(name, request_resource(kind)).within(namespace)))
+    }
 }
 
 impl Drop for Spoke {
@@ -42,6 +79,46 @@ impl Drop for Spoke {
 }
 
 impl Spoke {
+    /// The spoke leaves the fleet (its ClusterProfile deleted): the grants the hub made there
+    /// are withdrawn and its templates removed, while the hub can still reach it. Best effort:
+    /// what a call misses ends at its own expiry on the spoke.
+    async fn leave(&self, cluster: &str) {
+        tracing::info!(%cluster, "a spoke left the fleet: withdrawing the hub's requests and templates there");
+        let requests = self
+            .requests
+            .iter()
+            .map(|(kind, store)| (request_resource(*kind), store));
+        let copies = self
+            .copies
+            .iter()
+            .map(|(kind, store)| (template_resource(*kind), store));
+        for (resource, store) in requests.chain(copies) {
+            for object in store.state() {
+                let (Some(namespace), Some(name)) =
+                    (&object.metadata.namespace, &object.metadata.name)
+                else {
+                    continue;
+                };
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), namespace, &resource);
+                if let Err(error) = api
+                    .delete(name, &kube::api::DeleteParams::background())
+                    .await
+                {
+                    tracing::warn!(%cluster, %namespace, %name, %error, "could not withdraw from a spoke leaving the fleet");
+                }
+            }
+        }
+    }
+
+    /// What a request controller uses of the spoke.
+    pub fn view(&self) -> SpokeView {
+        SpokeView {
+            client: self.client.clone(),
+            requests: self.requests.clone(),
+        }
+    }
+
     /// The spoke's copy of `kind`'s template `namespace/name`, if its watch has it. `None`
     /// also while the watch has not listed yet: see [`Spoke::listed`].
     pub fn copy(
@@ -80,6 +157,14 @@ pub fn template_resource(kind: AccessKind) -> ApiResource {
     )
 }
 
+/// The API resource of `kind`'s request.
+pub fn request_resource(kind: AccessKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(oz_api::GROUP, oz_api::VERSION, kind.request_kind()),
+        kind.request_plural(),
+    )
+}
+
 /// The hub's spokes, by ClusterProfile name, and why the others cannot be reached.
 #[derive(Default)]
 pub struct Spokes {
@@ -96,13 +181,24 @@ impl Spokes {
         providers: &Providers,
         profiles: &[std::sync::Arc<ClusterProfile>],
         wake: &std::sync::Arc<Notify>,
+        changes: &broadcast::Sender<SpokeRequestChange>,
     ) {
         let names: Vec<String> = profiles
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| p.metadata.name.clone())
             .collect();
-        self.connected.retain(|name, _| names.contains(name));
+        let leaving: Vec<String> = self
+            .connected
+            .keys()
+            .filter(|name| !names.contains(name))
+            .cloned()
+            .collect();
+        for name in leaving {
+            if let Some(spoke) = self.connected.remove(&name) {
+                spoke.leave(&name).await;
+            }
+        }
         self.unreachable.clear();
         for profile in profiles {
             let Some(name) = profile.metadata.name.clone() else {
@@ -129,7 +225,7 @@ impl Spokes {
             match providers.client(profile).await {
                 Ok(client) => {
                     tracing::info!(cluster = %name, "connected to fleet spoke");
-                    let spoke = connect(hub, access, client, wake);
+                    let spoke = connect(hub, access, client, wake, changes);
                     self.connected.insert(name, spoke);
                 }
                 Err(error) => {
@@ -155,34 +251,79 @@ impl Spokes {
     }
 }
 
-/// A connection to a spoke, with its copies' watches started.
-fn connect(hub: &str, access: String, client: Client, wake: &std::sync::Arc<Notify>) -> Spoke {
+/// A connection to a spoke, with its watches started: the copies' (each event wakes the
+/// hub's template pass) and the requests' (each event is news for the request controllers).
+fn connect(
+    hub: &str,
+    access: String,
+    client: Client,
+    wake: &std::sync::Arc<Notify>,
+    changes: &broadcast::Sender<SpokeRequestChange>,
+) -> Spoke {
     let mut copies = BTreeMap::new();
+    let mut requests = BTreeMap::new();
     let mut watches = Vec::new();
+    let labels = format!("{HUB_MANAGED_LABEL}={hub}");
     for kind in AccessKind::ALL {
-        let resource = template_resource(kind);
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let config = watcher::Config::default().labels(&format!("{HUB_MANAGED_LABEL}={hub}"));
-        let writer = reflector::store::Writer::new(resource);
-        let store = writer.as_reader();
         let wake = wake.clone();
-        // Every event wakes the hub: a copy changed or deleted on the spoke is put back.
-        let events = watcher(api, config).default_backoff().reflect(writer);
-        watches.push(tokio::spawn(async move {
-            let mut events = std::pin::pin!(events);
-            while let Some(event) = events.next().await {
-                if let Err(error) = event {
-                    tracing::debug!(%error, "watching a spoke's hub-managed templates");
-                }
-                wake.notify_one();
-            }
-        }));
+        // Listed or changed: the pass looks (a first list lets it remove copies not wanted).
+        let (store, watch) = watch_labelled(&client, template_resource(kind), &labels, move |_| {
+            wake.notify_one();
+        });
         copies.insert(kind, store);
+        watches.push(watch);
+        let changes = changes.clone();
+        let (store, watch) =
+            watch_labelled(&client, request_resource(kind), &labels, move |request| {
+                let Some(request) = request else { return };
+                if let (Some(namespace), Some(name)) =
+                    (&request.metadata.namespace, &request.metadata.name)
+                {
+                    // No receiver (no request controller yet) is not an error.
+                    let _ = changes.send((kind, namespace.clone(), name.clone()));
+                }
+            });
+        requests.insert(kind, store);
+        watches.push(watch);
     }
     Spoke {
         access,
         client,
         copies,
+        requests,
         watches,
     }
+}
+
+/// A store of the spoke's `resource` objects labelled `labels`, and the task that keeps it;
+/// `changed` is called with every object a watch event brings (applied or deleted), and with
+/// `None` once a list is complete.
+fn watch_labelled(
+    client: &Client,
+    resource: ApiResource,
+    labels: &str,
+    changed: impl Fn(Option<&DynamicObject>) + Send + 'static,
+) -> (reflector::Store<DynamicObject>, JoinHandle<()>) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let writer = reflector::store::Writer::new(resource);
+    let store = writer.as_reader();
+    let events = watcher(api, watcher::Config::default().labels(labels))
+        .default_backoff()
+        .reflect(writer);
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(
+                    watcher::Event::Apply(object)
+                    | watcher::Event::Delete(object)
+                    | watcher::Event::InitApply(object),
+                ) => changed(Some(&object)),
+                Ok(watcher::Event::InitDone) => changed(None),
+                Ok(watcher::Event::Init) => {}
+                Err(error) => tracing::debug!(%error, "watching a fleet spoke"),
+            }
+        }
+    });
+    (store, task)
 }

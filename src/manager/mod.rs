@@ -141,6 +141,9 @@ pub async fn run(client: Client, config: ManagerConfig, shutdown: Shutdown) -> R
 
     let mut ctx = Context::new(client.clone(), metrics, config.settings.clone());
     ctx.request_lists = request_lists;
+    if let Some(hub) = config.fleet_hub.clone() {
+        ctx.fleet = Some(crate::fleet::FleetHub::start(client.clone(), hub)?);
+    }
     // Started on every replica, but only the leader's controllers send.
     if let Some(notifications) = config.notifications.clone() {
         ctx.notifier = Notifier::start(client, &config.scopes, notifications, notify_metrics);
@@ -219,13 +222,8 @@ async fn run_controllers(ctx: &Context, config: &ManagerConfig, stop: Shutdown) 
             controllers::controllers(ctx.clone(), scope.clone(), &config.kinds, stop.clone()).await,
         );
     }
-    if let Some(hub) = config.fleet_hub.clone() {
-        let (client, stop) = (ctx.client.clone(), stop.clone());
-        tasks.push(Box::pin(async move {
-            if let Err(error) = crate::fleet::run(client, hub, stop).await {
-                tracing::error!(%error, "the fleet hub stopped");
-            }
-        }));
+    if let Some(hub) = ctx.fleet.clone() {
+        tasks.push(Box::pin(hub.run(stop.clone())));
     }
     if tasks.is_empty() {
         // `--controllers=webhooks`: no controller holds the process open, the webhook server

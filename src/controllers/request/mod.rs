@@ -15,7 +15,8 @@
 //! 8. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
 //!    it is;
 //! 9. [`build::verify_access_resources`]: the builder makes the grant for the requester (or
-//!    Oz's grant is kept, [`adopt::keep_oz_grant`]);
+//!    Oz's grant is kept, [`adopt::keep_oz_grant`]); on a fleet hub, a fleet template's
+//!    request is instead granted by its spoke ([`forward::forward`]);
 //! 10. [`build::is_access_ready`]: ready or pending, and the access command to use it.
 //!
 //! Each step records what it found on one [`status::Pass`] and returns an [`outcome::Step`]:
@@ -70,6 +71,7 @@ mod build;
 mod duration;
 mod ending;
 mod expire;
+mod forward;
 mod notices;
 mod outcome;
 mod reconciling;
@@ -204,7 +206,8 @@ async fn reconcile_steps<B: AccessBuilder>(
 ) -> Result<Action> {
     if request.meta().deletion_timestamp.is_some() {
         // Its Role, RoleBinding and Pod are owned by it: the garbage collector removes them.
-        return Ok(Action::await_change());
+        // A fleet hub's request withdraws its spoke's first.
+        return forward::finish_deletion(&this.ctx, request).await;
     }
     // Every read below is from these caches: at start-up, wait until they are filled, so that
     // nothing is taken for missing that is only not listed yet. One reconcile waits for them and
@@ -273,6 +276,9 @@ async fn steps<B: AccessBuilder>(
     // Before anything is built, so that nothing this pass creates can outlive it.
     timers.arm(&r.grant, expires_at);
     expire::still_valid(pass);
+    if let (Some(_), Grantee::Requester(requester)) = (template.clusters(), &grantee) {
+        return forward::forward(r, pass, &template, requester, expires_at).await;
+    }
     let built = step!(build::verify_access_resources(
         r, pass, &template, grantee, expires_at
     ));

@@ -34,8 +34,12 @@ pub struct Reconciling<'a, B: AccessBuilder> {
 }
 
 impl<B: AccessBuilder> Reconciling<'_, B> {
-    /// Deletes the grant's access resources. Returns whether anything existed.
+    /// Deletes the grant's access resources (on a fleet hub, withdraws the spoke's request).
+    /// Returns whether anything existed here.
     pub async fn revoke(&self) -> Result<bool> {
+        if let Some(hub) = &self.ctx.fleet {
+            hub.withdraw(self.request).await?;
+        }
         self.builder.revoke(self.ctx, &self.grant).await
     }
 

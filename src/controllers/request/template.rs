@@ -57,9 +57,9 @@ pub async fn verify_template<B: AccessBuilder>(
             return no_template(r, pass, message).await;
         }
     };
-    if template.clusters().is_some() {
-        // A fleet hub's template: its workload is on the spokes, and access there is granted
-        // by the spokes' oz. Granting it here would hand out a Role on the hub.
+    if template.clusters().is_some() && r.ctx.fleet.is_none() {
+        // A fleet template where no hub runs: its workload is on the spokes, and access there
+        // is granted by the spokes' oz. Granting it here would hand out a Role on this cluster.
         let why = Observation::no(
             kind::TARGET_TEMPLATE_EXISTS,
             reason::FLEET_TEMPLATE,
@@ -92,7 +92,7 @@ async fn no_template<B: AccessBuilder, T>(
 fn fleet_template_message(kind: &str, name: &str) -> String {
     format!(
         "{kind} {name:?} names clusters: it grants access on the spoke clusters it covers, \
-         never on this one; its spokes hold it, and access there is granted by their oz"
+         never on this one, and only through a fleet hub (oz-manager --fleet-hub)"
     )
 }
 
@@ -169,7 +169,7 @@ mod tests {
     fn a_fleet_template_says_it_grants_on_its_spokes_only() {
         assert_eq!(
             fleet_template_message("ExecAccessTemplate", "web"),
-            "ExecAccessTemplate \"web\" names clusters: it grants access on the spoke clusters it covers, never on this one; its spokes hold it, and access there is granted by their oz"
+            "ExecAccessTemplate \"web\" names clusters: it grants access on the spoke clusters it covers, never on this one, and only through a fleet hub (oz-manager --fleet-hub)"
         );
     }
 }
