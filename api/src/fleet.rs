@@ -4,13 +4,22 @@
 //! (`spec.cluster`), and what a hub attests when it forwards a decided request to a spoke
 //! ([`Forwarded`]). `docs/fleet.md` tells the whole model.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
 /// The label on a spoke's copy of a hub's template: its value is the hub's name. Only the
 /// hub's own credential may create, change or delete a template carrying it, and only the
 /// hub may request access through one.
 pub const HUB_MANAGED_LABEL: &str = "crds.wizardofoz.co/hub-managed";
+
+/// The fleet hub that manages an object: the value of its [`HUB_MANAGED_LABEL`], if it carries
+/// the label at all (an empty value still marks it hub-managed, by a hub with no name).
+pub fn managing_hub(meta: &ObjectMeta) -> Option<&str> {
+    meta.labels
+        .as_ref()?
+        .get(HUB_MANAGED_LABEL)
+        .map(String::as_str)
+}
 
 /// The spoke clusters a hub's template covers: ClusterProfiles in the hub's fleet namespace,
 /// by name, by labels, or both (a cluster is covered if either picks it).
@@ -107,6 +116,21 @@ mod tests {
         assert!(clusters.covers("b", &labels(&[])));
         assert!(clusters.covers("d", &labels(&[("env", "prod")])));
         assert!(!clusters.covers("c", &labels(&[("env", "dev")])));
+    }
+
+    #[test]
+    fn a_hub_managed_object_names_its_hub_in_its_label() {
+        let meta = |pairs: &[(&str, &str)]| ObjectMeta {
+            labels: Some(labels(pairs)),
+            ..Default::default()
+        };
+        assert_eq!(
+            managing_hub(&meta(&[(HUB_MANAGED_LABEL, "hub")])),
+            Some("hub")
+        );
+        assert_eq!(managing_hub(&meta(&[(HUB_MANAGED_LABEL, "")])), Some(""));
+        assert_eq!(managing_hub(&meta(&[("team", "hub")])), None);
+        assert_eq!(managing_hub(&ObjectMeta::default()), None);
     }
 
     #[test]
