@@ -11,6 +11,7 @@
 //! | Validating `oz-audit` | `audit.oz.wizardofoz.co` | CONNECT of pods/exec, pods/attach, pods/portforward; UPDATE of pods/ephemeralcontainers | Ignore (`--audit-failure-policy`) |
 //! | Validating `oz-audit` | `audit-enforced.oz.wizardofoz.co` (only with enforced namespaces) | the same, in the enforced namespaces alone | Fail |
 //! | Validating `oz-requests` | `templates-enforced.oz.wizardofoz.co` (only with enforced namespaces) | CREATE, UPDATE, DELETE of execaccesstemplates, podaccesstemplates in the enforced namespaces | Fail |
+//! | Validating `oz-requests` | `templates.oz.wizardofoz.co` (only on a fleet spoke) | the same, in every namespace served but the enforced ones | Fail |
 //!
 //! The audit webhook never has an objectSelector: CONNECT options have no labels, so an
 //! objectSelector would match nothing. Scope it with a namespaceSelector instead.
@@ -20,6 +21,14 @@
 //! that fails closed (with oz down, exec there is refused), and the audit webhook, which never
 //! blocks, leaves them out. Both select namespaces by the name label the apiserver sets on
 //! every Namespace ([`NAMESPACE_NAME_LABEL`]).
+//!
+//! On a fleet spoke (oz-manager's `--fleet-hub-user`), a hub's copies of its templates must be
+//! written by the hub alone wherever they are, so templates are judged in every namespace the
+//! request webhooks serve. That is a webhook of its own, [`TEMPLATES_WEBHOOK`], rather than
+//! [`TEMPLATES_ENFORCED_WEBHOOK`] widened: the same handler answers both (and judges both
+//! rules), the enforced one keeps its name and scope, and the new one leaves the enforced
+//! namespaces out, so a write there is still judged once. Both fail closed: with oz down,
+//! nobody rewrites a hub's template unseen, nor takes one over by labelling it.
 
 use std::collections::BTreeSet;
 
@@ -78,6 +87,9 @@ pub const AUDIT_ENFORCED_WEBHOOK: &str = "audit-enforced.oz.wizardofoz.co";
 /// Name of the webhook that lets only the template admin groups write templates in the
 /// enforced namespaces (failurePolicy Fail).
 pub const TEMPLATES_ENFORCED_WEBHOOK: &str = "templates-enforced.oz.wizardofoz.co";
+/// Name of the webhook that, on a fleet spoke, lets only the hub's credential write the hub's
+/// templates, in every namespace served but the enforced ones (failurePolicy Fail).
+pub const TEMPLATES_WEBHOOK: &str = "templates.oz.wizardofoz.co";
 
 /// The label the apiserver sets on every Namespace, with its own name: what a namespaceSelector
 /// matches to name namespaces.
@@ -141,6 +153,10 @@ pub struct Registration {
     /// out. Default none. oz-webhooks' `WebhookServer` fills it in from its
     /// `WebhookConfig::enforce`, so enforcement is never registered to be skipped.
     pub audit_enforced_namespaces: BTreeSet<String>,
+    /// Whether this is a fleet spoke whose hub-managed templates are guarded: then
+    /// [`TEMPLATES_WEBHOOK`] judges template writes in every namespace served. Default false.
+    /// oz-webhooks' `WebhookServer` sets it from its `WebhookConfig::fleet_hub_user`.
+    pub hub_managed_templates: bool,
     /// The APIService of oz's sessions API (`--controllers` with `sessions`), applied with the
     /// same CA bundle as the webhooks and kept current with it. Default none.
     pub sessions: Option<SessionsService>,
@@ -157,6 +173,7 @@ impl Registration {
             audit_namespace_selector: None,
             audit_failure_policy: FailurePolicy::Ignore,
             audit_enforced_namespaces: BTreeSet::new(),
+            hub_managed_templates: false,
             sessions: None,
         }
     }
@@ -166,6 +183,13 @@ impl Registration {
     pub fn enforcing(mut self, namespaces: &BTreeSet<String>) -> Self {
         self.audit_enforced_namespaces
             .extend(namespaces.iter().cloned());
+        self
+    }
+
+    /// This registration, with template writes judged in every namespace served if `guarded`
+    /// (see [`Registration::hub_managed_templates`]); never un-set.
+    pub fn guarding_hub_templates(mut self, guarded: bool) -> Self {
+        self.hub_managed_templates |= guarded;
         self
     }
 
@@ -283,6 +307,14 @@ impl Registration {
             ),
         ];
         let enforced = &self.audit_enforced_namespaces;
+        let template_webhook = |name: &str| {
+            validating_webhook(
+                name,
+                VALIDATE_TEMPLATES_PATH,
+                template_rule(&["CREATE", "UPDATE", "DELETE"]),
+                "Fail",
+            )
+        };
         if !enforced.is_empty() {
             // Where exec needs a grant, a template is a grant in waiting: fail closed, so that
             // with oz down nobody but RBAC's own cluster admins rewrites one unseen.
@@ -292,12 +324,22 @@ impl Registration {
                     "In",
                     enforced,
                 )),
-                ..validating_webhook(
-                    TEMPLATES_ENFORCED_WEBHOOK,
-                    VALIDATE_TEMPLATES_PATH,
-                    template_rule(&["CREATE", "UPDATE", "DELETE"]),
-                    "Fail",
-                )
+                ..template_webhook(TEMPLATES_ENFORCED_WEBHOOK)
+            });
+        }
+        if self.hub_managed_templates {
+            // The rest of the namespaces served: the enforced ones have theirs, same handler.
+            let namespace_selector = match enforced.is_empty() {
+                true => self.request_namespace_selector.clone(),
+                false => Some(and_names(
+                    self.request_namespace_selector.clone(),
+                    "NotIn",
+                    enforced,
+                )),
+            };
+            request_webhooks.push(ValidatingWebhook {
+                namespace_selector,
+                ..template_webhook(TEMPLATES_WEBHOOK)
             });
         }
         let mut configurations = vec![ValidatingWebhookConfiguration {
@@ -693,5 +735,79 @@ mod tests {
                 .iter()
                 .all(|w| w.name != TEMPLATES_ENFORCED_WEBHOOK)
         );
+    }
+    #[test]
+    fn a_fleet_spoke_judges_template_writes_in_every_namespace_served_once() {
+        let scoped = LabelSelector {
+            match_labels: Some([("team".to_string(), "a".to_string())].into()),
+            ..Default::default()
+        };
+        let mut registration =
+            Registration::new(WebhookEndpoint::url("https://127.0.0.1:9443").unwrap());
+        registration.request_namespace_selector = Some(scoped.clone());
+        let templates_webhooks = |registration: &Registration| {
+            let validating = registration.validating_configurations("PEM");
+            validating[0]
+                .webhooks
+                .clone()
+                .unwrap()
+                .into_iter()
+                .filter(|w| {
+                    w.client_config
+                        .url
+                        .as_deref()
+                        .unwrap()
+                        .ends_with(VALIDATE_TEMPLATES_PATH)
+                })
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            templates_webhooks(&registration).is_empty(),
+            "off by default"
+        );
+        assert!(templates_webhooks(&registration.clone().guarding_hub_templates(false)).is_empty());
+
+        // Every namespace the request webhooks serve, failing closed, for every write.
+        let spoke = registration.clone().guarding_hub_templates(true);
+        let webhooks = templates_webhooks(&spoke);
+        assert_eq!(webhooks.len(), 1);
+        let fleet = &webhooks[0];
+        assert_eq!(fleet.name, TEMPLATES_WEBHOOK);
+        assert_eq!(fleet.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(fleet.namespace_selector, Some(scoped.clone()));
+        let rule = &fleet.rules.as_ref().unwrap()[0];
+        assert_eq!(
+            rule.operations.as_deref(),
+            Some(&["CREATE".to_string(), "UPDATE".into(), "DELETE".into()][..])
+        );
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(
+                &[
+                    "execaccesstemplates".to_string(),
+                    "podaccesstemplates".into()
+                ][..]
+            )
+        );
+
+        // With enforced namespaces, each namespace is judged by one of the two: the enforced
+        // webhook as before, and the fleet one everywhere else.
+        let both = spoke
+            .enforcing(&["prod".to_string()].into())
+            .guarding_hub_templates(false);
+        let webhooks = templates_webhooks(&both);
+        let names: Vec<_> = webhooks.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, [TEMPLATES_ENFORCED_WEBHOOK, TEMPLATES_WEBHOOK]);
+        let names_of = |operator: &str| LabelSelector {
+            match_labels: scoped.match_labels.clone(),
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: NAMESPACE_NAME_LABEL.into(),
+                operator: operator.into(),
+                values: Some(vec!["prod".into()]),
+            }]),
+        };
+        assert_eq!(webhooks[0].namespace_selector, Some(names_of("In")));
+        assert_eq!(webhooks[1].namespace_selector, Some(names_of("NotIn")));
+        assert_eq!(webhooks[0].rules, webhooks[1].rules);
     }
 }
