@@ -21,7 +21,7 @@ use libfuzzer_sys::fuzz_target;
 use oz_api::{AccessConfig, AccessKind};
 use oz_audit::AuditLog;
 use oz_webhooks::admission::{
-    AccessLookup, AdmissionState, EnforceSettings, GrantSummary, LookupError,
+    AccessLookup, AdmissionState, EnforceSettings, GrantSummary, LookupError, TemplateSummary,
     approvals::UnverifiedReads, requests::DeletePolicy, router,
 };
 use serde_json::{Value, json};
@@ -36,12 +36,13 @@ impl AccessLookup for Lookup {
         _kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
+    ) -> BoxFuture<'_, Result<Option<TemplateSummary>, LookupError>> {
         let found = (namespace == "team" && name == "web").then(|| {
-            serde_json::from_value(json!({
+            serde_json::from_value::<AccessConfig>(json!({
                 "allowedGroups": ["devs"], "defaultDuration": "1h", "maxDuration": "2h"
             }))
             .unwrap()
+            .into()
         });
         Box::pin(async move { Ok(found) })
     }

@@ -141,7 +141,7 @@ async fn stamp(
         .map_err(|e| could_not_read(kind.template_kind(), &target.template, e))?;
     let break_glass = template
         .as_ref()
-        .and_then(|t| t.approval.as_ref())
+        .and_then(|t| t.config.approval.as_ref())
         .is_some_and(|config| is_break_glass(config, &approver, &target));
     Ok(approval_patch(object, &approver, &target, break_glass))
 }
@@ -259,7 +259,7 @@ async fn validate_create(
         &approval,
         &caller,
         &target,
-        template.as_ref(),
+        template.as_ref().map(|t| &t.config),
         &decisions,
     )
 }

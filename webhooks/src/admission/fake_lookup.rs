@@ -12,7 +12,7 @@ use std::{
 
 use oz_api::{AccessApproval, AccessConfig, AccessKind};
 
-use super::{AccessLookup, Answer, GrantSummary, LookupError, RequestState};
+use super::{AccessLookup, Answer, GrantSummary, LookupError, RequestState, TemplateSummary};
 
 /// The one namespace the fake holds anything in.
 pub(crate) const NS: &str = "team-a";
@@ -20,7 +20,7 @@ pub(crate) const NS: &str = "team-a";
 /// Templates and requests in memory, and a count of reads.
 #[derive(Default)]
 pub(crate) struct FakeLookup {
-    pub(crate) templates: BTreeMap<(AccessKind, String), AccessConfig>,
+    pub(crate) templates: BTreeMap<(AccessKind, String), TemplateSummary>,
     /// Behind a lock, so a test can change what is stored while the lookup is shared.
     pub(crate) requests: Mutex<Vec<GrantSummary>>,
     /// The requests the approval handlers read by name.
@@ -40,7 +40,7 @@ impl FakeLookup {
         name: &str,
         config: AccessConfig,
     ) -> Self {
-        self.templates.insert((kind, name.into()), config);
+        self.templates.insert((kind, name.into()), config.into());
         self
     }
 
@@ -84,7 +84,7 @@ impl AccessLookup for FakeLookup {
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> Answer<'_, Option<AccessConfig>> {
+    ) -> Answer<'_, Option<TemplateSummary>> {
         self.template_reads.fetch_add(1, Ordering::SeqCst);
         let found = (namespace == NS)
             .then(|| self.templates.get(&(kind, name.to_string())).cloned())

@@ -15,6 +15,35 @@ use oz_api::{
 /// namespace is one small copy per request rather than whole objects.
 pub use oz_api::GrantSummary;
 
+/// A template as the handlers read it: who it admits and for how long, and, on a fleet spoke,
+/// the hub whose copy it is. Read from the template whole (the cache keeps templates whole),
+/// so knowing the hub costs nothing more to keep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TemplateSummary {
+    /// `spec.accessConfig`.
+    pub config: AccessConfig,
+    /// The fleet hub that manages it ([`oz_api::fleet::managing_hub`]); `None` for the
+    /// cluster's own templates.
+    pub hub: Option<String>,
+}
+
+impl TemplateSummary {
+    /// `template`, as the handlers read it.
+    pub fn of<T: AccessTemplate>(template: &T) -> Self {
+        Self {
+            config: template.access_config().clone(),
+            hub: oz_api::fleet::managing_hub(template.meta()).map(str::to_string),
+        }
+    }
+}
+
+/// A template of the cluster's own (managed by no hub) that admits as `config` says.
+impl From<AccessConfig> for TemplateSummary {
+    fn from(config: AccessConfig) -> Self {
+        Self { config, hub: None }
+    }
+}
+
 /// One request as the approval handlers read it: what a decision on it is checked against.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestState {
@@ -50,14 +79,13 @@ pub type Answer<'a, T> = BoxFuture<'a, Result<T, LookupError>>;
 
 /// Reads templates and requests for the handlers.
 pub trait AccessLookup: Send + Sync + 'static {
-    /// The `spec.accessConfig` of `kind`'s template `name` in `namespace`, or `None` if there
-    /// is no such template.
+    /// `kind`'s template `name` in `namespace`, or `None` if there is no such template.
     fn template(
         &self,
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> Answer<'_, Option<AccessConfig>>;
+    ) -> Answer<'_, Option<TemplateSummary>>;
 
     /// The uid of `kind`'s template `name` in `namespace`, for the owner reference the mutating
     /// webhook gives a new request. The default, `None`: not known here, and the controller
@@ -139,16 +167,16 @@ impl AccessLookup for KubeLookup {
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> Answer<'_, Option<AccessConfig>> {
+    ) -> Answer<'_, Option<TemplateSummary>> {
         let (namespace, name) = (namespace.to_string(), name.to_string());
         Box::pin(async move {
             match kind {
                 AccessKind::Exec => {
-                    self.access_config::<ExecAccessTemplate>(&namespace, &name)
+                    self.template_summary::<ExecAccessTemplate>(&namespace, &name)
                         .await
                 }
                 AccessKind::Pod => {
-                    self.access_config::<PodAccessTemplate>(&namespace, &name)
+                    self.template_summary::<PodAccessTemplate>(&namespace, &name)
                         .await
                 }
             }
@@ -192,16 +220,16 @@ impl AccessLookup for KubeLookup {
 }
 
 impl KubeLookup {
-    /// The `spec.accessConfig` of template `name`, if it exists.
-    async fn access_config<T: AccessTemplate>(
+    /// Template `name`, if it exists.
+    async fn template_summary<T: AccessTemplate>(
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<AccessConfig>, LookupError> {
+    ) -> Result<Option<TemplateSummary>, LookupError> {
         let template = Api::<T>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await?;
-        Ok(template.map(|t| t.access_config().clone()))
+        Ok(template.as_ref().map(TemplateSummary::of))
     }
 
     /// Request `name` of kind `R`, if it exists.

@@ -57,7 +57,9 @@ use crate::WebhookMetrics;
 pub use audit::EnforceSettings;
 pub use cache::CachedLookup;
 pub use events::AuditEvents;
-pub use lookup::{AccessLookup, Answer, GrantSummary, KubeLookup, LookupError, RequestState};
+pub use lookup::{
+    AccessLookup, Answer, GrantSummary, KubeLookup, LookupError, RequestState, TemplateSummary,
+};
 pub use review::{BadReview, MAX_BODY_BYTES, Review, parse_object, parse_review};
 use review::{deny, reply};
 pub use state::AdmissionState;

@@ -194,7 +194,7 @@ async fn validate_create<R: AccessRequest>(
     if !verified
         && template
             .as_ref()
-            .is_none_or(|t| !t.admits(&requester.groups))
+            .is_none_or(|t| !t.config.admits(&requester.groups))
     {
         return Err(unverified_template_refusal::<R>(
             namespace,
@@ -202,7 +202,12 @@ async fn validate_create<R: AccessRequest>(
             &request.user_info,
         ));
     }
-    check_create(namespace, &created, &request.user_info, template.as_ref())
+    check_create(
+        namespace,
+        &created,
+        &request.user_info,
+        template.as_ref().map(|t| &t.config),
+    )
 }
 
 /// The one answer an unverified caller gets for a template that is missing or does not admit

@@ -12,12 +12,12 @@ use kube::{
     Api,
     api::{ListParams, Patch, PatchParams},
 };
-use oz_api::{AccessConfig, AccessKind, ExecAccessRequest, PodAccessRequest, RequestPhase};
+use oz_api::{AccessKind, ExecAccessRequest, PodAccessRequest, RequestPhase};
 use oz_audit::AuditLog;
 use oz_platform::registration::AUDIT_PATH;
 use oz_webhooks::admission::{
     self, AccessLookup, AdmissionState, CachedLookup, EnforceSettings, GrantSummary, KubeLookup,
-    LookupError, audit::find_grant,
+    LookupError, TemplateSummary, audit::find_grant,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -63,7 +63,7 @@ impl AccessLookup for StaticLookup {
         _kind: AccessKind,
         _namespace: &str,
         _name: &str,
-    ) -> BoxFuture<'_, Result<Option<AccessConfig>, LookupError>> {
+    ) -> BoxFuture<'_, Result<Option<TemplateSummary>, LookupError>> {
         Box::pin(async { Ok(None) })
     }
 

@@ -88,7 +88,8 @@ async fn grant_in(
     for candidate in covering.filter(|_| !own) {
         let (kind, name) = (candidate.kind, candidate.template.as_str());
         if !templates.iter().any(|(k, n, _)| (*k, *n) == (kind, name)) {
-            templates.push((kind, name, lookup.template(kind, namespace, name).await?));
+            let template = lookup.template(kind, namespace, name).await?;
+            templates.push((kind, name, template.map(|t| t.config)));
         }
     }
     let template = |kind, name: &str| {

@@ -41,7 +41,7 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
+    AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
     PodAccessRequest, PodAccessTemplate, WatchedRequest,
 };
 use serde::de::DeserializeOwned;
@@ -50,7 +50,7 @@ use tracing::warn;
 
 use oz_api::AccessApproval;
 
-use super::{AccessLookup, Answer, GrantSummary, KubeLookup, RequestState};
+use super::{AccessLookup, Answer, GrantSummary, KubeLookup, RequestState, TemplateSummary};
 
 mod summaries;
 
@@ -181,10 +181,10 @@ impl Stores {
         self.pod_templates.wait_until_ready().await.map_err(stopped)
     }
 
-    fn template(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<AccessConfig> {
+    fn template(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<TemplateSummary> {
         match kind {
-            AccessKind::Exec => access_config(&self.exec_templates, namespace, name),
-            AccessKind::Pod => access_config(&self.pod_templates, namespace, name),
+            AccessKind::Exec => template_summary(&self.exec_templates, namespace, name),
+            AccessKind::Pod => template_summary(&self.pod_templates, namespace, name),
         }
     }
 
@@ -213,15 +213,16 @@ impl Stores {
     }
 }
 
-/// The `spec.accessConfig` of template `name` in `store`, if it is there.
-fn access_config<T: AccessTemplate>(
+/// Template `name` in `store`, if it is there: its accessConfig and its hub, from the template
+/// kept whole (its labels are kept), so the hub costs the cache nothing more.
+fn template_summary<T: AccessTemplate>(
     store: &Store<T>,
     namespace: &str,
     name: &str,
-) -> Option<AccessConfig> {
+) -> Option<TemplateSummary> {
     store
         .get(&ObjectRef::new(name).within(namespace))
-        .map(|t| t.access_config().clone())
+        .map(|t| TemplateSummary::of(t.as_ref()))
 }
 
 impl CachedLookup {
@@ -300,12 +301,12 @@ impl AccessLookup for CachedLookup {
         kind: AccessKind,
         namespace: &str,
         name: &str,
-    ) -> Answer<'_, Option<AccessConfig>> {
-        if let Some(config) = self
+    ) -> Answer<'_, Option<TemplateSummary>> {
+        if let Some(template) = self
             .stores(namespace)
             .and_then(|stores| stores.template(kind, namespace, name))
         {
-            return Box::pin(async move { Ok(Some(config)) });
+            return Box::pin(async move { Ok(Some(template)) });
         }
         // Not listed yet, or created a moment ago.
         self.live.template(kind, namespace, name)
@@ -438,7 +439,7 @@ mod tests {
     use std::sync::Mutex;
 
     use futures::channel::mpsc;
-    use oz_api::RequestPhase;
+    use oz_api::{AccessConfig, RequestPhase};
     use serde_json::{Value, json};
 
     use oz_audit::Grant;
@@ -702,7 +703,7 @@ mod tests {
             requests: Mutex::new(vec![summary("alices", "alice", RequestPhase::Ready)]),
             templates: BTreeMap::from([(
                 (AccessKind::Exec, "web".into()),
-                access_config(&["devs"]),
+                access_config(&["devs"]).into(),
             )]),
             ..Default::default()
         };
@@ -722,7 +723,7 @@ mod tests {
             vec![summary("alices", "alice", RequestPhase::Ready)]
         );
         let template = fixture.lookup.template(AccessKind::Exec, NS, "web").await;
-        assert_eq!(template, Ok(Some(access_config(&["devs"]))));
+        assert_eq!(template, Ok(Some(access_config(&["devs"]).into())));
         assert_eq!(fixture.apiserver.reads(), (1, 1));
 
         fixture.pod_templates.list(Vec::new()).await;
@@ -778,14 +779,14 @@ mod tests {
         assert_eq!(requests[2].template, "debug");
 
         let exec = fixture.lookup.template(AccessKind::Exec, NS, "web").await;
-        assert_eq!(exec, Ok(Some(group_access_config(&["devs"]))));
+        assert_eq!(exec, Ok(Some(group_access_config(&["devs"]).into())));
         let other = fixture
             .lookup
             .template(AccessKind::Exec, "team-b", "web")
             .await;
-        assert_eq!(other, Ok(Some(access_config(&["ops"]))));
+        assert_eq!(other, Ok(Some(access_config(&["ops"]).into())));
         let pod = fixture.lookup.template(AccessKind::Pod, NS, "debug").await;
-        assert_eq!(pod, Ok(Some(access_config(&["devs"]))));
+        assert_eq!(pod, Ok(Some(access_config(&["devs"]).into())));
         assert_eq!(fixture.apiserver.reads(), (0, 0));
     }
 
@@ -847,14 +848,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_hub_managed_template_is_answered_with_its_hub_from_memory() {
+        let mut fixture = Fixture::new(Apiserver::default()).listed().await;
+        let mut copy = exec_template(NS, "fleet-web", access_config(&["devs"]));
+        copy.metadata.labels = Some(BTreeMap::from([(
+            oz_api::HUB_MANAGED_LABEL.to_string(),
+            "hub-1".to_string(),
+        )]));
+        fixture
+            .exec_templates
+            .send(vec![watcher::Event::Apply(copy)])
+            .await;
+        let found = fixture
+            .lookup
+            .template(AccessKind::Exec, NS, "fleet-web")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.hub.as_deref(), Some("hub-1"));
+        assert_eq!(found.config, access_config(&["devs"]));
+        let own = fixture.lookup.template(AccessKind::Exec, NS, "web").await;
+        assert_eq!(own.unwrap().unwrap().hub, None, "the cluster's own");
+        assert_eq!(fixture.apiserver.reads(), (0, 0), "served from memory");
+    }
+
+    #[tokio::test]
     async fn a_template_missing_from_memory_is_read_through_the_apiserver() {
         let apiserver = Apiserver {
-            templates: BTreeMap::from([((AccessKind::Exec, "new".into()), access_config(&["qa"]))]),
+            templates: BTreeMap::from([(
+                (AccessKind::Exec, "new".into()),
+                access_config(&["qa"]).into(),
+            )]),
             ..Default::default()
         };
         let fixture = Fixture::new(apiserver).listed().await;
         let created = fixture.lookup.template(AccessKind::Exec, NS, "new").await;
-        assert_eq!(created, Ok(Some(access_config(&["qa"]))));
+        assert_eq!(created, Ok(Some(access_config(&["qa"]).into())));
         let missing = fixture.lookup.template(AccessKind::Pod, NS, "web").await;
         assert_eq!(missing, Ok(None));
         assert_eq!(fixture.apiserver.reads(), (0, 2));
