@@ -88,6 +88,7 @@ static ROUTER: LazyLock<Router> = LazyLock::new(|| {
         deletes: DeletePolicy::new(["system:masters".to_string()], "oz-system"),
         // Reads cost the fuzzer's in-memory lookup nothing: every review is judged in full.
         unverified_reads: UnverifiedReads::new(1e9, 1e9),
+        fleet_hub_user: None,
     }))
 });
 

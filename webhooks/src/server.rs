@@ -63,6 +63,11 @@ pub struct WebhookConfig {
     /// Groups whose members may delete anyone's requests, expired ones included (besides the
     /// cluster's controllers and oz itself). Default `system:masters`.
     pub request_admin_groups: Vec<String>,
+    /// `--fleet-hub-user`: on a fleet spoke, the user its hub's credential authenticates as;
+    /// only it writes hub-managed templates and requests through them
+    /// ([`admission::fleet`]), and the templates webhook is registered in every namespace
+    /// served ([`Registration::hub_managed_templates`]). Default: none, no hub.
+    pub fleet_hub_user: Option<String>,
     /// How often the certificates are checked against their renewal window, besides every
     /// change to the Secrets. Default 1 hour.
     pub check_interval: Duration,
@@ -104,6 +109,7 @@ impl WebhookConfig {
             audit_checkpoint_interval: Duration::from_secs(30),
             enforce: EnforceSettings::default(),
             request_admin_groups: vec!["system:masters".into()],
+            fleet_hub_user: None,
             check_interval: Duration::from_secs(60 * 60),
             leader: None,
             watch_namespaces: Vec::new(),
@@ -132,6 +138,15 @@ impl WebhookConfig {
         if self.audit_checkpoint_interval.is_zero() {
             return Err(Error::Config(
                 "the audit checkpoint interval must be positive".into(),
+            ));
+        }
+        if self
+            .fleet_hub_user
+            .as_deref()
+            .is_some_and(|user| user.trim().is_empty())
+        {
+            return Err(Error::Config(
+                "the fleet hub's user name must not be empty".into(),
             ));
         }
         if self.watch_namespaces.iter().any(String::is_empty) {
@@ -249,6 +264,7 @@ impl WebhookServer {
                 &config.namespace,
             ),
             unverified_reads: admission::approvals::UnverifiedReads::default(),
+            fleet_hub_user: config.fleet_hub_user.clone(),
         };
         let verifier = (config.client_ca.as_ref())
             .map(|ca| CallerVerifier::reloading(ca, config.metrics.server.clone()))
@@ -269,11 +285,13 @@ impl WebhookServer {
             client,
             namespace: config.namespace.clone(),
             store,
-            // Enforced namespaces are registered fail-closed, whoever built the config.
+            // Enforced namespaces are registered fail-closed, and a spoke's templates guarded
+            // for its hub, whoever built the config.
             registration: config
                 .registration
                 .clone()
-                .enforcing(&config.enforce.namespaces),
+                .enforcing(&config.enforce.namespaces)
+                .guarding_hub_templates(config.fleet_hub_user.is_some()),
             certificate: certificate.clone(),
             served: initial.serving,
             leader,

@@ -44,6 +44,22 @@ impl FakeLookup {
         self
     }
 
+    /// A spoke's copy of fleet hub `hub`'s template.
+    pub(crate) fn with_hub_template(
+        mut self,
+        kind: AccessKind,
+        name: &str,
+        config: AccessConfig,
+        hub: &str,
+    ) -> Self {
+        let template = TemplateSummary {
+            config,
+            hub: Some(hub.into()),
+        };
+        self.templates.insert((kind, name.into()), template);
+        self
+    }
+
     pub(crate) fn with_request(mut self, request: GrantSummary) -> Self {
         self.requests.get_mut().unwrap().push(request);
         self

@@ -11,12 +11,14 @@
 //! | [`MUTATE_APPROVALS_PATH`] | [`APPROVER_WEBHOOK`](oz_platform::registration::APPROVER_WEBHOOK) | [`approvals::mutate`] |
 //! | [`VALIDATE_APPROVALS_PATH`] | [`APPROVALS_WEBHOOK`](oz_platform::registration::APPROVALS_WEBHOOK) | [`approvals::validate`] |
 //! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](oz_platform::registration::AUDIT_WEBHOOK), [`AUDIT_ENFORCED_WEBHOOK`](oz_platform::registration::AUDIT_ENFORCED_WEBHOOK) | [`audit::audit`] |
-//! | [`VALIDATE_TEMPLATES_PATH`] | [`TEMPLATES_ENFORCED_WEBHOOK`](oz_platform::registration::TEMPLATES_ENFORCED_WEBHOOK) | [`templates::validate`] |
+//! | [`VALIDATE_TEMPLATES_PATH`] | [`TEMPLATES_ENFORCED_WEBHOOK`](oz_platform::registration::TEMPLATES_ENFORCED_WEBHOOK), [`TEMPLATES_WEBHOOK`](oz_platform::registration::TEMPLATES_WEBHOOK) | [`templates::validate`] |
 //!
 //! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
 //! - [`approvals`]: stamp who decided on an AccessApproval's create, then validate the decision.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
 //! - [`templates`]: where access is enforced, only the template admin groups write templates.
+//! - [`fleet`]: on a fleet spoke, only the hub's credential writes the hub's templates and
+//!   requests through them, and it writes nothing else.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
 //! - [`events`]: the audit Events, published from a bounded queue.
@@ -36,6 +38,7 @@ mod delete_policy;
 pub mod events;
 #[cfg(test)]
 mod fake_lookup;
+pub mod fleet;
 pub mod lookup;
 pub mod requests;
 mod review;

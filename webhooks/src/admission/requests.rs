@@ -1,12 +1,15 @@
 //! Admission of ExecAccessRequests and PodAccessRequests.
 //!
 //! - Mutating ([`mutation`]): on CREATE, `spec.requester` is set from the AdmissionReview's
-//!   userInfo, replacing whatever the user wrote.
+//!   userInfo, replacing whatever the user wrote; except from a fleet hub's credential, whose
+//!   `spec.requester` is the hub's attestation of who asked on the hub ([`super::fleet`]).
 //! - Validating ([`validation`]): a CREATE must name an existing template of the same family
 //!   in the same namespace, come from a member of one of its allowedGroups, carry the requester
 //!   the mutating webhook stamped, give `spec.reason` if the template's approval requires one,
 //!   and have a valid duration (a too-long one is clamped later,
-//!   as in Oz). An UPDATE may change metadata and status, never the spec.
+//!   as in Oz). On a fleet spoke, a hub-managed template takes requests from the hub's
+//!   credential alone, with the hub's attestation ([`super::fleet`]). An UPDATE may change
+//!   metadata and status, never the spec.
 //!
 //! The CRD schema also makes the spec immutable; this is the same rule again, defence in depth
 //! should the schema be replaced.
@@ -35,7 +38,7 @@ use serde_json::{Value, json};
 use tracing::info;
 
 pub use super::delete_policy::DeletePolicy;
-use super::{AccessLookup, AdmissionState, Review, deny, parse_object, reply};
+use super::{AccessLookup, AdmissionState, Review, deny, fleet, parse_object, reply};
 use oz_audit::CallerKind;
 use oz_platform::callers::Caller;
 
@@ -49,7 +52,8 @@ pub async fn mutate(
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
     let owner = template_owner(state.lookup.as_ref(), &request).await;
-    reply(mutation(&request, owner))
+    let by_hub = fleet::is_hub(state.fleet_hub_user.as_deref(), &request.user_info);
+    reply(mutation(&request, owner, by_hub))
 }
 
 /// The owner reference to the template a new request names, if the lookup knows the template's
@@ -86,14 +90,28 @@ pub async fn validate(
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
     let verified = caller.is_some_and(|Extension(caller)| caller.kind() == CallerKind::Apiserver);
-    reply(validation(state.lookup.as_ref(), &state.deletes, &request, verified).await)
+    let hub_user = state.fleet_hub_user.as_deref();
+    reply(
+        validation(
+            state.lookup.as_ref(),
+            &state.deletes,
+            hub_user,
+            &request,
+            verified,
+        )
+        .await,
+    )
 }
 
 /// The mutating decision: on CREATE of a request, a JSON patch that sets `spec.requester`, and
-/// makes `owner` (its template) its controller unless it names a controller already.
+/// makes `owner` (its template) its controller unless it names a controller already. From the
+/// fleet hub's credential (`by_hub`), `spec.requester` is left as the hub attests it: whatever
+/// template the request names, since validation refuses the hub's requests through any but the
+/// hub's own templates, and asking here would be one more read, racing validation's.
 pub fn mutation(
     request: &AdmissionRequest<DynamicObject>,
     owner: Option<OwnerReference>,
+    by_hub: bool,
 ) -> AdmissionResponse {
     if AccessKind::of_request(&request.kind).is_none() {
         return deny(request, unknown_kind(request));
@@ -107,9 +125,15 @@ pub fn mutation(
     let Some(object) = &request.object else {
         return deny(request, "the CREATE review carries no object");
     };
-    let mut patch = requester_patch(&object.data, &requester);
+    let mut patch = match by_hub {
+        true => Patch(Vec::new()),
+        false => requester_patch(&object.data, &requester),
+    };
     if let Some(owner) = owner {
         patch.0.extend(owner_patch(&object.data, owner).0);
+    }
+    if patch.0.is_empty() {
+        return AdmissionResponse::from(request);
     }
     match AdmissionResponse::from(request).with_patch(patch) {
         Ok(response) => response,
@@ -124,10 +148,12 @@ pub fn mutation(
 /// For a caller that is not `verified` to be the apiserver, a CREATE refused for its template
 /// gets the same answer whether the template is missing or does not admit the user
 /// ([`UNVERIFIED_TEMPLATE_REFUSAL`]): anyone who reaches the port could otherwise ask which
-/// templates exist and whom they admit.
+/// templates exist and whom they admit. `hub_user`: on a fleet spoke, the user of its hub's
+/// credential ([`super::fleet`]).
 pub async fn validation(
     lookup: &dyn AccessLookup,
     deletes: &DeletePolicy,
+    hub_user: Option<&str>,
     request: &AdmissionRequest<DynamicObject>,
     verified: bool,
 ) -> AdmissionResponse {
@@ -140,9 +166,11 @@ pub async fn validation(
     let decision = match request.operation {
         Operation::Create => match kind {
             AccessKind::Exec => {
-                validate_create::<ExecAccessRequest>(lookup, request, verified).await
+                validate_create::<ExecAccessRequest>(lookup, hub_user, request, verified).await
             }
-            AccessKind::Pod => validate_create::<PodAccessRequest>(lookup, request, verified).await,
+            AccessKind::Pod => {
+                validate_create::<PodAccessRequest>(lookup, hub_user, request, verified).await
+            }
         },
         Operation::Update => {
             let (old, new) = (request.old_object.as_ref(), request.object.as_ref());
@@ -171,6 +199,7 @@ pub async fn validation(
 
 async fn validate_create<R: AccessRequest>(
     lookup: &dyn AccessLookup,
+    hub_user: Option<&str>,
     request: &AdmissionRequest<DynamicObject>,
     verified: bool,
 ) -> Result<(), String> {
@@ -190,7 +219,12 @@ async fn validate_create<R: AccessRequest>(
                 R::KIND.template_kind(),
             )
         })?;
-    let requester = stamped_requester(&created, &request.user_info)?;
+    let by_hub = fleet::is_hub(hub_user, &request.user_info);
+    fleet::check_forwarded_writer(hub_user, by_hub, created.forwarded())?;
+    let requester = match hub_user.filter(|_| by_hub) {
+        Some(hub_user) => fleet::attested_requester(created.requester(), hub_user)?,
+        None => stamped_requester(&created, &request.user_info)?,
+    };
     if !verified
         && template
             .as_ref()
@@ -202,10 +236,19 @@ async fn validate_create<R: AccessRequest>(
             &request.user_info,
         ));
     }
+    if hub_user.is_some() {
+        fleet::request_through(
+            R::KIND,
+            template_name,
+            template.as_ref(),
+            by_hub,
+            created.forwarded(),
+        )?;
+    }
     check_create(
         namespace,
         &created,
-        &request.user_info,
+        &requester,
         template.as_ref().map(|t| &t.config),
     )
 }
@@ -292,15 +335,15 @@ fn stamped_requester<R: AccessRequest>(created: &R, user: &UserInfo) -> Result<R
     Ok(requester)
 }
 
-/// Checks a new request in `namespace` against its template (`None`: it does not exist). The
-/// error names the field at fault.
+/// Checks a new request in `namespace`, asked for by `requester` (as stamped, or as a fleet hub
+/// attests), against its template (`None`: it does not exist). The error names the field at
+/// fault.
 pub fn check_create<R: AccessRequest>(
     namespace: &str,
     created: &R,
-    user: &UserInfo,
+    requester: &Requester,
     template: Option<&AccessConfig>,
 ) -> Result<(), String> {
-    let requester = stamped_requester(created, user)?;
     let template_kind = R::KIND.template_kind();
     let template_name = created.template_name();
     let Some(template) = template else {

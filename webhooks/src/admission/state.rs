@@ -23,4 +23,8 @@ pub struct AdmissionState {
     pub deletes: DeletePolicy,
     /// The apiserver reads that approval reviews from unverified callers may cost.
     pub unverified_reads: UnverifiedReads,
+    /// On a fleet spoke, the user its hub's credential authenticates as (`--fleet-hub-user`):
+    /// only it writes hub-managed templates and requests through them ([`super::fleet`]).
+    /// `None` (the default): no hub, and none of those rules.
+    pub fleet_hub_user: Option<String>,
 }

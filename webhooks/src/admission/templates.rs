@@ -1,4 +1,4 @@
-//! Who may write templates where access is enforced.
+//! Who may write templates: where access is enforced, and on a fleet spoke.
 //!
 //! In a namespace under `--audit-enforce-namespaces`, an exec needs a grant even from a user
 //! whose own RBAC allows it. A template decides who is granted, so whoever may write one could
@@ -9,6 +9,11 @@
 //! (`--template-admin-groups`, default `system:masters`). The webhook that asks this,
 //! [`TEMPLATES_ENFORCED_WEBHOOK`](oz_platform::registration::TEMPLATES_ENFORCED_WEBHOOK), is
 //! registered for those namespaces alone and fails closed.
+//!
+//! On a fleet spoke (`--fleet-hub-user`), the same handler keeps the hub's copies to the hub's
+//! credential and that credential to the hub's copies ([`fleet::template_write`]), in every
+//! namespace oz serves: [`TEMPLATES_WEBHOOK`](oz_platform::registration::TEMPLATES_WEBHOOK)
+//! covers the namespaces the enforced webhook does not, so each write is judged once.
 
 use std::sync::Arc;
 
@@ -18,27 +23,42 @@ use kube::core::{
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation},
 };
 
-use super::{AdmissionState, EnforceSettings, Review, deny, reply};
+use super::{AdmissionState, EnforceSettings, Review, deny, fleet, reply};
 
 /// The validating handler.
 pub async fn validate(
     State(state): State<Arc<AdmissionState>>,
     Review(request): Review,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    reply(template_write(&state.enforce, &request))
+    reply(template_write(
+        &state.enforce,
+        state.fleet_hub_user.as_deref(),
+        &request,
+    ))
 }
 
-/// Whether the template write `request` is allowed: anywhere access is not enforced, and in an
-/// enforced namespace to members of [`EnforceSettings::template_writers`]. A subresource
+/// Whether the template write `request` is allowed. On a fleet spoke (`hub_user`, the hub's
+/// credential), a hub-managed template only by the hub, and the hub only on those
+/// ([`fleet::template_write`]); then anywhere access is not enforced, and in an enforced
+/// namespace to members of [`EnforceSettings::template_writers`] (the hub's credential
+/// included: where exec needs a grant, writing a template is granting access). A subresource
 /// (oz's own status) is never judged.
 pub fn template_write(
     enforce: &EnforceSettings,
+    hub_user: Option<&str>,
     request: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
+    if request.sub_resource.is_some() {
+        return AdmissionResponse::from(request);
+    }
+    if let Some(hub_user) = hub_user
+        && let Err(message) = fleet::template_write(hub_user, request)
+    {
+        return deny(request, message);
+    }
     let namespace = request.namespace.as_deref().unwrap_or_default();
     let groups = request.user_info.groups.as_deref().unwrap_or_default();
-    if request.sub_resource.is_some()
-        || !enforce.namespaces.contains(namespace)
+    if !enforce.namespaces.contains(namespace)
         || groups.iter().any(|g| enforce.template_writers.contains(g))
     {
         return AdmissionResponse::from(request);

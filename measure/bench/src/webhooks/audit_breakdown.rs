@@ -99,6 +99,7 @@ pub(super) async fn audit_breakdown(
             "oz-system",
         ),
         unverified_reads: admission::approvals::UnverifiedReads::default(),
+        fleet_hub_user: None,
     }));
     let mut handler = Latencies::default();
     for i in 0..calls {

@@ -26,6 +26,7 @@ use oz_platform::{
 mod approval_webhooks;
 mod audit_webhook;
 mod callers;
+mod fleet_webhooks;
 mod request_webhooks;
 mod template_webhooks;
 
@@ -69,6 +70,28 @@ async fn guarded_harness(
     callers: CallerPolicy,
     metrics: &WebhookMetrics,
 ) -> Harness {
+    harness_for(lookup, enforce, callers, metrics, None)
+}
+
+/// A harness on a fleet spoke whose hub's credential authenticates as `hub_user`.
+async fn spoke_harness(lookup: FakeLookup, enforce: EnforceSettings, hub_user: &str) -> Harness {
+    let metrics = WebhookMetrics::default();
+    harness_for(
+        lookup,
+        enforce,
+        CallerPolicy::anyone(),
+        &metrics,
+        Some(hub_user),
+    )
+}
+
+fn harness_for(
+    lookup: FakeLookup,
+    enforce: EnforceSettings,
+    callers: CallerPolicy,
+    metrics: &WebhookMetrics,
+    fleet_hub_user: Option<&str>,
+) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
         lookup: Arc::new(lookup),
@@ -86,6 +109,7 @@ async fn guarded_harness(
             "oz-system",
         ),
         unverified_reads: crate::admission::approvals::UnverifiedReads::default(),
+        fleet_hub_user: fleet_hub_user.map(str::to_string),
     };
     Harness {
         router: guarded_router(Arc::new(state), callers, metrics.clone()),
