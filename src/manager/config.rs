@@ -228,6 +228,14 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_TEMPLATE_ADMIN_GROUPS", value_delimiter = ',', default_values = ["system:masters"])]
     pub template_admin_groups: Vec<String>,
 
+    /// On a fleet spoke: the user name the fleet hub's credential authenticates as here, e.g.
+    /// system:serviceaccount:oz-system:oz-fleet-hub. Only it may create, change and delete the
+    /// hub's templates (labelled crds.wizardofoz.co/hub-managed) and request access through
+    /// them, and it may write no other template; templates are then guarded in every watched
+    /// namespace by a webhook with failurePolicy Fail.
+    #[arg(long, env = "OZ_FLEET_HUB_USER")]
+    pub fleet_hub_user: Option<String>,
+
     /// The audit webhook's failurePolicy: `Ignore` (an oz outage never blocks an exec, which
     /// then goes unaudited) or `Fail` (while oz is down, no exec, attach, port-forward or debug
     /// anywhere in its scope, as Oz's pod exec watcher does). Enforced namespaces always fail
@@ -441,6 +449,10 @@ impl RunArgs {
             .collect();
         config.enforce.template_writers =
             nonblank(&self.template_admin_groups).into_iter().collect();
+        config.fleet_hub_user = match self.fleet_hub_user.as_deref().map(str::trim) {
+            Some("") => return Err("--fleet-hub-user must name the hub's user".into()),
+            user => user.map(str::to_string),
+        };
         config.watch_namespaces = watched.to_vec();
         config.client_ca = match &self.webhook_client_ca_file {
             Some(path) => Some(

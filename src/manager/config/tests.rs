@@ -310,6 +310,31 @@ fn the_webhook_client_ca_is_read_at_startup_and_its_names_need_it() {
 }
 
 #[test]
+fn a_fleet_spokes_hub_user_reaches_the_webhooks() {
+    let webhooks = |extra: &[&str]| {
+        let mut args = vec![
+            "--controllers=webhooks".to_string(),
+            "--webhook-url-base=https://127.0.0.1:9443".to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        parse(&args)
+            .unwrap()
+            .manager_config()
+            .map(|c| c.webhooks.unwrap())
+    };
+    assert_eq!(
+        webhooks(&[]).unwrap().fleet_hub_user,
+        None,
+        "no hub by default"
+    );
+    let hub = "system:serviceaccount:oz-system:oz-fleet-hub";
+    let spoke = webhooks(&["--fleet-hub-user", hub]).unwrap();
+    assert_eq!(spoke.fleet_hub_user.as_deref(), Some(hub));
+    let error = webhooks(&["--fleet-hub-user= "]).unwrap_err();
+    assert!(error.contains("--fleet-hub-user"), "{error}");
+}
+
+#[test]
 fn the_audit_webhook_ignores_an_oz_outage_unless_told_to_fail() {
     let config = |extra: &[&str]| {
         let mut args = vec![
