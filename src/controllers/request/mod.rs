@@ -7,7 +7,8 @@
 //! 3. [`template::verify_template`]: its template exists, and owns it;
 //! 4. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it (the
 //!    requester and approval steps are skipped for it), until Oz's end;
-//! 5. [`requester::verify_requester`]: its requester is in allowedGroups;
+//! 5. [`requester::verify_requester`]: its requester is in allowedGroups (and, through a fleet
+//!    hub's template, the hub forwarded it);
 //! 6. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
 //!    add up (else it waits, or ends Denied or Expired);
 //! 7. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
@@ -266,7 +267,8 @@ async fn steps<B: AccessBuilder>(
     let (grantee, approved_at) = match adopt::oz_grant(r).await? {
         Some(oz) => (Grantee::Oz(Box::new(oz)), None),
         None => {
-            let requester = step!(requester::verify_requester(r, pass, config));
+            let hub = oz_api::fleet::managing_hub(template.meta());
+            let requester = step!(requester::verify_requester(r, pass, config, hub));
             let approved_at = step!(approval::verify_approval(r, pass, config, requester));
             (Grantee::Requester(requester), approved_at)
         }
