@@ -259,10 +259,13 @@ impl WebhookServer {
             audit_log: audit_log.clone(),
             events: Some(AuditEvents::start(client.clone(), config.metrics.clone())),
             enforce: config.enforce.clone(),
-            deletes: admission::requests::DeletePolicy::new(
-                config.request_admin_groups.clone(),
-                &config.namespace,
-            ),
+            deletes: admission::requests::DeletePolicy {
+                fleet_hub_user: config.fleet_hub_user.clone(),
+                ..admission::requests::DeletePolicy::new(
+                    config.request_admin_groups.clone(),
+                    &config.namespace,
+                )
+            },
             unverified_reads: admission::approvals::UnverifiedReads::default(),
             fleet_hub_user: config.fleet_hub_user.clone(),
         };

@@ -10,6 +10,10 @@ pub struct DeletePolicy {
     /// the namespace controller run as service accounts of kube-system) and oz itself (the
     /// service accounts of its namespace, which delete expired requests after the retention).
     pub trusted_groups: std::collections::BTreeSet<String>,
+    /// On a fleet spoke, the hub's credential (`--fleet-hub-user`). It withdraws the live
+    /// requests it made there, and nothing else, even if it is a service account of oz's
+    /// namespace (which the default install makes it).
+    pub fleet_hub_user: Option<String>,
 }
 
 impl DeletePolicy {
@@ -19,6 +23,9 @@ impl DeletePolicy {
             admin_groups.into_iter().collect();
         trusted_groups.insert("system:serviceaccounts:kube-system".into());
         trusted_groups.insert(format!("system:serviceaccounts:{namespace}"));
-        Self { trusted_groups }
+        Self {
+            trusted_groups,
+            fleet_hub_user: None,
+        }
     }
 }

@@ -465,6 +465,9 @@ pub fn check_delete(
     user: &UserInfo,
     policy: &DeletePolicy,
 ) -> Result<(), String> {
+    if super::fleet::is_hub(policy.fleet_hub_user.as_deref(), user) {
+        return hub_withdrawal(old);
+    }
     let groups = user.groups.as_deref().unwrap_or_default();
     if groups.iter().any(|g| policy.trusted_groups.contains(g)) {
         return Ok(());
@@ -495,6 +498,34 @@ pub fn check_delete(
     Err(format!(
         "only the requester ({requester}) or members of {trusted} may revoke this request"
     ))
+}
+
+/// A fleet hub deleting a request on its spoke: allowed for a live request it made there (a
+/// revocation on the hub, or its request deleted there), never for another's request or an
+/// ended one (the spoke's access-review record).
+fn hub_withdrawal(old: Option<&Value>) -> Result<(), String> {
+    let made_by_hub = old
+        .and_then(|o| {
+            o.pointer(&format!(
+                "/metadata/labels/{}",
+                oz_api::HUB_MANAGED_LABEL.replace('/', "~1")
+            ))
+        })
+        .is_some()
+        && old.and_then(|o| o.pointer("/spec/forwarded")).is_some();
+    let ended = old
+        .and_then(|o| o.pointer("/status/phase"))
+        .and_then(Value::as_str)
+        .is_some_and(|phase| matches!(phase, "Expired" | "Revoked"));
+    if made_by_hub && !ended {
+        Ok(())
+    } else {
+        Err(
+            "the fleet hub may withdraw only the live requests it made on this cluster; \
+             ended requests are kept here as access-review records"
+                .into(),
+        )
+    }
 }
 
 fn unknown_kind(request: &AdmissionRequest<DynamicObject>) -> String {

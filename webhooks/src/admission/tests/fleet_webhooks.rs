@@ -436,3 +436,53 @@ async fn nobody_but_the_hub_writes_spec_forwarded_even_without_a_hub() {
         "{response}"
     );
 }
+
+// === Deletes ===
+
+/// The hub withdraws the live requests it made, and nothing else: not another's request, not
+/// an ended one (the spoke's record), though its account is one of oz's namespace, whose
+/// service accounts may otherwise delete anything.
+#[test]
+fn the_hub_deletes_only_the_live_requests_it_made() {
+    use crate::admission::requests::{DeletePolicy, check_delete};
+    let policy = DeletePolicy {
+        fleet_hub_user: Some(HUB_USER.into()),
+        ..DeletePolicy::new(["system:masters".to_string()], "oz-system")
+    };
+    let hub: k8s_openapi::api::authentication::v1::UserInfo =
+        serde_json::from_value(hub()).unwrap();
+    let request = |labelled: bool, forwarded: bool, phase: &str| {
+        let mut request = json!({
+            "metadata": {"name": "r", "namespace": NS},
+            "spec": {"templateName": "fleet-web", "requester": {"username": "alice", "groups": ["devs"]}},
+            "status": {"phase": phase},
+        });
+        if labelled {
+            request["metadata"]["labels"] = json!({ HUB_MANAGED_LABEL: HUB });
+        }
+        if forwarded {
+            request["spec"]["forwarded"] =
+                json!({"hub": HUB, "cluster": "b", "requestName": "r", "requestUid": "u"});
+        }
+        request
+    };
+    assert_eq!(
+        check_delete(Some(&request(true, true, "Ready")), &hub, &policy),
+        Ok(())
+    );
+    for refused in [
+        request(true, true, "Expired"),
+        request(true, true, "Revoked"),
+        request(false, false, "Ready"),
+        request(true, false, "Ready"),
+    ] {
+        let why = check_delete(Some(&refused), &hub, &policy).unwrap_err();
+        assert!(why.contains("only the live requests it made"), "{why}");
+    }
+    // Without a fleet, the same account is one of oz's namespace, trusted as before.
+    let no_fleet = DeletePolicy::new(["system:masters".to_string()], "oz-system");
+    assert_eq!(
+        check_delete(Some(&request(false, false, "Expired")), &hub, &no_fleet),
+        Ok(())
+    );
+}
