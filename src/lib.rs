@@ -10,6 +10,7 @@
 //! - [`cache`]: what the watches keep of the objects grants are made of and stand on, and the
 //!   echoes of oz's own writes they drop.
 //! - [`notify`]: news of requests, POSTed to the sinks their templates name.
+//! - [`fleet`]: a hub's side of fleets: its ClusterProfiles, its spokes, its templates kept there.
 #![forbid(unsafe_code)]
 // oz is an application, not a library others call: its docs are for the people changing it
 // (`cargo doc --document-private-items`), where links to the reconcile's private steps resolve.
@@ -21,6 +22,7 @@ pub mod cache;
 pub mod context;
 pub mod controllers;
 pub mod error;
+pub mod fleet;
 pub mod install;
 pub mod manager;
 pub mod metrics;

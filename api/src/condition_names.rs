@@ -41,4 +41,6 @@ pub mod condition_reason {
     /// oz only: AccessStillValid is False because the grant was revoked before its end; the
     /// message names who revoked it, the transition time says when.
     pub const REVOKED: &str = "Revoked";
+    /// oz only: the template is a fleet hub's, granting on its spokes, never where it is.
+    pub const FLEET_TEMPLATE: &str = "FleetTemplate";
 }

@@ -1,7 +1,8 @@
 //! ExecAccessTemplate and ExecAccessRequest: `kubectl exec` into a live pod of a workload.
 
 use crate::{
-    AccessConfig, CrossVersionObjectReference, RequestStatus, Requester, TemplateStatus,
+    AccessConfig, CrossVersionObjectReference, FleetClusters, Forwarded, RequestStatus, Requester,
+    TemplateStatus,
     approval::{MAX_REASON_LENGTH, MAX_TICKET_LENGTH},
     rules::{
         DURATION_MAX_LENGTH, GO_DURATION_HINT, OBJECT_NAME_HINT, object_name_rule,
@@ -16,6 +17,12 @@ access_template_spec! {
     pub struct ExecAccessTemplateSpec {
         /// Who may request access, for how long, and the access command they are shown.
         pub access_config: AccessConfig,
+
+        /// oz only, on a fleet hub: the spoke clusters this template covers. A template that
+        /// names clusters grants nothing on the hub: the hub keeps an equivalent of it on each
+        /// covered spoke, and its requests name the spoke to grant on (`docs/fleet.md`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub clusters: Option<FleetClusters>,
         /// The Deployment, DaemonSet, StatefulSet or Rollout whose pods may be exec'd into.
         pub controller_target_ref: CrossVersionObjectReference,
     }
@@ -60,5 +67,16 @@ access_request_spec! {
         /// Who created the request, recorded by oz's admission webhook; not set by users.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub requester: Option<Requester>,
+
+        /// oz only, on a fleet hub: the spoke cluster (a ClusterProfile of the hub's fleet
+        /// namespace) to grant on. Required when the template names clusters, refused otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(min = 1, max = 253))]
+        pub cluster: Option<Box<str>>,
+
+        /// oz only, on a fleet spoke: what the hub attests about a request it decided; written
+        /// by the hub's credential only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub forwarded: Option<Box<Forwarded>>,
     }
 }

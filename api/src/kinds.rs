@@ -10,8 +10,8 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     AccessConfig, CrossVersionObjectReference, ExecAccessRequest, ExecAccessRequestSpec,
-    ExecAccessTemplate, PodAccessRequest, PodAccessRequestSpec, PodAccessTemplate, RequestStatus,
-    Requester, TemplateStatus,
+    ExecAccessTemplate, FleetClusters, Forwarded, PodAccessRequest, PodAccessRequestSpec,
+    PodAccessTemplate, RequestStatus, Requester, TemplateStatus,
 };
 
 /// Exec access (into a live pod of a workload) or pod access (a private copy of its pod): each
@@ -136,6 +136,8 @@ pub trait AccessTemplate: OzResource {
     fn target_ref(&self) -> Option<&CrossVersionObjectReference>;
     /// The status, if written yet.
     fn template_status(&self) -> Option<&TemplateStatus>;
+    /// `spec.clusters`: on a fleet hub, the spokes this template covers.
+    fn clusters(&self) -> Option<&FleetClusters>;
 }
 
 /// ExecAccessRequest or PodAccessRequest.
@@ -158,6 +160,10 @@ pub trait AccessRequest: OzResource {
     fn reason(&self) -> Option<&str>;
     /// `spec.ticket`.
     fn ticket(&self) -> Option<&str>;
+    /// `spec.cluster`: on a fleet hub, the spoke to grant on.
+    fn cluster(&self) -> Option<&str>;
+    /// `spec.forwarded`: on a fleet spoke, what the hub attests.
+    fn forwarded(&self) -> Option<&Forwarded>;
     /// The status, if written yet.
     fn request_status(&self) -> Option<&RequestStatus>;
     /// The status, to change in place (as a cache trims what it does not read).
@@ -175,6 +181,9 @@ impl AccessTemplate for ExecAccessTemplate {
     fn template_status(&self) -> Option<&TemplateStatus> {
         self.status.as_ref()
     }
+    fn clusters(&self) -> Option<&FleetClusters> {
+        self.spec.clusters.as_ref()
+    }
 }
 
 impl AccessTemplate for PodAccessTemplate {
@@ -187,6 +196,9 @@ impl AccessTemplate for PodAccessTemplate {
     }
     fn template_status(&self) -> Option<&TemplateStatus> {
         self.status.as_ref()
+    }
+    fn clusters(&self) -> Option<&FleetClusters> {
+        self.spec.clusters.as_ref()
     }
 }
 
@@ -222,6 +234,12 @@ macro_rules! impl_access_request {
             }
             fn ticket(&self) -> Option<&str> {
                 self.spec.ticket.as_deref()
+            }
+            fn cluster(&self) -> Option<&str> {
+                self.spec.cluster.as_deref()
+            }
+            fn forwarded(&self) -> Option<&Forwarded> {
+                self.spec.forwarded.as_deref()
             }
             fn request_status(&self) -> Option<&RequestStatus> {
                 self.status.as_ref()

@@ -21,8 +21,10 @@ pub mod build_info;
 pub mod duration;
 mod exec;
 pub mod expiry_table;
+pub mod fleet;
 pub mod grant_rule;
 pub mod kinds;
+pub mod label_selector;
 mod metadata;
 mod mutation;
 pub mod notifications;
@@ -47,6 +49,7 @@ pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
 };
+pub use fleet::{ClusterSync, FleetClusters, Forwarded, ForwardedApproval, HUB_MANAGED_LABEL};
 pub use grant_rule::{Asked, GrantSummary, PodAction, Route, granting};
 pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
 pub use metadata::{

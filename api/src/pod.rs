@@ -4,8 +4,8 @@
 use k8s_openapi::{api::core::v1::PodSpec, apimachinery::pkg::api::resource::Quantity};
 
 use crate::{
-    AccessConfig, CrossVersionObjectReference, PodTemplateSpecMutationConfig, RequestStatus,
-    Requester, TemplateStatus,
+    AccessConfig, CrossVersionObjectReference, FleetClusters, Forwarded,
+    PodTemplateSpecMutationConfig, RequestStatus, Requester, TemplateStatus,
     approval::{MAX_REASON_LENGTH, MAX_TICKET_LENGTH},
     rules::{OBJECT_NAME_HINT, OZ_POD_REQUEST_DURATION_PATTERN, object_name_rule},
 };
@@ -19,6 +19,12 @@ access_template_spec! {
     pub struct PodAccessTemplateSpec {
         /// Who may request access, for how long, and the access command they are shown.
         pub access_config: AccessConfig,
+
+        /// oz only, on a fleet hub: the spoke clusters this template covers. A template that
+        /// names clusters grants nothing on the hub: the hub keeps an equivalent of it on each
+        /// covered spoke, and its requests name the spoke to grant on (`docs/fleet.md`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub clusters: Option<FleetClusters>,
 
         /// The Deployment, DaemonSet, StatefulSet or Rollout whose pod template is copied.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,5 +83,16 @@ access_request_spec! {
         /// Who created the request, recorded by oz's admission webhook; not set by users.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub requester: Option<Requester>,
+
+        /// oz only, on a fleet hub: the spoke cluster (a ClusterProfile of the hub's fleet
+        /// namespace) to grant on. Required when the template names clusters, refused otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(min = 1, max = 253))]
+        pub cluster: Option<Box<str>>,
+
+        /// oz only, on a fleet spoke: what the hub attests about a request it decided; written
+        /// by the hub's credential only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub forwarded: Option<Box<Forwarded>>,
     }
 }

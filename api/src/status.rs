@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ApprovalRecord, SessionCounts, SessionMode, SessionRecord,
+    ApprovalRecord, ClusterSync, SessionCounts, SessionMode, SessionRecord,
     conditions::{self, Condition},
 };
 
@@ -19,6 +19,9 @@ pub struct TemplateStatus {
     /// True when every condition is True.
     #[serde(default)]
     pub ready: bool,
+    /// oz only, a fleet hub's template: how it stands on each spoke it covers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterSync>,
 }
 
 /// Status of ExecAccessRequest and PodAccessRequest.
@@ -54,9 +57,7 @@ pub struct RequestStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalRecord>,
     /// oz only: approvals counted of those required, as `1/2`, for `kubectl get`.
-    // A boxed string, 8 bytes shorter than a `String`: it brings an ExecAccessRequest to 752
-    // bytes, which oz-manager's allocator keeps in a 768-byte block instead of an 896-byte one,
-    // for each request cached (`watched.rs` pins the size).
+    // A boxed string, 8 bytes shorter than a `String`, for each request a reconcile unpacks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_progress: Option<Box<str>>,
     /// oz only: `Brokered` when the grant is used through oz (`ozctl exec`), so clients know

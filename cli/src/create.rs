@@ -172,6 +172,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             let object = ExecAccessRequest {
                 metadata,
                 spec: ExecAccessRequestSpec {
+                    cluster: None,
+                    forwarded: None,
                     reason: request.reason.clone(),
                     ticket: request.ticket.clone(),
                     template_name: request.template.clone(),
@@ -187,6 +189,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             let object = PodAccessRequest {
                 metadata,
                 spec: PodAccessRequestSpec {
+                    cluster: None,
+                    forwarded: None,
                     reason: request.reason.clone(),
                     ticket: request.ticket.clone(),
                     template_name: request.template.clone(),

@@ -11,6 +11,8 @@ pub(crate) fn exec_request(requester: Option<Requester>) -> ExecAccessRequest {
     ExecAccessRequest::new(
         "alice-x7k2p",
         ExecAccessRequestSpec {
+            cluster: None,
+            forwarded: None,
             reason: None,
             ticket: None,
             template_name: "web".into(),

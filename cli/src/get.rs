@@ -396,6 +396,8 @@ mod tests {
         let mut request = ExecAccessRequest::new(
             name,
             ExecAccessRequestSpec {
+                cluster: None,
+                forwarded: None,
                 reason: None,
                 ticket: None,
                 template_name: "web-exec".into(),
@@ -572,6 +574,7 @@ mod tests {
         let exec = ExecAccessTemplate::new(
             "web-exec",
             ExecAccessTemplateSpec {
+                clusters: None,
                 access_config: access_config(&["devs"]),
                 controller_target_ref: serde_json::from_value(serde_json::json!(
                     {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
@@ -582,6 +585,7 @@ mod tests {
         let pod = PodAccessTemplate::new(
             "scratch",
             PodAccessTemplateSpec {
+                clusters: None,
                 access_config: access_config(&["admins", "sre"]),
                 controller_target_ref: None,
                 controller_target_mutation_config: None,

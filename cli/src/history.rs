@@ -228,6 +228,8 @@ mod tests {
         let mut request = ExecAccessRequest::new(
             name,
             ExecAccessRequestSpec {
+                cluster: None,
+                forwarded: None,
                 reason: None,
                 ticket: None,
                 template_name: "web-exec".into(),

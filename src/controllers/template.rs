@@ -33,12 +33,23 @@ pub async fn reconcile<T: AccessTemplate>(template: Arc<T>, ctx: Arc<Context>) -
     let namespace = template.namespace().unwrap_or_default();
     let config = template.access_config();
     let observations = [
-        verify_target(&ctx, &namespace, template.target_ref()).await?,
+        match template.clusters() {
+            // A fleet hub's template: its workload is on the spokes, whose oz checks it there.
+            Some(_) => Observation::yes(
+                kind::TARGET_REF_EXISTS,
+                reason::FLEET_TEMPLATE,
+                "Checked on each spoke this template covers (status.clusters)",
+            ),
+            None => verify_target(&ctx, &namespace, template.target_ref()).await?,
+        },
         verify_durations(config),
         verify_access_command(config),
     ];
 
-    let previous = template.template_status().cloned().unwrap_or_default();
+    let mut previous = template.template_status().cloned().unwrap_or_default();
+    // `clusters` is the fleet hub's to write (its own field manager): not written back here,
+    // where a stale copy would undo the hub's newer one.
+    previous.clusters.clear();
     let mut status = previous.clone();
     let now = Timestamp::now();
     for observation in observations {
@@ -185,6 +196,7 @@ mod tests {
     fn status(observations: &[Observation]) -> TemplateStatus {
         let conditions = conditions_of(observations);
         TemplateStatus {
+            clusters: Vec::new(),
             ready: conditions::all_true(&conditions),
             conditions,
         }

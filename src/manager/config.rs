@@ -51,6 +51,8 @@ pub struct ManagerConfig {
     /// The sessions API, if it runs (`--controllers` with `sessions`; its APIService is in
     /// `webhooks.registration.sessions`).
     pub sessions: Option<SessionsSettings>,
+    /// The fleet hub, if this oz is one (`--fleet-hub`).
+    pub fleet_hub: Option<crate::fleet::HubSettings>,
 }
 
 /// oz-manager's run flags. Every flag also reads an environment variable (shown in --help).
@@ -121,6 +123,9 @@ pub struct RunArgs {
     /// next to its parts).
     #[arg(long, env = "OZ_SESSION_RECORDINGS_MAX_TOTAL_SIZE", default_value = "0", value_parser = parse_size)]
     pub session_recordings_max_total_size: u64,
+
+    #[command(flatten)]
+    pub fleet: FleetHubArgs,
 
     /// Log format.
     #[arg(long, env = "OZ_LOG_FORMAT", default_value = "text")]
@@ -374,6 +379,7 @@ impl RunArgs {
             unverified_webhook_callers: self.unverified_webhook_callers,
             notifications: self.notifications.then(|| self.notifier_config()),
             sessions,
+            fleet_hub: self.fleet.settings(&self.namespace)?,
         })
     }
 
@@ -461,6 +467,9 @@ fn identity() -> String {
 }
 
 mod flag_values;
+mod fleet_flags;
+
+pub use fleet_flags::FleetHubArgs;
 
 #[cfg(test)]
 mod tests;

@@ -219,6 +219,14 @@ async fn run_controllers(ctx: &Context, config: &ManagerConfig, stop: Shutdown) 
             controllers::controllers(ctx.clone(), scope.clone(), &config.kinds, stop.clone()).await,
         );
     }
+    if let Some(hub) = config.fleet_hub.clone() {
+        let (client, stop) = (ctx.client.clone(), stop.clone());
+        tasks.push(Box::pin(async move {
+            if let Err(error) = crate::fleet::run(client, hub, stop).await {
+                tracing::error!(%error, "the fleet hub stopped");
+            }
+        }));
+    }
     if tasks.is_empty() {
         // `--controllers=webhooks`: no controller holds the process open, the webhook server
         // runs in the background; lead (or not) until asked to stop.

@@ -194,6 +194,8 @@ impl RequestSpec<'_> {
         let mut request = ExecAccessRequest::new(
             &self.name,
             ExecAccessRequestSpec {
+                cluster: None,
+                forwarded: None,
                 reason: None,
                 ticket: None,
                 template_name: self.template.into(),

@@ -57,6 +57,16 @@ pub async fn verify_template<B: AccessBuilder>(
             return no_template(r, pass, message).await;
         }
     };
+    if template.clusters().is_some() {
+        // A fleet hub's template: its workload is on the spokes, and access there is granted
+        // by the spokes' oz. Granting it here would hand out a Role on the hub.
+        let why = Observation::no(
+            kind::TARGET_TEMPLATE_EXISTS,
+            reason::FLEET_TEMPLATE,
+            fleet_template_message(&kind, name),
+        );
+        return stop(r.withdraw(pass, why).await?);
+    }
     pass.observe(Observation::yes(
         kind::TARGET_TEMPLATE_EXISTS,
         reason::SUCCESS,
@@ -79,6 +89,13 @@ async fn no_template<B: AccessBuilder, T>(
 }
 
 /// What a request whose template is missing says, and how to fix it.
+fn fleet_template_message(kind: &str, name: &str) -> String {
+    format!(
+        "{kind} {name:?} names clusters: it grants access on the spoke clusters it covers, \
+         never on this one; its spokes hold it, and access there is granted by their oz"
+    )
+}
+
 fn missing_template_message(kind: &str, name: &str, namespace: &str) -> String {
     format!(
         "Error: template does not exist: no {kind} named {name:?} in namespace {namespace:?}; fix spec.templateName or create the template"
@@ -145,6 +162,14 @@ mod tests {
         assert_eq!(
             deleted_template_message("PodAccessTemplate", "debug"),
             "Error: PodAccessTemplate \"debug\" is being deleted and grants no access; create a new request once a template exists again"
+        );
+    }
+
+    #[test]
+    fn a_fleet_template_says_it_grants_on_its_spokes_only() {
+        assert_eq!(
+            fleet_template_message("ExecAccessTemplate", "web"),
+            "ExecAccessTemplate \"web\" names clusters: it grants access on the spoke clusters it covers, never on this one; its spokes hold it, and access there is granted by their oz"
         );
     }
 }

@@ -257,6 +257,8 @@ fn request(name: &str, template: &str, forged_requester: &str) -> ExecAccessRequ
     ExecAccessRequest::new(
         name,
         ExecAccessRequestSpec {
+            cluster: None,
+            forwarded: None,
             reason: None,
             ticket: None,
             template_name: template.into(),

@@ -167,6 +167,8 @@ fn exec_request(name: &str, template: &str, reason: Option<&str>) -> ExecAccessR
     ExecAccessRequest::new(
         name,
         ExecAccessRequestSpec {
+            cluster: None,
+            forwarded: None,
             reason: reason.map(String::from),
             ticket: None,
             template_name: template.into(),
