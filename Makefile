@@ -66,7 +66,8 @@ fuzz-check:
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --target-dir target --bins --locked
 
 # Builds (or reuses) the control plane, kwok (its simulated nodes), gofakes3 (a local S3 server
-# for session recordings), helm and promtool before the tests ask for them, so their build time shows up as its own step.
+# for session recordings), helm, promtool and the fleet tests' secretreader plugin before the tests
+# ask for them, so their build time shows up as its own step.
 testenv:
 	hack/testenv.sh build >/dev/null
 	hack/testenv.sh build-kwok >/dev/null

@@ -6,7 +6,9 @@
 #   hack/testenv.sh build-s3                  build gofakes3 (a local S3 server for recordings), or
 #                                             reuse it; print its path
 #   hack/testenv.sh build-tools               build helm and promtool (the chart's and the alerts'
-#                                             checks), or reuse them; print their dir
+#                                             checks) and the ClusterProfile secretreader plugin
+#                                             with its CRD (the fleet tests), or reuse them; print
+#                                             their dir
 #   hack/testenv.sh up DIR [--user NAME:G1,G2]... [--controllers all|gc,namespace,...] [--nodes N]
 #                          [--webhook-client-cert]
 #                                             start it in the background; return once /readyz is ok
@@ -137,34 +139,46 @@ cmd_build_s3() {
   echo "$dir/gofakes3"
 }
 
-# helm (the chart's lint, template, install and upgrade tests) and promtool (the alerting rules'
-# checks and unit tests): one Go module (hack/tools, each a `tool` directive) built in one `go
-# build`, so the many modules they share are compiled once. `remove_all_sd` leaves Prometheus's
-# service-discovery plugins (cloud SDKs promtool never needs for rule checks) out of the build.
+# helm (the chart's lint, template, install and upgrade tests), promtool (the alerting rules'
+# checks and unit tests) and the sig-multicluster secretreader credential plugin (the fleet tests:
+# it turns a ClusterProfile's access provider into a spoke token): one Go module (hack/tools, each
+# a `tool` directive) built in one `go build`, so the many modules they share (client-go above
+# all) are compiled once. `remove_all_sd` leaves Prometheus's service-discovery plugins (cloud SDKs
+# promtool never needs for rule checks) out of the build. The plugin's command is the directory
+# `cmd/plugin`, hence the rename; the ClusterProfile CRD comes from the same pinned module, since
+# the binary does not ship it.
 tools_src="$here/tools"
+cluster_inventory=sigs.k8s.io/cluster-inventory-api
+cluster_profile_crd=config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml
 helm_version=v4.3.1
 promtool_version=3.16.0
 tools_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version \
 -X github.com/prometheus/common/version.Version=$promtool_version"
 
 tools_cache_key() {
-  command -v go >/dev/null || die "Go is not installed; it is needed to build helm and promtool (see README)"
+  command -v go >/dev/null || die "Go is not installed; it is needed to build helm, promtool and the secretreader plugin (see README)"
   {
     cat "$tools_src/go.mod" "$tools_src/go.sum"
     go env GOVERSION GOOS GOARCH
-    echo "$tools_ldflags"
+    echo "$tools_ldflags $cluster_profile_crd"
   } | sha256sum | cut -c1-16
 }
 
 go_build_tools() {
   (cd "$tools_src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
     go build -trimpath -tags remove_all_sd -ldflags "$tools_ldflags" -o "$1/" \
-    helm.sh/helm/v4/cmd/helm github.com/prometheus/prometheus/cmd/promtool)
+    helm.sh/helm/v4/cmd/helm github.com/prometheus/prometheus/cmd/promtool \
+    "$cluster_inventory/plugins/secretreader/cmd/plugin") || return
+  mv "$1/plugin" "$1/secretreader-plugin" || return
+  local module
+  module=$(cd "$tools_src" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' "$cluster_inventory") || return
+  cp "$module/$cluster_profile_crd" "$1/clusterprofiles-crd.yaml"
 }
 
 cmd_build_tools() {
   local dir; dir="$cache/tools-$(tools_cache_key)"
-  build_once "$dir" promtool "helm $helm_version and promtool $promtool_version" go_build_tools
+  build_once "$dir" promtool "helm $helm_version, promtool $promtool_version and the secretreader plugin" \
+    go_build_tools
   echo "$dir"
 }
 
@@ -248,5 +262,5 @@ case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   down) shift; cmd_down "$@" ;;
   kubectl) shift; cmd_kubectl "$@" ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@ go 1.26.7
 tool (
 	github.com/prometheus/prometheus/cmd/promtool
 	helm.sh/helm/v4/cmd/helm
+	sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin
 )
 
 require (
@@ -263,6 +264,7 @@ require (
 	k8s.io/kubectl v0.37.1 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	oras.land/oras-go/v2 v2.6.2 // indirect
+	sigs.k8s.io/cluster-inventory-api v0.1.0 // indirect
 	sigs.k8s.io/controller-runtime v0.25.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect

@@ -7,6 +7,7 @@ mod admission;
 mod approvals;
 mod audit;
 mod control_plane;
+mod fleet;
 mod install;
 mod manager;
 mod notifications;

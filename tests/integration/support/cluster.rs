@@ -36,17 +36,23 @@ pub async fn install_crds() {
 /// Installs oz's CRDs into the control plane `admin` is a client of (a test's own, or the
 /// shared one through [`install_crds`]) and waits until each is established.
 pub async fn install_crds_into(admin: &Client) {
+    apply_crds(admin, oz_api::all_crds()).await;
+}
+
+/// Applies `all` (oz's CRDs, or another project's such as the ClusterProfile CRD) by
+/// server-side apply and waits until each is established.
+pub async fn apply_crds(admin: &Client, all: Vec<CustomResourceDefinition>) {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in oz_api::all_crds() {
+    for crd in &all {
         crds.patch(
             &crd.name_any(),
             &PatchParams::apply("oz-tests").force(),
-            &Patch::Apply(&crd),
+            &Patch::Apply(crd),
         )
         .await
         .unwrap();
     }
-    for crd in oz_api::all_crds() {
+    for crd in all {
         let name = crd.name_any();
         eventually(
             Duration::from_secs(30),

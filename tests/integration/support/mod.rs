@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod cluster;
 pub mod fixture;
+pub mod fleet;
 pub mod grant_audit;
 pub mod install;
 pub mod manifests;

@@ -306,9 +306,15 @@ impl ControlPlane {
             Some(user) => self.kubeconfig_of(user)?,
             None => self.admin_kubeconfig(),
         };
+        Ok(self.kubectl_with(kubeconfig))
+    }
+
+    /// The bundled kubectl with the kubeconfig at `kubeconfig`, which may name any server and
+    /// any credential (a token, an exec plugin).
+    pub fn kubectl_with(&self, kubeconfig: &Path) -> Command {
         let mut command = Command::new(&self.binary);
         command.arg("kubectl").arg("--kubeconfig").arg(kubeconfig);
-        Ok(command)
+        command
     }
 
     /// The admin kubeconfig path (group `system:masters`).

@@ -12,6 +12,8 @@
 //!   attach, logs and port-forward reach them through the apiserver (an exec runs its command as
 //!   a local process);
 //! - a local S3 server ([`s3::S3Server`]) for oz's session recordings;
+//! - helm and promtool, and for fleets the sig-multicluster secretreader credential plugin and
+//!   the ClusterProfile CRD ([`secretreader_plugin`], [`cluster_profile_crd`]);
 //! - Deployments, StatefulSets, DaemonSets and Argo Rollouts, created and waited for until
 //!   their pods are Ready.
 #![forbid(unsafe_code)]
@@ -26,7 +28,7 @@ pub mod workloads;
 
 pub use control_plane::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES, ReadyInfo};
 pub use error::{Error, Result};
-pub use tools::{helm, promtool};
+pub use tools::{cluster_profile_crd, helm, promtool, secretreader_plugin};
 
 /// The users every shared control plane has: alice and carol in `devs`, bob in `qa`, and
 /// `oz-operator`, an identity with no permissions of its own, for running oz-manager under

@@ -1,0 +1,3 @@
+//! Fleets: a hub reaching spoke clusters through sig-multicluster ClusterProfiles.
+
+mod inventory;
