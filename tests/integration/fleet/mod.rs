@@ -1,3 +1,6 @@
-//! Fleets: a hub reaching spoke clusters through sig-multicluster ClusterProfiles.
+//! Fleets: a hub reaching spoke clusters through sig-multicluster ClusterProfiles, keeping its
+//! templates there and having them grant the requests it decided.
 
 mod inventory;
+mod requests;
+mod setup;

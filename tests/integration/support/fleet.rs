@@ -69,13 +69,18 @@ impl Fleet {
         fleet
     }
 
-    /// Starts a hub (the shared control plane's users, no nodes) with oz's CRDs, the
+    /// Starts a hub (the shared control plane's users and dave in leads, no nodes) with oz's CRDs, the
     /// ClusterProfile CRD and [`FLEET_NAMESPACE`], and one spoke per name (the shared control
     /// plane's setup: users, nodes, webhook client certificate) with oz's CRDs and the hub's
     /// credential and a token of it. No spoke is on the hub yet ([`Fleet::register`]).
     pub async fn start_unregistered(spokes: &[&str]) -> Fleet {
         // Started side by side: each waits mostly for its apiserver's start-up.
-        let hub = start_plane(ControlPlaneOptions::default().nodes(0));
+        // dave, in leads, approves on the hub.
+        let hub = start_plane(
+            ControlPlaneOptions::default()
+                .nodes(0)
+                .user("dave", &["leads"]),
+        );
         let planes = futures::future::join_all(
             spokes
                 .iter()

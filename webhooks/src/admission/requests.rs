@@ -504,15 +504,9 @@ pub fn check_delete(
 /// revocation on the hub, or its request deleted there), never for another's request or an
 /// ended one (the spoke's access-review record).
 fn hub_withdrawal(old: Option<&Value>) -> Result<(), String> {
-    let made_by_hub = old
-        .and_then(|o| {
-            o.pointer(&format!(
-                "/metadata/labels/{}",
-                oz_api::HUB_MANAGED_LABEL.replace('/', "~1")
-            ))
-        })
-        .is_some()
-        && old.and_then(|o| o.pointer("/spec/forwarded")).is_some();
+    // Only the hub's credential can write spec.forwarded (the request webhooks refuse it from
+    // anyone else), so it marks a request the hub made.
+    let made_by_hub = old.and_then(|o| o.pointer("/spec/forwarded")).is_some();
     let ended = old
         .and_then(|o| o.pointer("/status/phase"))
         .and_then(Value::as_str)
