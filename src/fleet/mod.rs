@@ -22,7 +22,7 @@ use kube::{
     runtime::{WatchStreamExt, reflector, watcher},
 };
 use oz_api::{AccessKind, AccessRequest, ExecAccessTemplate, FleetClusters, PodAccessTemplate};
-use tokio::sync::{Notify, RwLock, broadcast};
+use tokio::sync::{Notify, RwLock, broadcast, mpsc};
 
 use crate::manager::Shutdown;
 use access::Providers;
@@ -72,6 +72,11 @@ pub struct FleetHub {
     spokes: RwLock<Spokes>,
     wake: Arc<Notify>,
     changes: broadcast::Sender<SpokeRequestChange>,
+    /// Spokes whose watches were refused the hub's token, sent by those watches.
+    refusals: (
+        mpsc::UnboundedSender<String>,
+        tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
+    ),
 }
 
 impl FleetHub {
@@ -86,6 +91,7 @@ impl FleetHub {
         let exec_templates = watch_into::<ExecAccessTemplate>(Api::all(client.clone()), &wake);
         let pod_templates = watch_into::<PodAccessTemplate>(Api::all(client.clone()), &wake);
         let (changes, _) = broadcast::channel(1024);
+        let (refused, refusals) = mpsc::unbounded_channel();
         Ok(Arc::new(Self {
             settings,
             client,
@@ -96,6 +102,7 @@ impl FleetHub {
             spokes: RwLock::new(Spokes::default()),
             wake,
             changes,
+            refusals: (refused, tokio::sync::Mutex::new(refusals)),
         }))
     }
 
@@ -104,12 +111,20 @@ impl FleetHub {
         let hub = &self.settings.name;
         tracing::info!(%hub, namespace = %self.settings.namespace, "fleet hub: keeping templates on spokes");
         let mut stop = std::pin::pin!(stop);
+        let mut refusals = self.refusals.1.lock().await;
         loop {
             let profiles = self.profiles.state();
             self.spokes
                 .write()
                 .await
-                .refresh(hub, &self.providers, &profiles, &self.wake, &self.changes)
+                .refresh(
+                    hub,
+                    &self.providers,
+                    &profiles,
+                    &self.wake,
+                    &self.changes,
+                    &self.refusals.0,
+                )
                 .await;
             let templates: Vec<HubTemplate> = self
                 .exec_templates
@@ -128,10 +143,14 @@ impl FleetHub {
                 template_sync::sync_templates(&self.client, hub, &templates, &profiles, &spokes)
                     .await;
             drop(spokes);
+            for cluster in &outcome.refused {
+                self.spokes.write().await.forget(cluster);
+            }
             let wait = if outcome.failures > 0 { RETRY } else { RESYNC };
             tokio::select! {
                 _ = &mut stop => return,
                 _ = self.wake.notified() => {}
+                Some(cluster) = refusals.recv() => self.spokes.write().await.forget(&cluster),
                 _ = tokio::time::sleep(wait) => {}
             }
         }
@@ -165,6 +184,13 @@ impl FleetHub {
             .get(cluster)
             .map(|s| s.view())
             .map_err(SpokeError::Unreachable)
+    }
+
+    /// After a spoke refused the hub's credential (401): connect again, with a token the
+    /// plugin reads afresh.
+    pub async fn refused(&self, cluster: &str) {
+        self.spokes.write().await.forget(cluster);
+        self.wake.notify_one();
     }
 
     /// Deletes the spoke's copy of a hub request, if it has one (its grant ends there). `Ok`

@@ -19,11 +19,14 @@ use kube::{
 };
 use oz_api::{AccessKind, HUB_MANAGED_LABEL};
 use tokio::{
-    sync::{Notify, broadcast},
+    sync::{Notify, broadcast, mpsc},
     task::JoinHandle,
 };
 
 use super::{access::Providers, profiles::ClusterProfile};
+
+/// How old a connection must be before a refusal of its token has the hub connect again.
+pub const RECONNECT_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A request on a spoke that changed, by kind, namespace and name: the same as its hub
 /// request's.
@@ -40,6 +43,8 @@ pub struct Spoke {
     /// The requests the hub made on the spoke, by kind.
     requests: BTreeMap<AccessKind, reflector::Store<DynamicObject>>,
     watches: Vec<JoinHandle<()>>,
+    /// When the connection was made: a refusal soon after is not taken for a stale token.
+    connected_at: std::time::Instant,
 }
 
 /// What a request controller uses of a spoke: its client, and the requests the hub made
@@ -63,7 +68,11 @@ impl SpokeView {
     ) -> Result<Option<std::sync::Arc<DynamicObject>>, String> {
         let store = &self.requests[&kind];
         if !store_ready(store) {
-            return Err("the hub has not listed this spoke's requests yet".into());
+            return Err(
+                "the hub cannot list the requests there yet: the spoke is out of reach, \
+                        or refuses the hub's credential (see the ClusterProfile's access provider)"
+                    .into(),
+            );
         }
         Ok(store
             .get(&reflector::ObjectRef::new_with(name, request_resource(kind)).within(namespace)))
@@ -157,6 +166,17 @@ pub fn template_resource(kind: AccessKind) -> ApiResource {
     )
 }
 
+/// Whether a watch failed because the spoke refused the hub's token.
+fn unauthorized(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 401,
+        watcher::Error::WatchError(status) => status.code == 401,
+        _ => false,
+    }
+}
+
 /// The API resource of `kind`'s request.
 pub fn request_resource(kind: AccessKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -182,6 +202,7 @@ impl Spokes {
         profiles: &[std::sync::Arc<ClusterProfile>],
         wake: &std::sync::Arc<Notify>,
         changes: &broadcast::Sender<SpokeRequestChange>,
+        refusals: &mpsc::UnboundedSender<String>,
     ) {
         let names: Vec<String> = profiles
             .iter()
@@ -225,7 +246,7 @@ impl Spokes {
             match providers.client(profile).await {
                 Ok(client) => {
                     tracing::info!(cluster = %name, "connected to fleet spoke");
-                    let spoke = connect(hub, access, client, wake, changes);
+                    let spoke = connect(&name, hub, access, client, wake, changes, refusals);
                     self.connected.insert(name, spoke);
                 }
                 Err(error) => {
@@ -233,6 +254,21 @@ impl Spokes {
                     self.unreachable.insert(name, error.to_string());
                 }
             }
+        }
+    }
+
+    /// Drops the connection to `name`, so that the next refresh connects again and runs the
+    /// credential plugin afresh: for a spoke that refused the hub's token (revoked, or rotated
+    /// while the client kept the old one). A connection younger than [`RECONNECT_AFTER`] is
+    /// kept: its token was read just now, and a refused one is retried at that pace.
+    pub fn forget(&mut self, name: &str) {
+        let stale = self
+            .connected
+            .get(name)
+            .is_some_and(|s| s.connected_at.elapsed() >= RECONNECT_AFTER);
+        if stale {
+            self.connected.remove(name);
+            tracing::info!(cluster = %name, "a spoke refused the hub's credential: connecting again");
         }
     }
 
@@ -254,12 +290,20 @@ impl Spokes {
 /// A connection to a spoke, with its watches started: the copies' (each event wakes the
 /// hub's template pass) and the requests' (each event is news for the request controllers).
 fn connect(
+    cluster: &str,
     hub: &str,
     access: String,
     client: Client,
     wake: &std::sync::Arc<Notify>,
     changes: &broadcast::Sender<SpokeRequestChange>,
+    refusals: &mpsc::UnboundedSender<String>,
 ) -> Spoke {
+    let refused = {
+        let (refusals, cluster) = (refusals.clone(), cluster.to_string());
+        move || {
+            let _ = refusals.send(cluster.clone());
+        }
+    };
     let mut copies = BTreeMap::new();
     let mut requests = BTreeMap::new();
     let mut watches = Vec::new();
@@ -267,14 +311,22 @@ fn connect(
     for kind in AccessKind::ALL {
         let wake = wake.clone();
         // Listed or changed: the pass looks (a first list lets it remove copies not wanted).
-        let (store, watch) = watch_labelled(&client, template_resource(kind), &labels, move |_| {
-            wake.notify_one();
-        });
+        let (store, watch) = watch_labelled(
+            &client,
+            template_resource(kind),
+            &labels,
+            refused.clone(),
+            move |_| wake.notify_one(),
+        );
         copies.insert(kind, store);
         watches.push(watch);
         let changes = changes.clone();
-        let (store, watch) =
-            watch_labelled(&client, request_resource(kind), &labels, move |request| {
+        let (store, watch) = watch_labelled(
+            &client,
+            request_resource(kind),
+            &labels,
+            refused.clone(),
+            move |request| {
                 let Some(request) = request else { return };
                 if let (Some(namespace), Some(name)) =
                     (&request.metadata.namespace, &request.metadata.name)
@@ -282,7 +334,8 @@ fn connect(
                     // No receiver (no request controller yet) is not an error.
                     let _ = changes.send((kind, namespace.clone(), name.clone()));
                 }
-            });
+            },
+        );
         requests.insert(kind, store);
         watches.push(watch);
     }
@@ -292,6 +345,7 @@ fn connect(
         copies,
         requests,
         watches,
+        connected_at: std::time::Instant::now(),
     }
 }
 
@@ -302,6 +356,7 @@ fn watch_labelled(
     client: &Client,
     resource: ApiResource,
     labels: &str,
+    refused: impl Fn() + Send + 'static,
     changed: impl Fn(Option<&DynamicObject>) + Send + 'static,
 ) -> (reflector::Store<DynamicObject>, JoinHandle<()>) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
@@ -321,7 +376,12 @@ fn watch_labelled(
                 ) => changed(Some(&object)),
                 Ok(watcher::Event::InitDone) => changed(None),
                 Ok(watcher::Event::Init) => {}
-                Err(error) => tracing::debug!(%error, "watching a fleet spoke"),
+                Err(error) => {
+                    tracing::debug!(%error, "watching a fleet spoke");
+                    if unauthorized(&error) {
+                        refused();
+                    }
+                }
             }
         }
     });

@@ -24,6 +24,8 @@ use super::{
 pub struct PassOutcome {
     /// Writes that failed (a spoke down, a namespace missing there): look again soon.
     pub failures: usize,
+    /// Spokes that refused the hub's credential: to connect to again.
+    pub refused: Vec<String>,
 }
 
 /// One pass over every fleet template of the hub (`templates`) and every spoke.
@@ -47,7 +49,12 @@ pub async fn sync_templates(
                 continue;
             }
             let result = match spokes.get(cluster) {
-                Ok(spoke) => keep_copy(spoke, hub, template).await,
+                Ok(spoke) => keep_copy(spoke, hub, template).await.map_err(|error| {
+                    if matches!(&error, kube::Error::Api(status) if status.code == 401) {
+                        outcome.refused.push(cluster.to_string());
+                    }
+                    explain(&template.namespace, error)
+                }),
                 Err(why) => Err(why),
             };
             if result.is_err() {
@@ -97,7 +104,7 @@ async fn keep_copy(
     spoke: &super::spokes::Spoke,
     hub: &str,
     template: &HubTemplate,
-) -> Result<(), String> {
+) -> Result<(), kube::Error> {
     if let Some(copy) = spoke.copy(template.kind, &template.namespace, &template.name) {
         let spec = copy.data.get("spec").cloned().unwrap_or_default();
         if template.is_held_by(hub, copy.labels(), &spec) {
@@ -113,7 +120,6 @@ async fn keep_copy(
     api.patch(&template.name, &params, &Patch::Apply(template.copy(hub)))
         .await
         .map(|_| ())
-        .map_err(|e| explain(&template.namespace, e))
 }
 
 /// Deletes a copy the hub no longer keeps on `spoke`, unless it is already going.

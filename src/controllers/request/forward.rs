@@ -85,9 +85,27 @@ pub async fn forward<B: AccessBuilder, T: AccessTemplate>(
     let (namespace, name) = (&r.grant.namespace, r.request.name_any());
     let held = match spoke.request(B::Request::KIND, namespace, &name) {
         Ok(held) => held,
-        Err(why) => return not_yet(pass, reason::SPOKE_UNREACHABLE, why),
+        Err(why) => {
+            let why = format!("cluster {cluster:?}: {why}");
+            return not_yet(pass, reason::SPOKE_UNREACHABLE, why);
+        }
     };
     let uid = r.request.meta().uid.clone().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        spoke.client.clone(),
+        namespace,
+        &request_resource(B::Request::KIND),
+    );
+    let held = match held {
+        Some(held) => Some(held),
+        // Forwarded, and not in the watch's cache: perhaps gone, perhaps not delivered yet (a
+        // pass woken by the hub's own write right after the create). The spoke says which.
+        None if was_forwarded(pass.previous()) => match api.get_opt(&name).await {
+            Ok(found) => found.map(std::sync::Arc::new),
+            Err(error) => return not_yet(pass, reason::SPOKE_UNREACHABLE, refused(cluster, error)),
+        },
+        None => None,
+    };
     let Some(held) = held else {
         if was_forwarded(pass.previous()) {
             return gone(r, pass, cluster).await;
@@ -116,11 +134,6 @@ pub async fn forward<B: AccessBuilder, T: AccessTemplate>(
         };
         let body =
             spoke_request::<B::Request>(r.request, &hub.settings.name, requester, &forwarded, left);
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            spoke.client.clone(),
-            namespace,
-            &request_resource(B::Request::KIND),
-        );
         let object: DynamicObject =
             serde_json::from_value(body).map_err(|source| crate::Error::Serialization {
                 what: "a spoke request",
@@ -141,7 +154,12 @@ pub async fn forward<B: AccessBuilder, T: AccessTemplate>(
                 // Made by an earlier pass whose answer was lost, or another's: the watch tells.
                 Ok(Stop::Write(Wake::At(pass.now + RETRY)))
             }
-            Err(error) => not_yet(pass, reason::SPOKE_UNREACHABLE, refused(cluster, error)),
+            Err(error) => {
+                if matches!(&error, kube::Error::Api(status) if status.code == 401) {
+                    hub.refused(cluster).await;
+                }
+                not_yet(pass, reason::SPOKE_UNREACHABLE, refused(cluster, error))
+            }
         };
     };
     let attested = held
@@ -340,7 +358,7 @@ async fn keep_finalizer<B: AccessBuilder>(r: &Reconciling<'_, B>) -> Result<()> 
     let patch = json!({
         "apiVersion": B::Request::api_version(&()),
         "kind": B::Request::kind(&()),
-        "metadata": {"finalizers": [FORWARDED_FINALIZER]},
+        "metadata": {"name": r.request.name_any(), "finalizers": [FORWARDED_FINALIZER]},
     });
     api.patch(
         &r.request.name_any(),
@@ -367,7 +385,7 @@ pub async fn finish_deletion<R: AccessRequest>(ctx: &Context, request: &R) -> Re
     let patch = json!({
         "apiVersion": R::api_version(&()),
         "kind": R::kind(&()),
-        "metadata": {"finalizers": []},
+        "metadata": {"name": request.name_any(), "finalizers": []},
     });
     api.patch(
         &request.name_any(),

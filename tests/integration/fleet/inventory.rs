@@ -20,7 +20,7 @@ use crate::support::{fleet::Fleet, polling::eventually};
 
 /// How long a revoked token may still work: the spoke's apiserver caches an accepted token for
 /// 10 s; the rest is slack for a loaded machine.
-const REVOKED_WITHIN: Duration = Duration::from_secs(60);
+pub(super) const REVOKED_WITHIN: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn a_cluster_profile_and_the_provider_file_reach_the_spoke_as_the_hub_account() {
@@ -129,7 +129,7 @@ async fn the_hub_account_may_keep_templates_and_requests_and_nothing_more() {
 /// cluster is the ClusterProfile's `secretreader` access provider, read from the hub; the user
 /// is that provider's exec config in the provider file, never interactive (as the
 /// cluster-inventory-api library sets it).
-async fn exec_kubeconfig(fleet: &Fleet, name: &str) -> PathBuf {
+pub(super) async fn exec_kubeconfig(fleet: &Fleet, name: &str) -> PathBuf {
     let profile = cluster_profiles(fleet).await.get(name).await.unwrap();
     let cluster =
         named("secretreader", &profile.data["status"]["accessProviders"])["cluster"].clone();
@@ -194,7 +194,7 @@ fn named<'a>(name: &str, list: &'a Value) -> &'a Value {
 }
 
 /// Who kubectl is with `kubeconfig` (`kubectl auth whoami`), or what it said when it failed.
-async fn whoami(fleet: &Fleet, kubeconfig: &Path) -> Result<String, String> {
+pub(super) async fn whoami(fleet: &Fleet, kubeconfig: &Path) -> Result<String, String> {
     let out = kubectl(fleet, kubeconfig, &["auth", "whoami", "-o", "json"]).await;
     if !out.success() {
         return Err(out.stderr);
