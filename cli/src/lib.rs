@@ -408,6 +408,18 @@ mod tests {
         assert_eq!(get.resource, "requests");
         assert!(get.all);
         assert_eq!(get.output, get::ListFormat::Table);
+        assert_eq!(get.fleet_cluster, None);
+
+        let Command::Get(get) = parse_ok(&["ozctl", "get", "--fleet-cluster", "east"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(get.fleet_cluster.as_deref(), Some("east"));
+        // A request named is shown whatever its cluster.
+        assert!(
+            Cli::try_parse_from(["ozctl", "get", "req", "alice-x7k2p", "--fleet-cluster", "e"])
+                .is_err()
+        );
     }
 
     #[test]

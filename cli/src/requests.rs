@@ -27,6 +27,8 @@ pub struct RequestView {
     pub reason: Option<String>,
     /// `spec.ticket`: the ticket or incident it is for.
     pub ticket: Option<String>,
+    /// `spec.cluster`: on a fleet hub, the spoke cluster it asks to be granted on.
+    pub cluster: Option<String>,
     pub created: Option<Timestamp>,
     /// Whether it is being deleted.
     pub deleting: bool,
@@ -47,6 +49,7 @@ impl RequestView {
             requester: request.requester().cloned(),
             reason: request.reason().map(str::to_string),
             ticket: request.ticket().map(str::to_string),
+            cluster: request.cluster().map(str::to_string),
             created: request.meta().creation_timestamp.as_ref().map(|t| t.0),
             deleting: request.meta().deletion_timestamp.is_some(),
             status: request.request_status().cloned().unwrap_or_default(),
@@ -356,5 +359,9 @@ mod tests {
         assert_eq!(v.object["kind"], "ExecAccessRequest");
         assert!(v.object["metadata"].get("managedFields").is_none());
         assert_eq!(v.phase_word(), "Pending");
+        assert_eq!(v.cluster, None);
+        let mut fleet = crate::fixtures::exec_request(None);
+        fleet.spec.cluster = Some("east".into());
+        assert_eq!(RequestView::of(&fleet).cluster.as_deref(), Some("east"));
     }
 }
