@@ -366,9 +366,11 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
     text
 }
 
-/// The templates table: what each grants, for how long, to whom, and whether `me` may use it.
+/// The templates table: what each grants, for how long, to whom, whether `me` may use it, and
+/// when any is a fleet template, the spoke clusters each is on (last: its messages are long).
 pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
-    let mut table = Table::new([
+    let show_clusters = views.iter().any(TemplateView::is_fleet);
+    let mut headers = vec![
         "NAME",
         "KIND",
         "TARGET",
@@ -377,9 +379,13 @@ pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
         "ALLOWED GROUPS",
         "READY",
         "YOU MAY USE",
-    ]);
+    ];
+    if show_clusters {
+        headers.push("CLUSTERS");
+    }
+    let mut table = Table::new(headers);
     for view in views {
-        table.row([
+        let mut row = vec![
             view.name.clone(),
             view.kind.word().to_string(),
             view.target.clone(),
@@ -388,7 +394,11 @@ pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
             view.access.allowed_groups.join(","),
             yes_no(view.ready).into(),
             yes_no(view.access.admits(&me.groups)).into(),
-        ]);
+        ];
+        if show_clusters {
+            row.push(view.clusters_summary().unwrap_or_default());
+        }
+        table.row(row);
     }
     table
 }
@@ -715,5 +725,35 @@ mod tests {
              web-exec   exec   Deployment/web   1h        24h   devs             no      yes\n\
              scratch    pod    podSpec          1h        24h   admins,sre       no      no\n"
         );
+    }
+
+    #[test]
+    fn fleet_templates_show_the_clusters_they_are_on() {
+        use crate::fixtures::exec_template;
+        let me = Me {
+            username: "alice".into(),
+            groups: vec!["devs".into()],
+        };
+        let fleet = TemplateView::of(&exec_template(Some(&[
+            ("east", None),
+            ("west", Some("namespace \"team\" is missing there")),
+        ])));
+        let mut unlisted = TemplateView::of(&exec_template(Some(&[])));
+        unlisted.name = "db".into();
+        let mut plain = TemplateView::of(&exec_template(None));
+        plain.name = "local".into();
+        let table = templates_table(&[fleet, unlisted, plain.clone()], &me).render();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].ends_with("   YOU MAY USE   CLUSTERS"), "{table}");
+        assert!(
+            lines[1].ends_with(
+                "   yes           east, west (not synced: namespace \"team\" is missing there)"
+            ),
+            "{table}"
+        );
+        assert!(lines[2].ends_with("   yes           none yet"), "{table}");
+        assert!(lines[3].ends_with("   yes"), "{table}");
+        // Without a fleet template, no column.
+        assert!(!templates_table(&[plain], &me).render().contains("CLUSTERS"));
     }
 }

@@ -1,5 +1,5 @@
-//! Templates of either kind, as ozctl shows them: what they grant access to, for how long, and
-//! to whom.
+//! Templates of either kind, as ozctl shows them: what they grant access to, for how long, to
+//! whom, and on a fleet hub, on which spoke clusters.
 
 use kube::{Api, ResourceExt, api::ListParams};
 use oz_api::{
@@ -69,6 +69,27 @@ impl TemplateView {
     /// The names of the spoke clusters it covers, as `status.clusters` lists them.
     pub fn covered_clusters(&self) -> Vec<&str> {
         self.cluster_sync.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Where a fleet template is, in a line: the clusters it covers, each not synced there
+    /// with the hub's message (`east, west (not synced: ...)`), or `none yet`. `None` for a
+    /// template that is not a fleet template.
+    pub fn clusters_summary(&self) -> Option<String> {
+        if !self.is_fleet() {
+            return None;
+        }
+        if self.cluster_sync.is_empty() {
+            return Some("none yet".into());
+        }
+        let each = self
+            .cluster_sync
+            .iter()
+            .map(|c| match (c.synced, &c.message) {
+                (true, _) => c.name.clone(),
+                (false, Some(message)) => format!("{} (not synced: {message})", c.name),
+                (false, None) => format!("{} (not synced)", c.name),
+            });
+        Some(each.collect::<Vec<_>>().join(", "))
     }
 }
 
