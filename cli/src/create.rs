@@ -1,7 +1,8 @@
 //! `ozctl create exec|pod TEMPLATE`: check, create, wait, tell.
 //!
-//! 1. Who am I (SelfSubjectReview), does the template exist, and am I in its allowedGroups?
-//!    If not, say so and create nothing.
+//! 1. Who am I (SelfSubjectReview), does the template exist, am I in its allowedGroups, and
+//!    does `--fleet-cluster` name a spoke exactly when the template is a fleet hub's? If not,
+//!    say so and create nothing.
 //! 2. Create the request, named `<user>-xxxxx`.
 //! 3. Wait, with the current condition on stderr, until oz has decided (Ready, Denied, Failed,
 //!    Expired) or the time is up.
@@ -9,7 +10,7 @@
 
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, builder::NonEmptyStringValueParser};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use oz_api::{
@@ -28,7 +29,7 @@ use super::{
     requests::RequestView,
     session::{Hints, Session},
     templates::{self, TemplateView},
-    terminal_text::printable,
+    terminal_text::{printable, printable_line},
     timefmt, wait,
 };
 
@@ -85,6 +86,10 @@ pub struct CreateRequestArgs {
     /// The ticket or incident this access is for
     #[arg(long, value_name = "ID")]
     pub ticket: Option<String>,
+    /// On a fleet hub: the spoke cluster to be granted access on, one of those the template
+    /// covers (see `get templates`). Required by a fleet template, refused by any other
+    #[arg(long, value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    pub fleet_cluster: Option<String>,
 }
 
 /// Whether and how long to wait.
@@ -139,6 +144,8 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             groups: template.access.allowed_groups.join(", "),
         });
     }
+    let fleet_warning = check_fleet_cluster(&template, request.fleet_cluster.as_deref())
+        .map_err(CliError::Usage)?;
     if let Some(approval) = &template.access.approval
         && approval.reason_required
         && request.reason.is_none()
@@ -156,6 +163,10 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             template.name
         );
     }
+    if let Some(warning) = fleet_warning {
+        // The hub's message about the spoke, and the cluster as typed: shown, never run.
+        eprintln!("warning: {}", printable_line(&warning));
+    }
 
     // 2. Create it.
     let prefix = request
@@ -169,41 +180,17 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
     };
     let created = match kind {
         AccessKind::Exec => {
-            let object = ExecAccessRequest {
-                metadata,
-                spec: ExecAccessRequestSpec {
-                    cluster: None,
-                    forwarded: None,
-                    reason: request.reason.clone(),
-                    ticket: request.ticket.clone(),
-                    template_name: request.template.clone(),
-                    target_pod,
-                    duration: request.duration.clone(),
-                    requester: None,
-                },
-                status: None,
-            };
-            create_typed(session, &object).await?
+            create_typed(session, &exec_request(metadata, &request, target_pod)).await?
         }
-        AccessKind::Pod => {
-            let object = PodAccessRequest {
-                metadata,
-                spec: PodAccessRequestSpec {
-                    cluster: None,
-                    forwarded: None,
-                    reason: request.reason.clone(),
-                    ticket: request.ticket.clone(),
-                    template_name: request.template.clone(),
-                    duration: request.duration.clone(),
-                    requester: None,
-                },
-                status: None,
-            };
-            create_typed(session, &object).await?
-        }
+        AccessKind::Pod => create_typed(session, &pod_request(metadata, &request)).await?,
     };
+    let on_cluster = request
+        .fleet_cluster
+        .as_deref()
+        .map(|c| format!(", cluster {c}"))
+        .unwrap_or_default();
     eprintln!(
-        "Created {} {} (template {}, namespace {}).",
+        "Created {} {} (template {}{on_cluster}, namespace {}).",
         kind.request_kind(),
         created.name,
         created.template,
@@ -319,6 +306,57 @@ pub fn clamp_note(template: &TemplateView, requested: Option<&str>) -> Option<St
     ))
 }
 
+/// Checks `--fleet-cluster` against the template before anything is sent: a fleet template
+/// grants only on the spoke clusters it covers, so its requests must name one, and any other
+/// template's must name none. A cluster the template's status does not show it synced on is
+/// not refused (the hub may not have listed a new cluster yet, and has the last word), but
+/// returned as a warning.
+pub fn check_fleet_cluster(
+    template: &TemplateView,
+    cluster: Option<&str>,
+) -> Result<Option<String>, String> {
+    let what = format!("{} {}", template.kind.template_kind(), template.name);
+    let covered = template.covered_clusters();
+    match (template.is_fleet(), cluster) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(format!(
+            "{what} is not a fleet template (it names no clusters): leave out --fleet-cluster"
+        )),
+        (true, None) if covered.is_empty() => Err(format!(
+            "{what} is a fleet template, granting on the spoke clusters it covers, and covers \
+             none yet (its status.clusters is empty): ask its admin, then add --fleet-cluster NAME"
+        )),
+        (true, None) => Err(format!(
+            "{what} is a fleet template, granting on the spoke clusters it covers: add \
+             --fleet-cluster NAME, one of: {}",
+            covered.join(", ")
+        )),
+        (true, Some(name)) => Ok(unsynced_warning(template, &what, name)),
+    }
+}
+
+/// What to warn of when a fleet template is asked for on cluster `name`: the template's status
+/// does not list it, or lists it as not synced.
+fn unsynced_warning(template: &TemplateView, what: &str, name: &str) -> Option<String> {
+    let covered = template.covered_clusters();
+    let sync = template.cluster_sync.iter().find(|c| c.name == name);
+    match sync {
+        None if covered.is_empty() => Some(format!(
+            "{what} lists no clusters it covers yet; the request may not be granted on {name:?}"
+        )),
+        None => Some(format!(
+            "{what} does not list cluster {name:?} among those it covers ({}); the request may \
+             not be granted",
+            covered.join(", ")
+        )),
+        Some(sync) if !sync.synced => Some(format!(
+            "{what} is not synced on cluster {name:?} ({}); the request may not be granted",
+            sync.message.as_deref().unwrap_or("no reason given")
+        )),
+        Some(_) => None,
+    }
+}
+
 /// Checks `--reason` and `--ticket` against the limits the API server applies, before anything
 /// is sent.
 pub fn check_reason_and_ticket(reason: Option<&str>, ticket: Option<&str>) -> Result<(), String> {
@@ -338,6 +376,46 @@ pub fn check_reason_and_ticket(reason: Option<&str>, ticket: Option<&str>) -> Re
         }
     }
     Ok(())
+}
+
+/// The ExecAccessRequest `create exec` sends: what the flags say, and no requester (oz's
+/// webhook records who sent it).
+pub fn exec_request(
+    metadata: ObjectMeta,
+    request: &CreateRequestArgs,
+    target_pod: Option<String>,
+) -> ExecAccessRequest {
+    ExecAccessRequest {
+        metadata,
+        spec: ExecAccessRequestSpec {
+            cluster: request.fleet_cluster.clone().map(String::into_boxed_str),
+            forwarded: None,
+            reason: request.reason.clone(),
+            ticket: request.ticket.clone(),
+            template_name: request.template.clone(),
+            target_pod,
+            duration: request.duration.clone(),
+            requester: None,
+        },
+        status: None,
+    }
+}
+
+/// The PodAccessRequest `create pod` sends: what the flags say, and no requester.
+pub fn pod_request(metadata: ObjectMeta, request: &CreateRequestArgs) -> PodAccessRequest {
+    PodAccessRequest {
+        metadata,
+        spec: PodAccessRequestSpec {
+            cluster: request.fleet_cluster.clone().map(String::into_boxed_str),
+            forwarded: None,
+            reason: request.reason.clone(),
+            ticket: request.ticket.clone(),
+            template_name: request.template.clone(),
+            duration: request.duration.clone(),
+            requester: None,
+        },
+        status: None,
+    }
 }
 
 /// Creates `object` and returns what the API server made of it.
@@ -536,6 +614,55 @@ mod tests {
         ] {
             assert_eq!(clamp_note(&template, requested), None, "{requested:?}");
         }
+    }
+
+    #[test]
+    fn a_fleet_template_needs_a_cluster_and_any_other_refuses_one() {
+        use crate::fixtures::exec_template;
+        let fleet = TemplateView::of(&exec_template(Some(&[
+            ("east", None),
+            ("west", Some("cannot reach cluster \"west\": timed out")),
+        ])));
+        assert_eq!(
+            check_fleet_cluster(&fleet, None).unwrap_err(),
+            "ExecAccessTemplate web is a fleet template, granting on the spoke clusters it \
+             covers: add --fleet-cluster NAME, one of: east, west"
+        );
+        assert_eq!(check_fleet_cluster(&fleet, Some("east")), Ok(None));
+        assert_eq!(
+            check_fleet_cluster(&fleet, Some("west")),
+            Ok(Some(
+                "ExecAccessTemplate web is not synced on cluster \"west\" (cannot reach \
+                 cluster \"west\": timed out); the request may not be granted"
+                    .into()
+            ))
+        );
+        assert_eq!(
+            check_fleet_cluster(&fleet, Some("north")),
+            Ok(Some(
+                "ExecAccessTemplate web does not list cluster \"north\" among those it covers \
+                 (east, west); the request may not be granted"
+                    .into()
+            ))
+        );
+
+        let unlisted = TemplateView::of(&exec_template(Some(&[])));
+        let error = check_fleet_cluster(&unlisted, None).unwrap_err();
+        assert!(error.contains("covers none yet"), "{error}");
+        assert!(error.ends_with("add --fleet-cluster NAME"), "{error}");
+        assert!(
+            check_fleet_cluster(&unlisted, Some("east"))
+                .unwrap()
+                .is_some()
+        );
+
+        let plain = TemplateView::of(&exec_template(None));
+        assert_eq!(check_fleet_cluster(&plain, None), Ok(None));
+        assert_eq!(
+            check_fleet_cluster(&plain, Some("east")).unwrap_err(),
+            "ExecAccessTemplate web is not a fleet template (it names no clusters): leave out \
+             --fleet-cluster"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, Requester};
+use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, Requester};
 use oz_audit::{AuditFile, PublicKey, Rotation, Signer};
 use serde_json::json;
 
@@ -21,6 +21,30 @@ pub(crate) fn exec_request(requester: Option<Requester>) -> ExecAccessRequest {
             requester,
         },
     )
+}
+
+/// ExecAccessTemplate `web` in namespace `team`, for group `devs`: with `spokes`, a fleet hub's
+/// template (`spec.clusters` set) whose `status.clusters` lists each spoke, synced (`None`) or
+/// not with the hub's message; without, a plain one.
+pub(crate) fn exec_template(spokes: Option<&[(&str, Option<&str>)]>) -> ExecAccessTemplate {
+    let mut template = json!({
+        "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessTemplate",
+        "metadata": {"name": "web", "namespace": "team"},
+        "spec": {"accessConfig": {"allowedGroups": ["devs"]},
+                 "controllerTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+        "status": {"ready": true},
+    });
+    if let Some(spokes) = spokes {
+        template["spec"]["clusters"] = json!({"selector": {"matchLabels": {"env": "prod"}}});
+        template["status"]["clusters"] = spokes
+            .iter()
+            .map(|(name, problem)| match problem {
+                None => json!({"name": name, "synced": true}),
+                Some(message) => json!({"name": name, "synced": false, "message": message}),
+            })
+            .collect();
+    }
+    serde_json::from_value(template).unwrap()
 }
 
 /// An audit file `audit.jsonl` in `dir`, written by oz's own writer: three exec records

@@ -1,6 +1,6 @@
 //! `ozctl get` (or `list`): requests, yours by default, or templates, as a table or as objects.
 
-use clap::{Args, ValueEnum};
+use clap::{Args, ValueEnum, builder::NonEmptyStringValueParser};
 use k8s_openapi::jiff::Timestamp;
 use oz_api::{AccessKind, RequestPhase};
 
@@ -29,6 +29,10 @@ pub struct GetArgs {
     /// Everyone's requests, not only yours
     #[arg(long)]
     pub all: bool,
+    /// On a fleet hub: only the requests for this spoke cluster
+    #[arg(long, value_name = "NAME", conflicts_with = "name",
+          value_parser = NonEmptyStringValueParser::new())]
+    pub fleet_cluster: Option<String>,
     /// Output format
     #[arg(
         short = 'o',
@@ -92,6 +96,11 @@ pub fn parse_resource(text: &str) -> Result<Resource, String> {
 pub async fn run(session: &Session, args: GetArgs) -> Result<(), CliError> {
     match parse_resource(&args.resource).map_err(CliError::Usage)? {
         Resource::Requests(kind) => get_requests(session, &args, kind).await,
+        Resource::Templates(_) if args.fleet_cluster.is_some() => Err(CliError::Usage(
+            "--fleet-cluster selects requests; `get templates` shows the clusters each fleet \
+             template is on"
+                .into(),
+        )),
         Resource::Templates(kind) => get_templates(session, &args, kind).await,
     }
 }
@@ -104,17 +113,13 @@ async fn get_requests(
     let (views, hidden) = match &args.name {
         Some(name) => (vec![requests::find(session, name, kind).await?], 0),
         None => {
-            let mut views = requests::list(session, &kind_arg::or_both(kind)).await?;
-            if !args.all {
-                let me = whoami(session).await?;
-                views.retain(|v| v.is_by(&me.username));
-            }
-            // Ended (expired or revoked) requests are kept for access reviews: `history` shows
-            // them.
-            let before = views.len();
-            views.retain(|v| !v.phase().is_some_and(RequestPhase::is_ended));
-            let hidden = before - views.len();
-            (views, hidden)
+            let views = requests::list(session, &kind_arg::or_both(kind)).await?;
+            let me = if args.all {
+                None
+            } else {
+                Some(whoami(session).await?.username)
+            };
+            current_requests(views, me.as_deref(), args.fleet_cluster.as_deref())
         }
     };
     match object_format(args.output) {
@@ -124,8 +129,12 @@ async fn get_requests(
                 output::print(&request_details(view, Timestamp::now()))?;
             } else if views.is_empty() {
                 eprintln!(
-                    "No {}requests in namespace {}; ask for access with: {}",
+                    "No {}requests{} in namespace {}; ask for access with: {}",
                     if args.all { "" } else { "current " },
+                    args.fleet_cluster
+                        .as_deref()
+                        .map(|c| format!(" for cluster {}", printable_line(c)))
+                        .unwrap_or_default(),
                     session.namespace,
                     session.hint("create exec TEMPLATE")
                 );
@@ -206,9 +215,35 @@ fn print_objects(
     output::print(&output::render(&value, format)?)
 }
 
-/// The requests table: name, kind, template, pod, phase, time until expiry, and who asked.
+/// Which listed requests `get` shows: those of `requester` (everyone's without one), for
+/// spoke `cluster` if one is given, and not ended; and how many ended ones it left out.
+pub fn current_requests(
+    mut views: Vec<RequestView>,
+    requester: Option<&str>,
+    cluster: Option<&str>,
+) -> (Vec<RequestView>, usize) {
+    if let Some(requester) = requester {
+        views.retain(|v| v.is_by(requester));
+    }
+    if let Some(cluster) = cluster {
+        views.retain(|v| v.cluster.as_deref() == Some(cluster));
+    }
+    // Ended (expired or revoked) requests are kept for access reviews: `history` shows them.
+    let before = views.len();
+    views.retain(|v| !v.phase().is_some_and(RequestPhase::is_ended));
+    let hidden = before - views.len();
+    (views, hidden)
+}
+
+/// The requests table: name, kind, template, the spoke cluster when any request names one,
+/// pod, phase, time until expiry, and who asked.
 pub fn requests_table(views: &[RequestView], now: Timestamp, show_requester: bool) -> Table {
-    let mut headers = vec!["NAME", "KIND", "TEMPLATE", "POD", "PHASE", "EXPIRES"];
+    let show_cluster = views.iter().any(|v| v.cluster.is_some());
+    let mut headers = vec!["NAME", "KIND", "TEMPLATE"];
+    if show_cluster {
+        headers.push("CLUSTER");
+    }
+    headers.extend(["POD", "PHASE", "EXPIRES"]);
     if show_requester {
         headers.push("REQUESTER");
     }
@@ -218,12 +253,17 @@ pub fn requests_table(views: &[RequestView], now: Timestamp, show_requester: boo
             view.name.clone(),
             view.kind.word().to_string(),
             view.template.clone(),
+        ];
+        if show_cluster {
+            row.push(view.cluster.clone().unwrap_or_default());
+        }
+        row.extend([
             view.status.pod_name.clone().unwrap_or_default(),
             phase_cell(view),
             view.expires_at()
                 .map(|t| timefmt::relative(now, t))
                 .unwrap_or_default(),
-        ];
+        ]);
         if show_requester {
             row.push(view.requester_name().to_string());
         }
@@ -251,8 +291,11 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
         ("Kind", view.kind.request_kind().to_string()),
         ("Namespace", view.namespace.clone()),
         ("Template", view.template.clone()),
-        ("Requester", view.requester_name().to_string()),
     ];
+    if let Some(cluster) = &view.cluster {
+        fields.push(("Cluster", cluster.clone()));
+    }
+    fields.push(("Requester", view.requester_name().to_string()));
     if let Some(reason) = &view.reason {
         fields.push(("Reason", reason.clone()));
     }
@@ -323,9 +366,11 @@ pub fn request_details(view: &RequestView, now: Timestamp) -> String {
     text
 }
 
-/// The templates table: what each grants, for how long, to whom, and whether `me` may use it.
+/// The templates table: what each grants, for how long, to whom, whether `me` may use it, and
+/// when any is a fleet template, the spoke clusters each is on (last: its messages are long).
 pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
-    let mut table = Table::new([
+    let show_clusters = views.iter().any(TemplateView::is_fleet);
+    let mut headers = vec![
         "NAME",
         "KIND",
         "TARGET",
@@ -334,9 +379,13 @@ pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
         "ALLOWED GROUPS",
         "READY",
         "YOU MAY USE",
-    ]);
+    ];
+    if show_clusters {
+        headers.push("CLUSTERS");
+    }
+    let mut table = Table::new(headers);
     for view in views {
-        table.row([
+        let mut row = vec![
             view.name.clone(),
             view.kind.word().to_string(),
             view.target.clone(),
@@ -345,7 +394,11 @@ pub fn templates_table(views: &[TemplateView], me: &Me) -> Table {
             view.access.allowed_groups.join(","),
             yes_no(view.ready).into(),
             yes_no(view.access.admits(&me.groups)).into(),
-        ]);
+        ];
+        if show_clusters {
+            row.push(view.clusters_summary().unwrap_or_default());
+        }
+        table.row(row);
     }
     table
 }
@@ -451,6 +504,72 @@ mod tests {
                 .unwrap()
                 .contains("   PendingApproval 1/2   "),
             "{row}"
+        );
+    }
+
+    fn on_cluster(mut view: RequestView, cluster: &str) -> RequestView {
+        view.cluster = Some(cluster.into());
+        view
+    }
+
+    #[test]
+    fn requests_on_spoke_clusters_get_a_cluster_column() {
+        let now: Timestamp = "2026-11-21T12:00:00Z".parse().unwrap();
+        let views = [
+            on_cluster(
+                request("alice-x7k2p", "alice", Some(RequestPhase::Ready)),
+                "east",
+            ),
+            request("bob-aaaaa", "bob", None),
+        ];
+        assert_eq!(
+            requests_table(&views, now, true).render(),
+            "NAME          KIND   TEMPLATE   CLUSTER   POD     PHASE     EXPIRES      REQUESTER\n\
+             alice-x7k2p   exec   web-exec   east      web-0   Ready     in 29m 58s   alice\n\
+             bob-aaaaa     exec   web-exec                     Pending                bob\n"
+        );
+        let text = request_details(&views[0], now);
+        assert!(
+            text.contains("Template:   web-exec\nCluster:    east\nRequester:  alice\n"),
+            "{text}"
+        );
+        assert!(!request_details(&views[1], now).contains("Cluster"));
+    }
+
+    #[test]
+    fn the_listing_keeps_the_current_requests_of_me_and_of_a_cluster() {
+        let views = vec![
+            on_cluster(
+                request("a-east", "alice", Some(RequestPhase::Ready)),
+                "east",
+            ),
+            on_cluster(request("a-west", "alice", None), "west"),
+            on_cluster(request("b-east", "bob", None), "east"),
+            on_cluster(
+                request("a-old", "alice", Some(RequestPhase::Expired)),
+                "east",
+            ),
+            request("a-here", "alice", None),
+        ];
+        let names = |(shown, hidden): (Vec<RequestView>, usize)| {
+            let names: Vec<String> = shown.into_iter().map(|v| v.name).collect();
+            (names.join(" "), hidden)
+        };
+        assert_eq!(
+            names(current_requests(views.clone(), Some("alice"), None)),
+            ("a-east a-west a-here".into(), 1)
+        );
+        assert_eq!(
+            names(current_requests(views.clone(), Some("alice"), Some("east"))),
+            ("a-east".into(), 1)
+        );
+        assert_eq!(
+            names(current_requests(views.clone(), None, Some("east"))),
+            ("a-east b-east".into(), 1)
+        );
+        assert_eq!(
+            names(current_requests(views, None, Some("north"))),
+            (String::new(), 0)
         );
     }
 
@@ -606,5 +725,35 @@ mod tests {
              web-exec   exec   Deployment/web   1h        24h   devs             no      yes\n\
              scratch    pod    podSpec          1h        24h   admins,sre       no      no\n"
         );
+    }
+
+    #[test]
+    fn fleet_templates_show_the_clusters_they_are_on() {
+        use crate::fixtures::exec_template;
+        let me = Me {
+            username: "alice".into(),
+            groups: vec!["devs".into()],
+        };
+        let fleet = TemplateView::of(&exec_template(Some(&[
+            ("east", None),
+            ("west", Some("namespace \"team\" is missing there")),
+        ])));
+        let mut unlisted = TemplateView::of(&exec_template(Some(&[])));
+        unlisted.name = "db".into();
+        let mut plain = TemplateView::of(&exec_template(None));
+        plain.name = "local".into();
+        let table = templates_table(&[fleet, unlisted, plain.clone()], &me).render();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].ends_with("   YOU MAY USE   CLUSTERS"), "{table}");
+        assert!(
+            lines[1].ends_with(
+                "   yes           east, west (not synced: namespace \"team\" is missing there)"
+            ),
+            "{table}"
+        );
+        assert!(lines[2].ends_with("   yes           none yet"), "{table}");
+        assert!(lines[3].ends_with("   yes"), "{table}");
+        // Without a fleet template, no column.
+        assert!(!templates_table(&[plain], &me).render().contains("CLUSTERS"));
     }
 }

@@ -319,6 +319,51 @@ mod tests {
     }
 
     #[test]
+    fn fleet_cluster_names_the_spoke_of_either_kind_for_ozctl_and_kubectl_oz() {
+        use kube::api::ObjectMeta;
+        for program in ["ozctl", "kubectl oz"] {
+            let parse = |args: &[&str]| {
+                let matches = command(program)
+                    .try_get_matches_from(args)
+                    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                let Command::Create(create) = Cli::from_arg_matches(&matches).unwrap().command
+                else {
+                    panic!()
+                };
+                create.kind
+            };
+            let create::CreateKind::Exec(exec) =
+                parse(&["x", "create", "exec", "web", "--fleet-cluster", "east"])
+            else {
+                panic!()
+            };
+            let sent = create::exec_request(ObjectMeta::default(), &exec.request, None);
+            assert_eq!(sent.spec.cluster.as_deref(), Some("east"));
+            let create::CreateKind::Pod(pod) =
+                parse(&["x", "create", "pod", "scratch", "--fleet-cluster=west"])
+            else {
+                panic!()
+            };
+            let sent = create::pod_request(ObjectMeta::default(), &pod);
+            assert_eq!(sent.spec.cluster.as_deref(), Some("west"));
+            let create::CreateKind::Pod(pod) = parse(&["x", "create", "pod", "scratch"]) else {
+                panic!()
+            };
+            assert_eq!(
+                create::pod_request(ObjectMeta::default(), &pod)
+                    .spec
+                    .cluster,
+                None
+            );
+            assert!(
+                command(program)
+                    .try_get_matches_from(["x", "create", "exec", "web", "--fleet-cluster", ""])
+                    .is_err()
+            );
+        }
+    }
+
+    #[test]
     fn the_last_of_wait_and_no_wait_wins() {
         let wait = |args: &[&str]| {
             let mut all = vec!["ozctl", "create", "exec", "web"];
@@ -363,6 +408,18 @@ mod tests {
         assert_eq!(get.resource, "requests");
         assert!(get.all);
         assert_eq!(get.output, get::ListFormat::Table);
+        assert_eq!(get.fleet_cluster, None);
+
+        let Command::Get(get) = parse_ok(&["ozctl", "get", "--fleet-cluster", "east"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(get.fleet_cluster.as_deref(), Some("east"));
+        // A request named is shown whatever its cluster.
+        assert!(
+            Cli::try_parse_from(["ozctl", "get", "req", "alice-x7k2p", "--fleet-cluster", "e"])
+                .is_err()
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use kube::{
 };
 use oz_api::{
     AccessKind, AccessRequest, ExecAccessRequest, PodAccessRequest, RequestPhase, RequestStatus,
-    Requester, conditions::failing,
+    Requester, condition_reason, conditions::failing,
 };
 
 use super::{error::CliError, kind_arg, output::object_json, session::Session};
@@ -27,6 +27,8 @@ pub struct RequestView {
     pub reason: Option<String>,
     /// `spec.ticket`: the ticket or incident it is for.
     pub ticket: Option<String>,
+    /// `spec.cluster`: on a fleet hub, the spoke cluster it asks to be granted on.
+    pub cluster: Option<String>,
     pub created: Option<Timestamp>,
     /// Whether it is being deleted.
     pub deleting: bool,
@@ -47,6 +49,7 @@ impl RequestView {
             requester: request.requester().cloned(),
             reason: request.reason().map(str::to_string),
             ticket: request.ticket().map(str::to_string),
+            cluster: request.cluster().map(str::to_string),
             created: request.meta().creation_timestamp.as_ref().map(|t| t.0),
             deleting: request.meta().deletion_timestamp.is_some(),
             status: request.request_status().cloned().unwrap_or_default(),
@@ -133,12 +136,32 @@ impl RequestView {
         if self.deleting {
             return "being revoked".into();
         }
+        if let Some(waiting) = self.waiting_for_spoke() {
+            return waiting;
+        }
         match failing(&self.status.conditions).next() {
             Some(c) if c.message.is_empty() => format!("{}: {}", c.type_(), c.reason()),
             Some(c) => format!("{}: {}", c.type_(), c.message),
             None if self.status.conditions.is_empty() => "waiting for oz to pick it up".into(),
             None => self.phase_word(),
         }
+    }
+
+    /// What a fleet hub's request waits for while its spoke grants it: phase Pending, with the
+    /// hub's condition that it was forwarded to the spoke, or that the spoke cannot be reached
+    /// yet; that condition's message says which.
+    pub fn waiting_for_spoke(&self) -> Option<String> {
+        if self.phase() != Some(RequestPhase::Pending) {
+            return None;
+        }
+        let forwarding = self.status.conditions.iter().find(|c| {
+            [
+                condition_reason::FORWARDED,
+                condition_reason::SPOKE_UNREACHABLE,
+            ]
+            .contains(&c.reason())
+        })?;
+        Some(format!("waiting for the spoke: {}", forwarding.message))
     }
 
     /// Why it did not work out, for Denied and Failed: the message of the first condition that
@@ -348,6 +371,57 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_request_says_it_waits_for_its_spoke() {
+        let with = |phase, reason: &str, message: &str| {
+            let mut v = view(vec![
+                condition("TargetTemplateExists", "True", "Found Target Template"),
+                Condition::new(
+                    "AccessResourcesCreated",
+                    if reason == "Forwarded" {
+                        "True"
+                    } else {
+                        "False"
+                    },
+                    reason,
+                    message.into(),
+                    None,
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+                ),
+                condition(
+                    "AccessResourcesReady",
+                    "False",
+                    "waiting for cluster \"east\" to grant it",
+                ),
+            ]);
+            v.cluster = Some("east".into());
+            v.status.phase = phase;
+            v
+        };
+        let forwarded = with(
+            Some(RequestPhase::Pending),
+            "Forwarded",
+            "forwarded to cluster \"east\", whose oz grants it",
+        );
+        assert_eq!(
+            forwarded.progress(),
+            "waiting for the spoke: forwarded to cluster \"east\", whose oz grants it"
+        );
+        let unreachable = with(
+            Some(RequestPhase::Pending),
+            "SpokeUnreachable",
+            "cluster \"east\" could not be reached: connection refused",
+        );
+        assert_eq!(
+            unreachable.progress(),
+            "waiting for the spoke: cluster \"east\" could not be reached: connection refused"
+        );
+        // Granted (or ended) there: the spoke is waited for no more.
+        let ready = with(Some(RequestPhase::Ready), "Forwarded", "forwarded");
+        assert_eq!(ready.waiting_for_spoke(), None);
+        assert!(ready.progress().starts_with("AccessResourcesReady: "));
+    }
+
+    #[test]
     fn views_know_their_requester_and_hide_managed_fields() {
         let v = view(vec![]);
         assert!(v.is_by("alice"));
@@ -356,5 +430,9 @@ mod tests {
         assert_eq!(v.object["kind"], "ExecAccessRequest");
         assert!(v.object["metadata"].get("managedFields").is_none());
         assert_eq!(v.phase_word(), "Pending");
+        assert_eq!(v.cluster, None);
+        let mut fleet = crate::fixtures::exec_request(None);
+        fleet.spec.cluster = Some("east".into());
+        assert_eq!(RequestView::of(&fleet).cluster.as_deref(), Some("east"));
     }
 }

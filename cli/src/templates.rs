@@ -1,10 +1,10 @@
-//! Templates of either kind, as ozctl shows them: what they grant access to, for how long, and
-//! to whom.
+//! Templates of either kind, as ozctl shows them: what they grant access to, for how long, to
+//! whom, and on a fleet hub, on which spoke clusters.
 
 use kube::{Api, ResourceExt, api::ListParams};
 use oz_api::{
-    AccessConfig, AccessKind, AccessTemplate, ExecAccessTemplate, PodAccessTemplate,
-    conditions::failing,
+    AccessConfig, AccessKind, AccessTemplate, ClusterSync, ExecAccessTemplate, FleetClusters,
+    PodAccessTemplate, conditions::failing,
 };
 
 use super::{error::CliError, output::object_json, session::Session};
@@ -23,6 +23,12 @@ pub struct TemplateView {
     pub ready: bool,
     /// Why it is not ready, if it is not: the first condition that is not True.
     pub not_ready_because: Option<String>,
+    /// `spec.clusters`: set on a fleet hub's template, which grants on the spoke clusters it
+    /// covers (its requests name one in `spec.cluster`), never where it is.
+    pub clusters: Option<FleetClusters>,
+    /// `status.clusters`: the spoke clusters a fleet template covers, as the hub last listed
+    /// them, and whether each holds the template.
+    pub cluster_sync: Vec<ClusterSync>,
     /// The whole object, for `-o json|yaml`.
     pub object: serde_json::Value,
 }
@@ -49,8 +55,41 @@ impl TemplateView {
                     |c| format!("{}: {}", c.type_(), c.message),
                 )),
             },
+            clusters: template.clusters().cloned(),
+            cluster_sync: status.map(|s| s.clusters.clone()).unwrap_or_default(),
             object: object_json(template),
         }
+    }
+
+    /// Whether it is a fleet hub's template, whose requests must name a spoke cluster.
+    pub fn is_fleet(&self) -> bool {
+        self.clusters.is_some()
+    }
+
+    /// The names of the spoke clusters it covers, as `status.clusters` lists them.
+    pub fn covered_clusters(&self) -> Vec<&str> {
+        self.cluster_sync.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Where a fleet template is, in a line: the clusters it covers, each not synced there
+    /// with the hub's message (`east, west (not synced: ...)`), or `none yet`. `None` for a
+    /// template that is not a fleet template.
+    pub fn clusters_summary(&self) -> Option<String> {
+        if !self.is_fleet() {
+            return None;
+        }
+        if self.cluster_sync.is_empty() {
+            return Some("none yet".into());
+        }
+        let each = self
+            .cluster_sync
+            .iter()
+            .map(|c| match (c.synced, &c.message) {
+                (true, _) => c.name.clone(),
+                (false, Some(message)) => format!("{} (not synced: {message})", c.name),
+                (false, None) => format!("{} (not synced)", c.name),
+            });
+        Some(each.collect::<Vec<_>>().join(", "))
     }
 }
 
