@@ -2,11 +2,17 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test image release bench crds manifests fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
+.PHONY: run run-fleet test image release bench crds manifests fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
 
 ## run: start a local control plane with two kwok nodes, oz-manager and a demo; Ctrl-C stops everything
 run:
 	hack/run-local.sh
+
+## run-fleet: an oz fleet on three local control planes: a hub where alice asks and dave approves,
+##            spokes b (env=prod) and c (env=dev) with two kwok nodes each; prints the commands
+##            that get alice an exec on b approved on the hub; Ctrl-C stops everything
+run-fleet:
+	hack/run-fleet.sh
 
 ## test: everything CI checks: formatting, lints, the layout (no import cycles, no file over 600 lines), CRD and install drift, unit and integration tests
 test: fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test
