@@ -2,14 +2,20 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run test image release bench crds manifests fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test testenv
+.PHONY: run run-fleet test image release bench crds manifests fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test make-run-fleet-test testenv
 
 ## run: start a local control plane with two kwok nodes, oz-manager and a demo; Ctrl-C stops everything
 run:
 	hack/run-local.sh
 
-## test: everything CI checks: formatting, lints, the layout (no import cycles, no file over 600 lines), CRD and install drift, unit and integration tests
-test: fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test
+## run-fleet: an oz fleet on three local control planes: a hub where alice asks and dave approves,
+##            spokes b (env=prod) and c (env=dev) with two kwok nodes each; prints the commands
+##            that get alice an exec on b approved on the hub; Ctrl-C stops everything
+run-fleet:
+	hack/run-fleet.sh
+
+## test: everything CI checks: formatting, lints, the layout (no import cycles, no file over 600 lines), CRD and install drift, unit and integration tests, and both make runs followed as they say
+test: fmt-check clippy structure-check doc-check fuzz-check testenv-script-test cargo-test make-run-test make-run-fleet-test
 
 ## image: oz-manager in a minimal non-root image, built here with nothing pulled: static x86_64
 ##        (musl) binaries, assembled by buildah into target/image/oz.oci.tar, tagged oz:VERSION.
@@ -87,6 +93,11 @@ cargo-test: testenv
 # exec into her pod, with oz-manager moved to free ports when the default ones are taken.
 make-run-test: testenv
 	hack/test-run-local.sh
+
+# `make run-fleet` likewise: the printed commands get alice's request on the hub approved by dave
+# and her own exec on spoke b, and nothing on c; Ctrl-C leaves nothing running.
+make-run-fleet-test: testenv
+	hack/test-run-fleet.sh
 
 ## fuzz-TARGET: run a cargo-fuzz target for FUZZ_SECONDS (default 60): fuzz-duration,
 ## fuzz-pod_mutation, fuzz-admission; not part of `make test` (needs cargo-fuzz; see

@@ -160,6 +160,7 @@ done
 
 kubectl create namespace demo >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/workload.yaml" >/dev/null
+kubectl apply -n demo -f "$root/hack/demo/requesters.yaml" >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/approvers.yaml" >/dev/null
 kubectl apply -n demo -f "$root/hack/demo/recording-readers.yaml" >/dev/null
 for sample in exec_access_template pod_access_template exec_access_template_approval exec_access_template_brokered; do

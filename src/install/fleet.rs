@@ -2,7 +2,8 @@
 //! spoke, and the ClusterRole that holds exactly what the hub's job needs
 //! ([`fleet_hub_credential_rules`]). The hub reads a token of that ServiceAccount through the
 //! ClusterProfile's access provider (`docs/fleet.md`); the spoke's oz learns the account's user
-//! name from `--fleet-hub-user` ([`hub_user`]).
+//! name from `--fleet-hub-user` ([`hub_user`]). `oz-manager manifests --fleet-spoke` prints
+//! them alone ([`hub_credential_yaml`]) for a spoke's admin to apply.
 
 use k8s_openapi::api::{
     core::v1::ServiceAccount,
@@ -11,6 +12,7 @@ use k8s_openapi::api::{
 
 use super::{
     InstallOptions, Manifest, ManifestError, meta,
+    objects::manifests_yaml,
     rbac::{fleet_hub_credential_rules, role_ref, rule_comments},
 };
 
@@ -64,6 +66,13 @@ pub fn hub_credential_manifests(o: &InstallOptions) -> Result<Vec<Manifest>, Man
             },
         )?,
     ])
+}
+
+/// The same objects as YAML, under the header of an install, naming the command that prints
+/// them: `oz-manager manifests --fleet-spoke`. Only the options' namespace and name shape them.
+pub fn hub_credential_yaml(o: &InstallOptions) -> Result<String, ManifestError> {
+    let command_line = format!("{} --fleet-spoke", o.command_line());
+    manifests_yaml(&command_line, hub_credential_manifests(o)?)
 }
 
 /// The same objects as JSON, for a spoke whose oz lives in `namespace`, ready to apply.

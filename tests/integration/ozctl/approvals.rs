@@ -3,7 +3,7 @@
 //! decided and whose controller counts the decisions.
 //!
 //! Each test has its own namespace with Deployment `web` (2 ready pods), the requester RBAC of
-//! `hack/demo/workload.yaml` for everyone, the approver RBAC of `hack/demo/approvers.yaml` for
+//! `hack/demo/requesters.yaml` for everyone, the approver RBAC of `hack/demo/approvers.yaml` for
 //! group qa, an ExecAccessTemplate for devs that needs one approval by qa, and an oz-manager
 //! with webhooks scoped to that namespace (configurations `oz-<ns>-*`).
 
@@ -73,7 +73,7 @@ impl OzctlApprovalsFixture for Fixture {
             // A template without approval, for the probe that says oz's webhooks answer (a probe
             // through web-approved may be refused for want of a reason).
             .manifest(PLAIN_TEMPLATE)
-            // hack/demo/workload.yaml: every signed-in user may ask.
+            // hack/demo/requesters.yaml: every signed-in user may ask.
             .let_everyone_request()
             // hack/demo/approvers.yaml, for group qa: decide, and read what is decided on. Carol
             // gets it too, to show that RBAC lets her create a decision and oz still refuses it.

@@ -2,7 +2,7 @@
 //! kubeconfigs, against an oz-manager whose admission webhooks record who created each request.
 //!
 //! Each test has its own namespace with Deployment `web` (2 ready pods), ExecAccessTemplate
-//! `web-exec` for devs, the requester RBAC of `hack/demo/workload.yaml`, and an oz-manager with
+//! `web-exec` for devs, the requester RBAC of `hack/demo/requesters.yaml`, and an oz-manager with
 //! webhooks scoped to that namespace (configurations `oz-<ns>-*`).
 
 use std::{process::Output, time::Duration};
@@ -60,7 +60,7 @@ impl OzctlFixture for Fixture {
         let fixture = Fixture::builder(prefix)
             .web(2)
             .manifest(EXEC_TEMPLATE)
-            // What hack/demo/workload.yaml grants every signed-in user.
+            // What hack/demo/requesters.yaml grants every signed-in user.
             .let_everyone_request()
             .webhooks()
             .start()

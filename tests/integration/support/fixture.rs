@@ -115,7 +115,7 @@ impl FixtureBuilder {
         self
     }
 
-    /// What hack/demo/workload.yaml grants every signed-in user ([`let_everyone_request`]).
+    /// What hack/demo/requesters.yaml grants every signed-in user ([`let_everyone_request`]).
     pub fn let_everyone_request(mut self) -> Self {
         self.steps.push(Step::LetEveryoneRequest);
         self

@@ -72,7 +72,7 @@ pub async fn grant(
         .unwrap();
 }
 
-/// What hack/demo/workload.yaml grants every signed-in user in `ns`: ask for access, and read
+/// What hack/demo/requesters.yaml grants every signed-in user in `ns`: ask for access, and read
 /// the templates to ask through.
 pub async fn let_everyone_request(admin: &Client, ns: &str) {
     grant(
