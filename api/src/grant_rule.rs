@@ -102,8 +102,25 @@ pub struct GrantSummary {
     pub session_mode: Option<SessionMode>,
     /// `status.expiresAt`.
     pub expires_at: Option<DateTime<Utc>>,
-    /// The user names in `status.approvals`, oldest first.
+    /// The user names in `status.approvals`, oldest first; for a request a fleet hub
+    /// forwarded, the approvers the hub counted, as `NAME@HUB` (a hub's user, not this
+    /// cluster's).
     pub approvers: Vec<String>,
+}
+
+/// The approvers of `request`'s grant (see [`GrantSummary::approvers`]).
+fn approvers<R: AccessRequest>(request: &R) -> Vec<String> {
+    if let Some(forwarded) = request.forwarded() {
+        return forwarded
+            .approvers
+            .iter()
+            .map(|a| format!("{}@{}", a.approver, forwarded.hub))
+            .collect();
+    }
+    request
+        .request_status()
+        .map(|s| s.approvals.iter().map(|a| a.approver.clone()).collect())
+        .unwrap_or_default()
 }
 
 impl GrantSummary {
@@ -121,9 +138,7 @@ impl GrantSummary {
             expires_at: status
                 .and_then(|s| s.expires_at.as_ref())
                 .and_then(|t| DateTime::from_timestamp_micros(t.0.as_microsecond())),
-            approvers: status
-                .map(|s| s.approvals.iter().map(|a| a.approver.clone()).collect())
-                .unwrap_or_default(),
+            approvers: approvers(request),
         }
     }
 

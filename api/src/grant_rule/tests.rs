@@ -154,3 +154,19 @@ fn ones_own_grant_wins_then_the_one_ending_last_then_kind_and_name() {
     let chosen = granting([&pod, &exec], |_, _| Some(&template), &ask).unwrap();
     assert_eq!(chosen.kind, AccessKind::Exec, "then by kind, then name");
 }
+
+#[test]
+fn a_forwarded_grant_names_the_hubs_approvers_as_the_hubs_users() {
+    let request: crate::ExecAccessRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
+        "metadata": {"name": "alice-web", "namespace": "shop"},
+        "spec": {"templateName": "web", "requester": {"username": "alice", "groups": ["devs"]},
+                 "forwarded": {"hub": "hub", "cluster": "b", "requestName": "alice-web",
+                               "requestUid": "u", "approvers": [{"approver": "dave", "at": "2026-11-28T00:00:00Z"}]}},
+        "status": {"phase": "Ready"},
+    }))
+    .unwrap();
+    let summary = GrantSummary::of(&request);
+    assert_eq!(summary.approvers, ["dave@hub"]);
+    assert_eq!(summary.requested_by.as_deref(), Some("alice"));
+}

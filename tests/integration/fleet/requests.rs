@@ -96,6 +96,25 @@ async fn alice_asks_the_hub_and_gets_exec_on_spoke_b_and_nothing_on_c() {
         out.success() && out.stdout.contains("hello-from-b"),
         "{out:?}"
     );
+    // b's audit trail names alice, and dave as the hub's user.
+    let record = eventually_or_show(
+        SETTLES,
+        "b's audit record of alice's exec",
+        &oz.operators(),
+        || async {
+            std::fs::read_to_string(&oz.audit["b"])
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .find(|r| r["event"] == "PodExec" && r["user"] == "alice" && r["allowed"] == true)
+        },
+    )
+    .await;
+    assert_eq!(
+        record["grant"]["approvers"],
+        serde_json::json!(["dave@hub"]),
+        "{record}"
+    );
     assert!(!may_exec(&oz.on_spoke("c", "alice").await, NS, &oz.web_pod("c")).await);
     nothing_of_oz_on(&oz, "c").await;
 

@@ -16,7 +16,7 @@ use crate::support::{
     admission::wait_until_admitting,
     fleet::Fleet,
     manifests::create_manifest,
-    operator::{Operator, eventually_or_show},
+    operator::{Operator, audit_log_path, eventually_or_show},
 };
 
 /// The namespace the tests work in, on the hub and on every spoke.
@@ -35,6 +35,8 @@ pub struct OzFleet {
     pub spokes: BTreeMap<String, Operator>,
     /// Deployment `web` on each spoke, by name.
     pub web: BTreeMap<String, Workload>,
+    /// Each spoke's audit file, by name.
+    pub audit: BTreeMap<String, std::path::PathBuf>,
 }
 
 impl OzFleet {
@@ -50,6 +52,7 @@ impl OzFleet {
         let_everyone_ask_and_decide(&hub_admin).await;
         let mut web = BTreeMap::new();
         let mut operators = BTreeMap::new();
+        let mut audit = BTreeMap::new();
         for name in &names {
             let plane = fleet.spoke(name);
             let admin = plane.admin().await.unwrap();
@@ -59,10 +62,13 @@ impl OzFleet {
                 .unwrap();
             web.insert(name.to_string(), deployment);
             let hub_user = format!("--fleet-hub-user={}", fleet.hub_user_on_spokes());
+            let audit_file = audit_log_path(&format!("fleet-{name}-audit"));
+            let audit_flag = format!("--audit-log-path={}", audit_file.display());
+            audit.insert(name.to_string(), audit_file);
             let operator = Operator::builder(NS)
                 .kubeconfig(plane.admin_kubeconfig())
                 .webhooks("oz")
-                .args(&[&hub_user, &verified_callers(plane)])
+                .args(&[&hub_user, &verified_callers(plane), &audit_flag])
                 .start();
             operators.insert(name.to_string(), operator);
         }
@@ -83,6 +89,7 @@ impl OzFleet {
             hub,
             spokes: operators,
             web,
+            audit,
         }
     }
 
