@@ -5,3 +5,4 @@ mod failures;
 mod inventory;
 mod requests;
 mod setup;
+mod templates;
