@@ -13,7 +13,7 @@ What is checked:
 
 What is ignored: URLs (`http:`, `https:`, anything with `://`), absolute paths (they name places
 on a machine or in a container, not in the repository: `/tmp/...`, `/etc/oz/...`), paths in
-`~`, `target/` and `.run/`, and placeholders: any word containing `<`, `*`, `$`, `{` or `...`.
+`~`, `target/`, `.run/` and `.run-fleet/`, and placeholders: any word containing `<`, `*`, `$`, `{` or `...`.
 
 Each failure is printed as `DOC:LINE: PATH: why`; the exit status is 1 if there is any, else 0.
 Run from anywhere: `hack/check-doc-paths.py` (`make doc-check` runs it).
@@ -27,7 +27,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTENSIONS = ("rs", "md", "yaml", "yml", "sh", "json", "toml", "go", "py", "mod", "sum", "lock", "tpl")
 PLACEHOLDERS = ("<", "*", "$", "{", "...", "\u2026")
-IGNORED_PREFIXES = ("target/", ".run/", "./target/", "./.run/")
+IGNORED_PREFIXES = ("target/", ".run/", ".run-fleet/", "./target/", "./.run/")
 
 CANDIDATE = re.compile(r"[^/]/|/$")  # has a slash that is not its only character
 EXTENSION = re.compile(r"\.(" + "|".join(EXTENSIONS) + r")$")

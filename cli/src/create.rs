@@ -479,10 +479,17 @@ pub fn instructions(hints: &Hints, view: &RequestView, now: Timestamp) -> String
             timefmt::relative(now, expires)
         ));
     }
-    text.push_str(&format!(
-        "Open a shell with: {}\n",
-        hints.command(&format!("exec {}", view.name))
-    ));
+    match &view.cluster {
+        // Granted on a spoke: the pod and the grant are there, for the user's own credentials
+        // on that cluster.
+        Some(cluster) => text.push_str(&format!(
+            "Run it against cluster {cluster}, with your own credentials there (its kubeconfig context).\n"
+        )),
+        None => text.push_str(&format!(
+            "Open a shell with: {}\n",
+            hints.command(&format!("exec {}", view.name))
+        )),
+    }
     text.push_str(&format!(
         "End it early with: {}\n",
         hints.command(&format!("revoke {}", view.name))
@@ -544,6 +551,25 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_fleet_grant_is_used_on_its_spoke() {
+        let now = Timestamp::now();
+        let mut view = RequestView::of(&crate::fixtures::exec_request(None));
+        view.cluster = Some("b".into());
+        view.status.access_message = Some("kubectl exec -ti -n team web-0 -- /bin/sh".into());
+        let hints = Hints {
+            program: "ozctl".into(),
+            namespace: "team".into(),
+        };
+        let text = instructions(&hints, &view, now);
+        assert!(
+            text.contains("Run it against cluster b, with your own credentials there"),
+            "{text}"
+        );
+        assert!(!text.contains("ozctl exec"), "{text}");
+        assert!(text.contains("End it early with: ozctl revoke "), "{text}");
     }
 
     #[test]

@@ -151,3 +151,21 @@ async fn a_cluster_profile_deleted_withdraws_the_grants_on_its_spoke() {
     oz.wait_for_hub_phase("alice-web", RequestPhase::Revoked)
         .await;
 }
+
+#[tokio::test]
+async fn a_spoke_request_deleted_there_revokes_the_hubs() {
+    let oz = fleet().await;
+    create_manifest(&oz.on_hub("alice").await, NS, &request("30m"))
+        .await
+        .unwrap();
+    oz.wait_for_hub_phase("alice-web", RequestPhase::Ready)
+        .await;
+    // A spoke admin ends it there.
+    let on_b = Api::<ExecAccessRequest>::namespaced(oz.spoke_admin("b").await, NS);
+    on_b.delete("alice-web", &Default::default()).await.unwrap();
+    wait_until_gone(&on_b, "alice-web", SETTLES, "b's request to go").await;
+    oz.wait_for_hub_phase("alice-web", RequestPhase::Revoked)
+        .await;
+    // And the hub never makes it again.
+    assert!(on_b.get_opt("alice-web").await.unwrap().is_none());
+}

@@ -74,8 +74,24 @@ async fn alice_asks_the_hub_and_gets_exec_on_spoke_b_and_nothing_on_c() {
     assert_eq!(status.pod_name.as_deref(), Some(pod.as_str()));
     assert!(status.access_message.unwrap().contains(&pod));
 
-    // The spoke's request names alice as the hub attested her, and the hub's approver.
+    // The spoke's request names alice as the hub attested her, and the hub's approver; its
+    // window is the time the hub had left, counted by the spoke's own clock.
     let granted = on_b.get("alice-web").await.unwrap();
+    let seconds: i64 = granted
+        .spec
+        .duration
+        .as_deref()
+        .unwrap()
+        .trim_end_matches('s')
+        .parse()
+        .unwrap();
+    assert!(
+        (3500..3600).contains(&seconds),
+        "{seconds}s forwarded of the hub's 1h"
+    );
+    let created = granted.metadata.creation_timestamp.clone().unwrap().0;
+    let spoke_expiry = granted.status.clone().unwrap().expires_at.unwrap().0;
+    assert_eq!(spoke_expiry.duration_since(created).as_secs(), seconds);
     assert_eq!(granted.spec.requester.as_ref().unwrap().username, "alice");
     let forwarded = granted.spec.forwarded.as_ref().unwrap();
     assert_eq!(forwarded.request_uid, ready.metadata.uid.clone().unwrap());
