@@ -103,8 +103,14 @@ grep -qx "hello from $pod on b" <<<"$commands_out" || fail "alice's kubectl exec
 on_b=$(admin b get execaccessrequest -n demo "$req" \
   -o jsonpath='{.spec.requester.username} {.spec.forwarded.requestName} {.spec.forwarded.approvers[*].approver} {.status.phase}')
 [ "$on_b" = "alice $req dave Ready" ] || fail "b's request $req is: $on_b"
-grep '"subresource":"exec"' "$run/audit-b.jsonl" | grep '"user":"alice"' | grep "\"pod\":\"$pod\"" \
-  | grep -q "\"grant\":{\"kind\":\"ExecAccessRequest\",\"name\":\"$req\"" || fail "no audit record on b of alice's exec into $pod"
+# The record (its keys in order) names the grant and dave as the hub's approver. It is written
+# a moment after the exec is admitted: wait for it (up to 30 s).
+audited() {
+  grep -s '"subresource":"exec"' "$run/audit-b.jsonl" | grep '"user":"alice"' | grep "\"pod\":\"$pod\"" \
+    | grep "\"grant\":{\"approvers\":\[\"dave@hub\"\],\"kind\":\"ExecAccessRequest\",\"name\":\"$req\"" -q
+}
+for _ in $(seq 300); do audited && break; sleep 0.1; done
+audited || fail "no audit record on b of alice's exec into $pod naming dave@hub as approver"
 
 # 5. On c, nothing: no template, request, Role or RoleBinding in demo, and alice may exec into
 # none of its pods (Forbidden, not failing for another reason).
