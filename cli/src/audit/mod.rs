@@ -12,6 +12,7 @@ pub mod brokered;
 mod problems;
 pub mod recordings;
 pub mod review;
+pub mod trails;
 pub mod trusted_keys;
 pub mod verify;
 
