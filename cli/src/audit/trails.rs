@@ -4,7 +4,7 @@
 //! key must not vouch for another spoke's file). Files without a label make one trail too, as
 //! when no file is labelled.
 
-use std::{ffi::OsString, fmt, path::PathBuf};
+use std::{ffi::OsString, path::PathBuf};
 
 use clap::builder::{OsStringValueParser, TypedValueParser};
 
@@ -102,12 +102,12 @@ pub struct Trail {
     pub files: Vec<PathBuf>,
 }
 
-impl fmt::Display for Trail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.cluster {
-            Some(cluster) => write!(f, "cluster {cluster}"),
-            None => f.write_str("the files without a cluster"),
-        }
+/// How the output names a trail of `cluster`: `cluster b`, or `no cluster` for the files
+/// without one.
+pub fn name(cluster: Option<&str>) -> String {
+    match cluster {
+        Some(cluster) => format!("cluster {cluster}"),
+        None => "no cluster".into(),
     }
 }
 
@@ -217,8 +217,8 @@ mod tests {
             .map(|t| (t.cluster.as_deref(), t.files.len()))
             .collect();
         assert_eq!(summary, [(Some("b"), 2), (None, 1), (Some("c"), 1)]);
-        assert_eq!(trails[0].to_string(), "cluster b");
-        assert_eq!(trails[1].to_string(), "the files without a cluster");
+        assert_eq!(name(trails[0].cluster.as_deref()), "cluster b");
+        assert_eq!(name(trails[1].cluster.as_deref()), "no cluster");
         assert!(any_labelled(&trails));
         assert!(!any_labelled(&trails[1..2]));
 
