@@ -72,6 +72,17 @@ pub(crate) fn audit_log(dir: &Path, tail: usize) -> (PathBuf, PublicKey) {
     (path, key)
 }
 
+/// Fleet cluster `cluster`'s audit file, as [`audit_log`] writes it (in `dir/CLUSTER/`, signed
+/// by a key of its own, no tail), and that key saved as `dir/CLUSTER.pub`.
+pub(crate) fn cluster_audit_log(dir: &Path, cluster: &str) -> (PathBuf, PathBuf) {
+    let own = dir.join(cluster);
+    std::fs::create_dir(&own).unwrap();
+    let (file, key) = audit_log(&own, 0);
+    let key_file = dir.join(format!("{cluster}.pub"));
+    std::fs::write(&key_file, key.to_spki_pem()).unwrap();
+    (file, key_file)
+}
+
 /// The Status the apiserver ends an exec with when the command exited with `code` (not 0).
 pub(crate) fn exited_with(code: u8) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};

@@ -468,7 +468,15 @@ mod tests {
         };
         assert!(audit.command.is_none());
         let review = audit.review;
-        assert_eq!(review.files, [PathBuf::from("a.jsonl"), "b.jsonl".into()]);
+        let paths = |files: &[audit::trails::Labelled]| -> Vec<PathBuf> {
+            files.iter().map(|f| f.path.clone()).collect()
+        };
+        assert_eq!(
+            paths(&review.files),
+            [PathBuf::from("a.jsonl"), "b.jsonl".into()]
+        );
+        assert!(review.files.iter().all(|f| f.cluster.is_none()));
+        assert_eq!(review.fleet_cluster, None);
         assert_eq!(review.since, Some(std::time::Duration::from_secs(3600)));
         assert_eq!(review.user.as_deref(), Some("alice"));
         assert_eq!(review.pod.as_deref(), Some("web-0"));
@@ -500,7 +508,7 @@ mod tests {
         };
         assert_eq!(verify.files.len(), 2);
         assert_eq!(
-            verify.keys.public_keys,
+            paths(&verify.keys.public_keys),
             [PathBuf::from("k1.pub"), "k2.pub".into()]
         );
         assert_eq!(verify.keys.oz_namespace, "oz");
@@ -521,7 +529,68 @@ mod tests {
             assert_eq!(verify.keys.oz_namespace, "oz-system");
         }
 
+        // A fleet's files and keys, each labelled with its cluster; ./ keeps a path a path.
+        let Command::Audit(audit) = parse_ok(&[
+            "ozctl",
+            "audit",
+            "b=audit-b.jsonl",
+            "./c=x.jsonl",
+            "--fleet-cluster",
+            "b",
+            "--public-key",
+            "b=b.pub",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        let labels = |files: &[audit::trails::Labelled]| -> Vec<(Option<String>, PathBuf)> {
+            files
+                .iter()
+                .map(|f| (f.cluster.clone(), f.path.clone()))
+                .collect()
+        };
+        assert_eq!(
+            labels(&audit.review.files),
+            [
+                (Some("b".into()), "audit-b.jsonl".into()),
+                (None, "./c=x.jsonl".into())
+            ]
+        );
+        assert_eq!(audit.review.fleet_cluster.as_deref(), Some("b"));
+        assert_eq!(
+            labels(&audit.keys.public_keys),
+            [(Some("b".into()), "b.pub".into())]
+        );
+        let Command::Audit(audit::AuditArgs {
+            command: Some(audit::AuditCommand::Verify(verify)),
+            ..
+        }) = parse_ok(&[
+            "ozctl",
+            "audit",
+            "verify",
+            "c=c.jsonl",
+            "--public-key",
+            "c=c.pub",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(
+            labels(&verify.files),
+            [(Some("c".into()), "c.jsonl".into())]
+        );
+        assert_eq!(
+            labels(&verify.keys.public_keys),
+            [(Some("c".into()), "c.pub".into())]
+        );
+
         for args in [
+            &["ozctl", "audit", "b="][..],
+            &["ozctl", "audit", "verify", "f", "--public-key", "b="],
+            &["ozctl", "audit", "b=f", "--fleet-cluster", ""],
+            &["ozctl", "audit", "verify", "b=f", "--fleet-cluster", "b"],
             &["ozctl", "audit"][..],
             &["ozctl", "audit", "verify"],
             &["ozctl", "audit", "verify", "f", "-o", "table"],

@@ -2,17 +2,22 @@
 //! which pod, when, with which command, under which grant), each marked verified or not.
 //! The files are verified first (`oz_audit::verify_records`); a record that no valid
 //! checkpoint vouches for is shown, marked, never hidden, and stderr says how many and why.
+//! A fleet's files, labelled with their clusters ([`super::trails`]), are verified each with
+//! its own cluster's keys, and each record shows its cluster.
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, builder::NonEmptyStringValueParser};
 use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
 use oz_audit::{CheckedRecord, ProblemKind, PublicKey, Report};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::{
     brokered,
     problems::{problem_line, unreadable},
+    trails::{self, Labelled, Trail, labelled_parser},
+    trusted_keys::KeyedTrail,
 };
 use crate::{
     error::CliError,
@@ -24,9 +29,10 @@ use crate::{
 /// `ozctl audit [FILE...]`.
 #[derive(Args, Debug)]
 pub struct ReviewArgs {
-    /// oz's audit files (--audit-log-path and its rotated PATH.* files), in any order
-    #[arg(value_name = "FILE", required = true)]
-    pub files: Vec<PathBuf>,
+    /// oz's audit files (--audit-log-path and its rotated PATH.* files), in any order; as
+    /// CLUSTER=FILE, a fleet cluster's, verified only with the keys labelled CLUSTER
+    #[arg(value_name = "[CLUSTER=]FILE", required = true, value_parser = labelled_parser())]
+    pub files: Vec<Labelled>,
     /// Only records from this far back: days such as 7d, or a duration such as 1h or 36h
     #[arg(long, value_parser = timefmt::parse_since, value_name = "AGE")]
     pub since: Option<Duration>,
@@ -36,6 +42,9 @@ pub struct ReviewArgs {
     /// Only records about this pod (by name; with -n, in that namespace)
     #[arg(long, value_name = "POD")]
     pub pod: Option<String>,
+    /// Only this fleet cluster's records: the files labelled NAME=FILE (the others are not read)
+    #[arg(long, value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    pub fleet_cluster: Option<String>,
     /// Output format
     #[arg(
         short = 'o',
@@ -116,6 +125,26 @@ pub fn select(records: Vec<CheckedRecord>, filter: &Filter) -> Vec<CheckedRecord
     records.into_iter().filter(|r| filter.admits(r)).collect()
 }
 
+/// A record shown, with the fleet cluster whose files it is in. As JSON, the record as
+/// `oz_audit` checked it, with `cluster` when its file was labelled.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClusterRecord {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    #[serde(flatten)]
+    pub checked: CheckedRecord,
+}
+
+impl From<CheckedRecord> for ClusterRecord {
+    /// A record of files without a cluster.
+    fn from(checked: CheckedRecord) -> ClusterRecord {
+        ClusterRecord {
+            cluster: None,
+            checked,
+        }
+    }
+}
+
 /// The event in a word: `exec`, `attach`, `port-forward` or `debug` (oz's Event reasons
 /// `PodExec`, ...), with `(denied)` when oz refused it, `(brokered)` when oz opened it for a
 /// session.
@@ -180,14 +209,23 @@ fn command_cell(record: &CheckedRecord) -> String {
 }
 
 /// The records as a table: TIME (UTC, to the second, as the apiserver's audit log has it),
-/// USER, EVENT, POD (namespace/name), COMMAND, GRANT, CALLER and VERIFIED. A brokered stream
-/// shows its session's user and grant ([`brokered::attribute`]).
-pub fn to_table(records: &[CheckedRecord]) -> Table {
-    let mut table = Table::new([
-        "TIME", "USER", "EVENT", "POD", "COMMAND", "GRANT", "CALLER", "VERIFIED",
-    ]);
-    for r in records {
-        table.row([
+/// USER, EVENT, CLUSTER (when any record is a fleet cluster's; `-` for files without one), POD
+/// (namespace/name), COMMAND, GRANT, CALLER and VERIFIED. A brokered stream shows its
+/// session's user and grant ([`brokered::attribute`]).
+pub fn to_table(records: &[ClusterRecord]) -> Table {
+    let show_cluster = records.iter().any(|r| r.cluster.is_some());
+    let mut headers = vec!["TIME", "USER", "EVENT"];
+    if show_cluster {
+        headers.push("CLUSTER");
+    }
+    headers.extend(["POD", "COMMAND", "GRANT", "CALLER", "VERIFIED"]);
+    let mut table = Table::new(headers);
+    for ClusterRecord {
+        cluster,
+        checked: r,
+    } in records
+    {
+        let mut row = vec![
             time(r)
                 .and_then(|t| t.round(Unit::Second).ok())
                 .map_or_else(|| text(r, "time").to_string(), |t| t.to_string()),
@@ -195,6 +233,11 @@ pub fn to_table(records: &[CheckedRecord]) -> Table {
                 .unwrap_or_else(|| text(r, "user"))
                 .to_string(),
             event_word(r),
+        ];
+        if show_cluster {
+            row.push(cluster.clone().unwrap_or_else(|| "-".into()));
+        }
+        row.extend([
             format!("{}/{}", text(r, "namespace"), text(r, "pod")),
             command_cell(r),
             grant_word(r),
@@ -204,6 +247,7 @@ pub fn to_table(records: &[CheckedRecord]) -> Table {
             },
             if r.verified { "yes" } else { "NO" }.to_string(),
         ]);
+        table.row(row);
     }
     table
 }
@@ -211,8 +255,8 @@ pub fn to_table(records: &[CheckedRecord]) -> Table {
 /// What stderr says about the records shown that are not verified, or nothing when all are.
 /// `why` is the verification's own account of what is wrong (the unsigned tail, an edited
 /// entry, ...), one problem a line.
-pub fn unverified_note(records: &[CheckedRecord], why: &[String]) -> Option<String> {
-    let unverified = records.iter().filter(|r| !r.verified).count();
+pub fn unverified_note(records: &[ClusterRecord], why: &[String]) -> Option<String> {
+    let unverified = records.iter().filter(|r| !r.checked.verified).count();
     if unverified == 0 {
         return None;
     }
@@ -254,37 +298,82 @@ pub fn reasons(report: &Report) -> Vec<String> {
     why
 }
 
-/// Runs `ozctl audit FILE...` with these trusted keys; `namespace` is `-n`, if given.
+/// [`reasons`] for a trail's report: a fleet cluster's say whose files they are in.
+pub fn trail_reasons(trail: &Trail, report: &Report) -> Vec<String> {
+    let reasons = reasons(report).into_iter();
+    match trail.cluster.as_deref() {
+        Some(cluster) => {
+            let name = trails::name(Some(cluster));
+            reasons.map(|r| format!("{name}: {r}")).collect()
+        }
+        None => reasons.collect(),
+    }
+}
+
+/// The trails to review: every cluster's files, or with `--fleet-cluster` that cluster's
+/// alone (the others are not read, so they need no key).
+pub fn trails(args: &ReviewArgs) -> Result<Vec<Trail>, CliError> {
+    let trails = trails::trails(&args.files)?;
+    match &args.fleet_cluster {
+        Some(cluster) => trails::only(trails, cluster),
+        None => Ok(trails),
+    }
+}
+
+/// One trail reviewed: its verification, and the records `filter` admits, each with the
+/// trail's cluster. Each trail's brokered streams are joined with its own sessions.
+pub fn review(
+    trail: &Trail,
+    keys: &[PublicKey],
+    filter: &Filter,
+) -> Result<(Report, Vec<ClusterRecord>), CliError> {
+    let (report, mut records) = oz_audit::verify_records(&trail.files, keys).map_err(unreadable)?;
+    brokered::attribute(&mut records);
+    let shown = select(records, filter)
+        .into_iter()
+        .map(|checked| ClusterRecord {
+            cluster: trail.cluster.clone(),
+            checked,
+        })
+        .collect();
+    Ok((report, shown))
+}
+
+/// Runs `ozctl audit FILE...`, each trail verified with its own trusted keys; `namespace` is
+/// `-n`, if given.
 pub fn run(
     args: &ReviewArgs,
     namespace: Option<String>,
-    keys: &[PublicKey],
+    trails: &[KeyedTrail],
 ) -> Result<u8, CliError> {
-    let (report, mut records) = oz_audit::verify_records(&args.files, keys).map_err(unreadable)?;
-    brokered::attribute(&mut records);
     let filter = Filter::new(args, namespace, Timestamp::now());
-    let shown = select(records, &filter);
+    let mut shown = Vec::new();
+    let (mut records, mut code, mut why) = (0, 0, Vec::new());
+    for (trail, keys) in trails {
+        let (report, trail_shown) = review(trail, keys, &filter)?;
+        shown.extend(trail_shown);
+        records += report.records;
+        code = code.max(exit_code(&report));
+        why.extend(trail_reasons(trail, &report));
+    }
     match args.output {
         TableFormat::Json => output::print(&output::render(&shown, ObjectFormat::Json)?)?,
         TableFormat::Table if shown.is_empty() => {
-            eprintln!(
-                "No records match, of the {} in these files.",
-                report.records
-            )
+            eprintln!("No records match, of the {records} in these files.")
         }
         TableFormat::Table => output::print(&to_table(&shown).render())?,
     }
-    if let Some(note) = unverified_note(&shown, &reasons(&report)) {
+    if let Some(note) = unverified_note(&shown, &why) {
         eprintln!("{note}");
-    } else if !report.is_intact(true) {
+    } else if code != 0 {
         eprintln!(
             "The files have problems outside the records shown; see: ozctl audit verify FILE..."
         );
-        for reason in reasons(&report) {
+        for reason in &why {
             eprintln!("  {reason}");
         }
     }
-    Ok(exit_code(&report))
+    Ok(code)
 }
 
 #[cfg(test)]
@@ -324,6 +413,17 @@ mod tests {
             exec(3, "2026-11-21T11:30:00Z", "alice", "team", "web-0"),
             exec(4, "2026-11-21T11:45:00Z", "alice", "other", "web-0"),
         ]
+    }
+
+    fn unlabelled(records: &[CheckedRecord]) -> Vec<ClusterRecord> {
+        records.iter().cloned().map(ClusterRecord::from).collect()
+    }
+
+    fn trail(cluster: Option<&str>, file: &std::path::Path) -> Trail {
+        Trail {
+            cluster: cluster.map(String::from),
+            files: vec![file.to_path_buf()],
+        }
     }
 
     fn seqs(records: &[CheckedRecord]) -> Vec<u64> {
@@ -442,7 +542,7 @@ mod tests {
         };
         let shown = select(records, &carols);
         assert_eq!(seqs(&shown), [1, 2]);
-        let text = to_table(&shown[..1]).render();
+        let text = to_table(&unlabelled(&shown[..1])).render();
         let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(
             row,
@@ -469,7 +569,7 @@ mod tests {
             .insert("caller".into(), json!("unverified"));
         records[3].record.insert("allowed".into(), json!(false));
         records[3].record.insert("grant".into(), Value::Null);
-        let text = to_table(&records).render();
+        let text = to_table(&unlabelled(&records)).render();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0].split_whitespace().collect::<Vec<_>>(),
@@ -492,7 +592,7 @@ mod tests {
             json!({"time": "2026-11-21T11:50:00Z", "event": "PodPortForward", "user": "bob",
                    "namespace": "team", "pod": "db-0", "command": [], "ports": [5432], "grant": null}),
         );
-        let text = to_table(&[port_forward]).render();
+        let text = to_table(&[port_forward.into()]).render();
         assert!(
             text.lines()
                 .nth(1)
@@ -544,21 +644,183 @@ mod tests {
         let edited = records.iter().find(|r| r.seq == 2).unwrap();
         assert_eq!((text(edited, "user"), edited.verified), ("eve", false));
         let args = parse(&[&path.display().to_string()]);
+        let other = Signer::generate().unwrap().public_key();
         assert_eq!(
-            run(&args, None, &[Signer::generate().unwrap().public_key()]).unwrap(),
+            run(&args, None, &[(trail(None, &path), vec![other])]).unwrap(),
             1,
             "a key not trusted"
         );
-        let missing = parse(&[&dir.path().join("nope").display().to_string()]);
-        assert_eq!(run(&missing, None, &[]).unwrap_err().exit_code(), 2);
+        let nope = dir.path().join("nope");
+        let missing = parse(&[&nope.display().to_string()]);
+        let error = run(&missing, None, &[(trail(None, &nope), vec![])]).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    /// Cluster b's and c's audit files in `dir`, each signed by a key of its own, reviewed as
+    /// the command line `words` says (`@b` and `@c` stand for their files, labelled with their
+    /// cluster), each trail with the key of the cluster `keys` names for it.
+    fn fleet(
+        dir: &std::path::Path,
+        words: &[&str],
+        keys: &[(&str, &str)],
+    ) -> Result<(ReviewArgs, Vec<KeyedTrail>), CliError> {
+        let mut files = std::collections::BTreeMap::new();
+        for cluster in ["b", "c"] {
+            let (file, key) = crate::fixtures::cluster_audit_log(dir, cluster);
+            let key = PublicKey::all_from_pem(&std::fs::read_to_string(key).unwrap()).unwrap();
+            files.insert(cluster, (file, key));
+        }
+        let words: Vec<String> = words
+            .iter()
+            .map(
+                |w| match w.strip_prefix('@').and_then(|c| files.get_key_value(c)) {
+                    Some((cluster, (file, _))) => format!("{cluster}={}", file.display()),
+                    None => w.to_string(),
+                },
+            )
+            .collect();
+        let args = parse(&words.iter().map(String::as_str).collect::<Vec<_>>());
+        let keyed = trails(&args)?
+            .into_iter()
+            .map(|trail| {
+                let cluster = trail.cluster.as_deref().unwrap();
+                let of = keys.iter().find(|(c, _)| *c == cluster).unwrap().1;
+                let keys = files[of].1.clone();
+                (trail, keys)
+            })
+            .collect();
+        Ok((args, keyed))
+    }
+
+    fn reviewed(keyed: &[KeyedTrail]) -> Vec<ClusterRecord> {
+        keyed
+            .iter()
+            .flat_map(|(trail, keys)| review(trail, keys, &Filter::default()).unwrap().1)
+            .collect()
+    }
+
+    /// Each record shows its cluster, and its mark is its own cluster's keys' verdict.
+    #[test]
+    fn a_fleets_records_show_their_cluster_each_verified_with_its_own_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (args, keyed) = fleet(dir.path(), &["@b", "@c"], &[("b", "b"), ("c", "c")]).unwrap();
+        assert_eq!(run(&args, None, &keyed).unwrap(), 0);
+        let shown = reviewed(&keyed);
+        let text = to_table(&shown).render();
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            [
+                "TIME", "USER", "EVENT", "CLUSTER", "POD", "COMMAND", "GRANT", "CALLER", "VERIFIED"
+            ]
+        );
+        let marks: Vec<(&str, &str, &str)> = rows[1..].iter().map(|r| (r[3], r[1], r[8])).collect();
+        assert_eq!(
+            marks,
+            [
+                ("b", "alice", "yes"),
+                ("b", "bob", "yes"),
+                ("b", "alice", "yes"),
+                ("c", "alice", "yes"),
+                ("c", "bob", "yes"),
+                ("c", "alice", "yes"),
+            ]
+        );
+        let json = serde_json::to_value(&shown[3]).unwrap();
+        assert_eq!(json["cluster"], "c");
+        assert_eq!(json["record"]["user"], "alice");
+        assert_eq!(json["verified"], true);
+        let unlabelled = ClusterRecord::from(shown[0].checked.clone());
+        assert!(
+            serde_json::to_value(unlabelled)
+                .unwrap()
+                .get("cluster")
+                .is_none()
+        );
+
+        // b's key given as c's: c's records are not verified, and the reasons say whose.
+        let dir = tempfile::tempdir().unwrap();
+        let (args, keyed) = fleet(dir.path(), &["@b", "@c"], &[("b", "b"), ("c", "b")]).unwrap();
+        assert_eq!(run(&args, None, &keyed).unwrap(), 1);
+        let shown = reviewed(&keyed);
+        let verified: Vec<(Option<&str>, bool)> = shown
+            .iter()
+            .map(|r| (r.cluster.as_deref(), r.checked.verified))
+            .collect();
+        assert_eq!(
+            verified,
+            [
+                (Some("b"), true),
+                (Some("b"), true),
+                (Some("b"), true),
+                (Some("c"), false),
+                (Some("c"), false),
+                (Some("c"), false),
+            ]
+        );
+        let (c, keys) = &keyed[1];
+        let report = oz_audit::verify(&c.files, keys).unwrap();
+        let why = trail_reasons(c, &report);
+        assert!(why.iter().all(|r| r.starts_with("cluster c: ")), "{why:?}");
+        let unknown = format!(
+            "cluster c: {}:4 (seq 4): unknown key: ",
+            c.files[0].display()
+        );
+        assert!(why.iter().any(|r| r.starts_with(&unknown)), "{why:?}");
+    }
+
+    /// `--fleet-cluster c` reviews c's files alone: b's are not read, and need no key.
+    #[test]
+    fn fleet_cluster_reviews_that_clusters_files_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let words = ["@b", "@c", "--fleet-cluster", "c"];
+        let (args, keyed) = fleet(dir.path(), &words, &[("c", "c")]).unwrap();
+        assert_eq!(args.fleet_cluster.as_deref(), Some("c"));
+        assert_eq!(keyed.len(), 1);
+        assert_eq!(run(&args, None, &keyed).unwrap(), 0);
+        let shown = reviewed(&keyed);
+        assert_eq!(shown.len(), 3);
+        let text = to_table(&shown).render();
+        assert!(
+            text.lines()
+                .skip(1)
+                .all(|l| l.split_whitespace().nth(3) == Some("c")),
+            "{text}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let error = fleet(dir.path(), &["@b", "@c", "--fleet-cluster", "d"], &[]).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert_eq!(
+            error.to_string(),
+            "no file is labelled with cluster d: give its files as d=PATH"
+        );
+        let unlabelled = parse(&["audit.jsonl", "--fleet-cluster", "b"]);
+        assert_eq!(trails(&unlabelled).unwrap_err().exit_code(), 2);
+    }
+
+    /// Files without a cluster among a fleet's: `-` in the CLUSTER column.
+    #[test]
+    fn a_record_of_files_without_a_cluster_shows_a_dash_beside_a_fleets() {
+        let mut records = unlabelled(&sample()[..2]);
+        records[1].cluster = Some("b".into());
+        let text = to_table(&records).render();
+        let clusters: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_whitespace().nth(3).unwrap())
+            .collect();
+        assert_eq!(clusters, ["CLUSTER", "-", "b"]);
     }
 
     #[test]
     fn unverified_records_are_counted_with_the_reasons() {
-        let mut records = sample();
+        let mut records = unlabelled(&sample());
         assert_eq!(unverified_note(&records, &[]), None);
-        records[0].verified = false;
-        records[1].verified = false;
+        records[0].checked.verified = false;
+        records[1].checked.verified = false;
         let note = unverified_note(
             &records,
             &["audit.jsonl:7 (seq 7): unsigned tail: 2 entries after the last checkpoint".into()],

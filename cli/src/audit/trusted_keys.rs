@@ -1,5 +1,7 @@
-//! Which keys `ozctl audit` trusts: `--public-key` files, else the ConfigMap `oz-audit` that oz
-//! publishes its keys in; and what to tell a reader who can read neither.
+//! Which keys `ozctl audit` trusts for each trail of files: the `--public-key` files labelled
+//! with its cluster (`CLUSTER=PEM`); for the files without a cluster, the unlabelled
+//! `--public-key` files, else the ConfigMap `oz-audit` that oz publishes its keys in. And what
+//! to tell a reader who has none of them.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use oz_audit::PublicKey;
 
+use super::trails::{Labelled, Trail, labelled_parser};
 use crate::{
     error::CliError,
     session::{ClusterArgs, Session},
@@ -21,10 +24,11 @@ pub const KEYS_CONFIGMAP: &str = "oz-audit";
 #[derive(Args, Debug, Clone, PartialEq, Eq)]
 #[command(next_help_heading = "Keys")]
 pub struct KeyArgs {
-    /// Trust this public key (a PEM file, as in the ConfigMap oz-audit); repeat for several
-    /// [default: every key in the ConfigMap oz-audit]
-    #[arg(long = "public-key", value_name = "PEM")]
-    pub public_keys: Vec<PathBuf>,
+    /// Trust this public key (a PEM file, as in the ConfigMap oz-audit); as CLUSTER=PEM, only
+    /// for the files labelled CLUSTER=FILE; repeat for several [default, for files without a
+    /// cluster and with no --public-key at all: every key in the ConfigMap oz-audit]
+    #[arg(long = "public-key", value_name = "[CLUSTER=]PEM", value_parser = labelled_parser())]
+    pub public_keys: Vec<Labelled>,
     /// oz's namespace, where the ConfigMap oz-audit is
     #[arg(
         long,
@@ -35,22 +39,91 @@ pub struct KeyArgs {
     pub oz_namespace: String,
 }
 
-/// The keys to trust: those in the `--public-key` files, else every `<keyId>.pub` of the
-/// ConfigMap `oz-audit` in `--oz-namespace`. When that cannot be read, the error says how to
-/// get the key the audit `files` name.
+/// A trail and the keys it is checked with.
+pub type KeyedTrail = (Trail, Vec<PublicKey>);
+
+/// Each of `trails` with the keys to trust for it: see [`pinned_keys`]; the files without a
+/// cluster, when no `--public-key` is given at all, trust every `<keyId>.pub` of the ConfigMap
+/// `oz-audit` in `--oz-namespace`. When that cannot be read, the error says how to get the key
+/// those files name.
 pub async fn trusted_keys(
+    args: &KeyArgs,
+    cluster: &ClusterArgs,
+    program: &str,
+    trails: Vec<Trail>,
+) -> Result<Vec<KeyedTrail>, CliError> {
+    // Every trail's own keys first: a missing one is said before the cluster is asked anything.
+    let pinned = trails
+        .iter()
+        .map(|trail| pinned_keys(args, trail))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut keyed = Vec::new();
+    for (trail, pinned) in trails.into_iter().zip(pinned) {
+        let keys = match pinned {
+            Some(pinned) => pinned,
+            None => published_keys(args, cluster, program, &trail.files).await?,
+        };
+        keyed.push((trail, keys));
+    }
+    Ok(keyed)
+}
+
+/// The `--public-key` files' keys for `trail`: those labelled with its cluster, or for the
+/// files without a cluster, those without a label. `None` when the trail is the files without
+/// a cluster and no `--public-key` is given at all: their keys come from the cluster. A
+/// cluster's files are never checked with a key that is not labelled with that cluster, nor
+/// with keys from the kubeconfig's cluster: without one, the error names the flag to pass.
+pub fn pinned_keys(args: &KeyArgs, trail: &Trail) -> Result<Option<Vec<PublicKey>>, CliError> {
+    if let Some(ambiguous) = args.public_keys.iter().find_map(Labelled::ambiguity) {
+        return Err(ambiguous);
+    }
+    let own: Vec<&Labelled> = args
+        .public_keys
+        .iter()
+        .filter(|key| key.cluster == trail.cluster)
+        .collect();
+    if !own.is_empty() {
+        let mut keys = Vec::new();
+        for key in own {
+            keys.extend(keys_in_file(&key.path)?);
+        }
+        return Ok(Some(keys));
+    }
+    match &trail.cluster {
+        None if args.public_keys.is_empty() => Ok(None),
+        None => Err(CliError::Unverifiable(
+            "no key for the files without a cluster: pass --public-key PEM (a --public-key \
+             CLUSTER=PEM is only for the files labelled CLUSTER=FILE)"
+                .into(),
+        )),
+        Some(cluster) => Err(CliError::Unverifiable(cluster_key_missing(
+            cluster,
+            &args.oz_namespace,
+            &checkpoint_key_ids(&trail.files),
+        ))),
+    }
+}
+
+/// A cluster's files and no key labelled with it: which flag to pass, and how someone who may
+/// read that cluster's ConfigMap saves its keys (`key_ids`: those its files' checkpoints name).
+pub fn cluster_key_missing(cluster: &str, namespace: &str, key_ids: &[String]) -> String {
+    format!(
+        "no key for cluster {cluster}'s files: pass --public-key {cluster}=PEM with a key of \
+         cluster {cluster} (a key is trusted only for the files of the cluster it is labelled \
+         with, and ozctl does not take it from your kubeconfig's cluster); saved by someone who \
+         may read the ConfigMap {KEYS_CONFIGMAP} on cluster {cluster}: {}",
+        save_key_commands(namespace, key_ids, Some(cluster))
+    )
+}
+
+/// The keys of the ConfigMap `oz-audit` in `--oz-namespace`, read with the kubeconfig; when it
+/// cannot be read, the error says how to get the key the audit `files` name.
+async fn published_keys(
     args: &KeyArgs,
     cluster: &ClusterArgs,
     program: &str,
     files: &[PathBuf],
 ) -> Result<Vec<PublicKey>, CliError> {
-    if !args.public_keys.is_empty() {
-        let mut keys = Vec::new();
-        for path in &args.public_keys {
-            keys.extend(keys_in_file(path)?);
-        }
-        return Ok(keys);
-    }
     let namespace = &args.oz_namespace;
     let hint = || public_key_hint(namespace, &checkpoint_key_ids(files));
     let session = Session::connect(cluster, program)
@@ -89,18 +162,35 @@ pub fn keys_unreadable(namespace: &str, error: CliError, hint: &str) -> CliError
 /// Where a key for `--public-key` comes from: someone who may read the ConfigMap saves it, one
 /// file per key id the audit files' checkpoints name (`key_ids`; KEYID when they name none).
 pub fn public_key_hint(namespace: &str, key_ids: &[String]) -> String {
+    format!(
+        "pass --public-key with the key the files name, saved by someone who may read the ConfigMap: {}",
+        save_key_commands(namespace, key_ids, None)
+    )
+}
+
+/// The commands that save each key of `key_ids` (KEYID when there are none) from the
+/// ConfigMap, as `ID.pub`; for a fleet `cluster`, from that cluster's context, as
+/// `CLUSTER-ID.pub`.
+fn save_key_commands(namespace: &str, key_ids: &[String], cluster: Option<&str>) -> String {
     let placeholder = ["KEYID".to_string()];
     let ids = if key_ids.is_empty() {
         &placeholder[..]
     } else {
         key_ids
     };
+    let (context, prefix) = match cluster {
+        Some(cluster) => (
+            format!(" --context CONTEXT-OF-{cluster}"),
+            format!("{cluster}-"),
+        ),
+        None => (String::new(), String::new()),
+    };
     let commands: Vec<String> = ids
         .iter()
         .map(|id| {
             format!(
-                "kubectl get configmap {KEYS_CONFIGMAP} -n {namespace} \
-                 -o go-template='{{{{index .data \"{id}.pub\"}}}}' > {id}.pub"
+                "kubectl{context} get configmap {KEYS_CONFIGMAP} -n {namespace} \
+                 -o go-template='{{{{index .data \"{id}.pub\"}}}}' > {prefix}{id}.pub"
             )
         })
         .collect();
@@ -109,10 +199,7 @@ pub fn public_key_hint(namespace: &str, key_ids: &[String]) -> String {
     } else {
         ""
     };
-    format!(
-        "pass --public-key with the key the files name, saved by someone who may read the ConfigMap: {}{what}",
-        commands.join(" and ")
-    )
+    format!("{}{what}", commands.join(" and "))
 }
 
 /// The key ids the checkpoints of `files` name, in the order they first appear; files that
@@ -286,6 +373,68 @@ mod tests {
             public_key_hint("oz", &[]).ends_with(
                 "-n oz -o go-template='{{index .data \"KEYID.pub\"}}' > KEYID.pub (KEYID: the keyId of the files' checkpoints)"
             )
+        );
+    }
+
+    #[test]
+    fn a_clusters_files_are_checked_only_with_keys_labelled_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, b_key) = crate::fixtures::cluster_audit_log(dir.path(), "b");
+        let (c_file, c_key) = crate::fixtures::cluster_audit_log(dir.path(), "c");
+        let args = |keys: &[String]| KeyArgs {
+            public_keys: keys
+                .iter()
+                .map(|k| Labelled::parse(k.into()).unwrap())
+                .collect(),
+            oz_namespace: "oz-system".into(),
+        };
+        let labelled = |cluster: &str, path: &Path| format!("{cluster}={}", path.display());
+        let c = Trail {
+            cluster: Some("c".into()),
+            files: vec![c_file.clone()],
+        };
+        let c_id = checkpoint_key_ids(std::slice::from_ref(&c_file)).remove(0);
+        let missing = format!(
+            "no key for cluster c's files: pass --public-key c=PEM with a key of cluster c (a key \
+             is trusted only for the files of the cluster it is labelled with, and ozctl does not \
+             take it from your kubeconfig's cluster); saved by someone who may read the ConfigMap \
+             oz-audit on cluster c: kubectl --context CONTEXT-OF-c get configmap oz-audit -n \
+             oz-system -o go-template='{{{{index .data \"{c_id}.pub\"}}}}' > c-{c_id}.pub"
+        );
+        // b's key is b's alone; a key without a cluster is for the files without one; and with
+        // no key at all, a cluster's files are not checked with the kubeconfig's cluster's.
+        for keys in [
+            vec![labelled("b", &b_key)],
+            vec![b_key.display().to_string()],
+            vec![],
+        ] {
+            let error = pinned_keys(&args(&keys), &c).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{keys:?}");
+            assert_eq!(error.to_string(), missing, "{keys:?}");
+        }
+        let own = pinned_keys(&args(&[labelled("b", &b_key), labelled("c", &c_key)]), &c);
+        let c_public = keys_in_file(&c_key).unwrap();
+        assert_eq!(own.unwrap(), Some(c_public.clone()));
+
+        let local = Trail {
+            cluster: None,
+            files: vec![c_file],
+        };
+        assert_eq!(
+            pinned_keys(&args(&[]), &local).unwrap(),
+            None,
+            "the ConfigMap, as without a fleet"
+        );
+        assert_eq!(
+            pinned_keys(&args(&[c_key.display().to_string()]), &local).unwrap(),
+            Some(c_public)
+        );
+        let error = pinned_keys(&args(&[labelled("c", &c_key)]), &local).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert_eq!(
+            error.to_string(),
+            "no key for the files without a cluster: pass --public-key PEM (a --public-key \
+             CLUSTER=PEM is only for the files labelled CLUSTER=FILE)"
         );
     }
 
