@@ -17,7 +17,8 @@ pub struct Grant {
     /// The template it was granted through.
     pub template: String,
     /// Who approved the grant (the request's `status.approvals`), oldest first; empty when its
-    /// template requires no approval.
+    /// template requires no approval. On a fleet spoke, the approvers the hub counted, as
+    /// `NAME@HUB`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<String>,
 }
