@@ -66,6 +66,9 @@ pub async fn sync_templates(
                 message: result.err(),
             });
         }
+        // By name: the inventory's cache has no order, and a status in another order each pass
+        // would be written each pass.
+        status.sort_by(|a, b| a.name.cmp(&b.name));
         if status != template.status
             && let Err(error) = write_status(hub_client, template, &status).await
         {

@@ -41,6 +41,17 @@ async fn fleet() -> OzFleet {
     oz
 }
 
+/// A fleet in which alice holds a 30-minute exec on b, asked for on the hub.
+async fn granted_on_b() -> OzFleet {
+    let oz = fleet().await;
+    create_manifest(&oz.on_hub("alice").await, NS, &request("30m"))
+        .await
+        .unwrap();
+    oz.wait_for_hub_phase("alice-web", RequestPhase::Ready)
+        .await;
+    oz
+}
+
 #[tokio::test]
 async fn with_the_hub_down_the_spoke_revokes_within_a_second_of_expiry() {
     let mut oz = fleet().await;
@@ -125,12 +136,7 @@ async fn a_spoke_out_of_reach_is_retried_and_never_half_granted() {
 
 #[tokio::test]
 async fn a_cluster_profile_deleted_withdraws_the_grants_on_its_spoke() {
-    let oz = fleet().await;
-    create_manifest(&oz.on_hub("alice").await, NS, &request("30m"))
-        .await
-        .unwrap();
-    oz.wait_for_hub_phase("alice-web", RequestPhase::Ready)
-        .await;
+    let oz = granted_on_b().await;
     let (alice, pod) = (oz.on_spoke("b", "alice").await, oz.web_pod("b"));
     assert!(may_exec(&alice, NS, &pod).await);
 
@@ -138,28 +144,14 @@ async fn a_cluster_profile_deleted_withdraws_the_grants_on_its_spoke() {
     let on_b = Api::<ExecAccessRequest>::namespaced(oz.spoke_admin("b").await, NS);
     wait_until_gone(&on_b, "alice-web", SETTLES, "b's request to be withdrawn").await;
     // Its Role and RoleBinding go with it (the garbage collector's work).
-    eventually_or_show(
-        SETTLES,
-        "alice's exec on b to be revoked",
-        &oz.operators(),
-        || {
-            let (alice, pod) = (alice.clone(), pod.clone());
-            async move { (!may_exec(&alice, NS, &pod).await).then_some(()) }
-        },
-    )
-    .await;
+    oz.wait_until_exec_refused(&alice, &pod).await;
     oz.wait_for_hub_phase("alice-web", RequestPhase::Revoked)
         .await;
 }
 
 #[tokio::test]
 async fn a_spoke_request_deleted_there_revokes_the_hubs() {
-    let oz = fleet().await;
-    create_manifest(&oz.on_hub("alice").await, NS, &request("30m"))
-        .await
-        .unwrap();
-    oz.wait_for_hub_phase("alice-web", RequestPhase::Ready)
-        .await;
+    let oz = granted_on_b().await;
     // A spoke admin ends it there.
     let on_b = Api::<ExecAccessRequest>::namespaced(oz.spoke_admin("b").await, NS);
     on_b.delete("alice-web", &Default::default()).await.unwrap();

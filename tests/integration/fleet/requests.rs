@@ -140,16 +140,7 @@ async fn alice_asks_the_hub_and_gets_exec_on_spoke_b_and_nothing_on_c() {
         .await
         .unwrap();
     wait_until_gone(&on_b, "alice-web", SETTLES, "b's request to be withdrawn").await;
-    eventually_or_show(
-        SETTLES,
-        "alice's exec on b to be revoked",
-        &oz.operators(),
-        || {
-            let (client, pod) = (alice_on_b.clone(), pod.clone());
-            async move { (!may_exec(&client, NS, &pod).await).then_some(()) }
-        },
-    )
-    .await;
+    oz.wait_until_exec_refused(&alice_on_b, &pod).await;
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ use crate::support::{
     fleet::Fleet,
     manifests::create_manifest,
     operator::{Operator, audit_log_path, eventually_or_show},
+    users::may_exec,
 };
 
 /// The namespace the tests work in, on the hub and on every spoke.
@@ -142,6 +143,20 @@ impl OzFleet {
                 .collect();
             (synced == clusters).then_some(())
         })
+        .await;
+    }
+
+    /// Waits until `user` (as `client`, on a spoke) may no longer exec into `pod` there.
+    pub async fn wait_until_exec_refused(&self, client: &Client, pod: &str) {
+        eventually_or_show(
+            SETTLES,
+            "the exec on the spoke to be revoked",
+            &self.operators(),
+            || {
+                let (client, pod) = (client.clone(), pod.to_string());
+                async move { (!may_exec(&client, NS, &pod).await).then_some(()) }
+            },
+        )
         .await;
     }
 
