@@ -28,7 +28,7 @@ use crate::manager::Shutdown;
 use access::Providers;
 use copies::HubTemplate;
 use profiles::ClusterProfile;
-pub use spokes::{SpokeRequestChange, SpokeView};
+pub use spokes::{SpokeRequestChange, SpokeView, explain_spoke_error};
 use spokes::{Spokes, request_resource};
 
 /// How a hub runs (`--fleet-hub` and the flags beside it).

@@ -387,3 +387,20 @@ fn watch_labelled(
     });
     (store, task)
 }
+
+/// A spoke's refusal of a write in `namespace`, in words for a status: the namespace missing
+/// there, the hub's token refused, or the spoke's own message. One wording for the template
+/// sync and the request controllers alike.
+pub fn explain_spoke_error(namespace: &str, error: kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if status.code == 404 => {
+            format!("namespace {namespace:?} does not exist on this spoke; create it there")
+        }
+        kube::Error::Api(status) if status.code == 401 => format!(
+            "the spoke refused the hub's credential ({}); check the access provider's token",
+            status.message
+        ),
+        kube::Error::Api(status) => status.message,
+        other => format!("the spoke could not be reached: {other}"),
+    }
+}

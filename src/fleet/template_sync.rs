@@ -16,7 +16,7 @@ use serde_json::json;
 use super::{
     copies::{FIELD_MANAGER, HubTemplate},
     profiles::ClusterProfile,
-    spokes::{Spokes, template_resource},
+    spokes::{Spokes, explain_spoke_error, template_resource},
 };
 
 /// What a pass did, for the loop to decide when to look again.
@@ -53,7 +53,7 @@ pub async fn sync_templates(
                     if matches!(&error, kube::Error::Api(status) if status.code == 401) {
                         outcome.refused.push(cluster.to_string());
                     }
-                    explain(&template.namespace, error)
+                    explain_spoke_error(&template.namespace, error)
                 }),
                 Err(why) => Err(why),
             };
@@ -170,19 +170,4 @@ async fn write_status(
     )
     .await
     .map(|_| ())
-}
-
-/// A failed write to a spoke, in words for the template's status.
-fn explain(namespace: &str, error: kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if status.code == 404 => {
-            format!("namespace {namespace:?} does not exist on this spoke; create it there")
-        }
-        kube::Error::Api(status) if status.code == 401 => format!(
-            "the spoke refused the hub's credential ({}); check the access provider's token",
-            status.message
-        ),
-        kube::Error::Api(status) => status.message,
-        other => format!("the spoke could not be reached: {other}"),
-    }
 }

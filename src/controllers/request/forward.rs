@@ -34,7 +34,7 @@ use super::{
 use crate::{
     Context, Result,
     builders::AccessBuilder,
-    fleet::{SpokeError, copies::FIELD_MANAGER, spokes::request_resource},
+    fleet::{SpokeError, copies::FIELD_MANAGER, explain_spoke_error, spokes::request_resource},
 };
 
 /// The finalizer a hub's forwarded request carries: its deletion withdraws the spoke's.
@@ -102,7 +102,13 @@ pub async fn forward<B: AccessBuilder, T: AccessTemplate>(
         // pass woken by the hub's own write right after the create). The spoke says which.
         None if was_forwarded(pass.previous()) => match api.get_opt(&name).await {
             Ok(found) => found.map(std::sync::Arc::new),
-            Err(error) => return not_yet(pass, reason::SPOKE_UNREACHABLE, refused(cluster, error)),
+            Err(error) => {
+                return not_yet(
+                    pass,
+                    reason::SPOKE_UNREACHABLE,
+                    refused(cluster, namespace, error),
+                );
+            }
         },
         None => None,
     };
@@ -158,7 +164,11 @@ pub async fn forward<B: AccessBuilder, T: AccessTemplate>(
                 if matches!(&error, kube::Error::Api(status) if status.code == 401) {
                     hub.refused(cluster).await;
                 }
-                not_yet(pass, reason::SPOKE_UNREACHABLE, refused(cluster, error))
+                not_yet(
+                    pass,
+                    reason::SPOKE_UNREACHABLE,
+                    refused(cluster, namespace, error),
+                )
             }
         };
     };
@@ -332,17 +342,12 @@ fn not_yet(pass: &mut Pass, why_reason: &'static str, why: String) -> Result<Sto
     Ok(Stop::Write(Wake::At(pass.now + RETRY)))
 }
 
-/// A spoke's refusal, in words for the status.
-fn refused(cluster: &str, error: kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => {
-            format!(
-                "cluster {cluster:?} refused the request: {}",
-                status.message
-            )
-        }
-        other => format!("cluster {cluster:?} could not be reached: {other}"),
-    }
+/// A spoke's refusal of the request in `namespace`, in words for the status.
+fn refused(cluster: &str, namespace: &str, error: kube::Error) -> String {
+    format!(
+        "cluster {cluster:?}: {}",
+        explain_spoke_error(namespace, error)
+    )
 }
 
 /// Puts [`FORWARDED_FINALIZER`] on the hub's request before anything exists on a spoke.
