@@ -7,18 +7,13 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::{
-    api::{
-        core::v1::Namespace,
-        rbac::v1::{
-            ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
-        },
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+use k8s_openapi::api::{
+    core::v1::Namespace,
+    rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject},
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
 };
 use oz_api::{ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, Requester};
 use oz_testenv::workloads::{self, Workload, WorkloadSpec};
@@ -46,30 +41,7 @@ pub fn alice() -> Requester {
 
 /// Applies oz's CRDs and waits until the apiserver serves them.
 pub async fn install_crds(admin: &Client) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in oz_api::all_crds() {
-        crds.patch(
-            &crd.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await?;
-    }
-    for crd in oz_api::all_crds() {
-        let name = crd.name_any();
-        let established = crate::poll(Duration::from_secs(60), || async {
-            let crd = crds.get(&name).await.ok()?;
-            crd.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
-        if established.is_none() {
-            return Err(format!("CRD {name} was not established within 60s").into());
-        }
-    }
+    oz_testenv::apply_crds(admin, &oz_api::all_crds(), FIELD_MANAGER).await?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, DynamicObject, ObjectMeta, PostParams},
 };
 use oz_testenv::ControlPlane;
 use serde_json::json;
@@ -42,35 +42,9 @@ pub async fn install_crds_into(admin: &Client) {
 /// Applies `all` (oz's CRDs, or another project's such as the ClusterProfile CRD) by
 /// server-side apply and waits until each is established.
 pub async fn apply_crds(admin: &Client, all: Vec<CustomResourceDefinition>) {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in &all {
-        crds.patch(
-            &crd.name_any(),
-            &PatchParams::apply("oz-tests").force(),
-            &Patch::Apply(crd),
-        )
+    oz_testenv::apply_crds(admin, &all, "oz-tests")
         .await
         .unwrap();
-    }
-    for crd in all {
-        let name = crd.name_any();
-        eventually(
-            Duration::from_secs(30),
-            &format!("CRD {name} to be established"),
-            || {
-                let (crds, name) = (crds.clone(), name.clone());
-                async move {
-                    let crd = crds.get(&name).await.ok()?;
-                    let conditions = crd.status?.conditions?;
-                    conditions
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                        .then_some(())
-                }
-            },
-        )
-        .await;
-    }
 }
 
 /// Waits until the garbage collector tracks the request kinds: it learns of new CRDs only at

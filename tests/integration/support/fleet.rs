@@ -10,45 +10,33 @@ use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     sync::Mutex,
+    time::Duration,
 };
 
-use k8s_openapi::{
-    ByteString,
-    api::{
-        authentication::v1::TokenRequest,
-        core::v1::{Namespace, Secret, ServiceAccount},
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ObjectMeta, PostParams},
 };
 use oz::install::fleet::{HUB_CREDENTIAL_NAME, hub_credential_objects, hub_user};
-use oz_testenv::{ControlPlane, ControlPlaneOptions};
-use serde_json::{Value, json};
-
-use super::{
-    cluster::{apply_crds, install_crds_into},
-    install::api_for,
-    manifests::parse_manifest,
+use oz_testenv::{
+    ControlPlane, ControlPlaneOptions,
+    fleet::{self, Profile},
 };
+
+use super::cluster::{apply_crds, install_crds_into};
 
 /// Where oz lives on each spoke, and so where the hub's ServiceAccount is.
 pub const SPOKE_NAMESPACE: &str = "oz-system";
 /// The hub's namespace for ClusterProfiles and the plugin's Secrets. Fixed: each fleet has a
 /// hub of its own.
 pub const FLEET_NAMESPACE: &str = "oz-fleet";
-/// The access provider every ClusterProfile names, and the provider file maps to the plugin.
-pub const PROVIDER: &str = "secretreader";
-/// The cluster extension whose `extension` the plugin receives as its config (`clusterName`).
-pub const EXEC_EXTENSION: &str = "client.authentication.k8s.io/exec";
 /// What the hub's ClusterProfiles name as their cluster manager.
 pub const CLUSTER_MANAGER: &str = "oz-tests";
 
 const FIELD_MANAGER: &str = "oz-fleet-tests";
 /// A spoke token outlives any test; tests end it by deleting the Secret it is bound to.
-const TOKEN_SECONDS: i64 = 7 * 24 * 3600;
+const TOKEN_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A hub control plane and its spokes, each a control plane of its own; all stop when this is
 /// dropped (each [`ControlPlane`] stops itself and removes its work dir, which holds the provider
@@ -90,9 +78,9 @@ impl Fleet {
 
         let hub_admin = hub.admin().await.unwrap();
         install_crds_into(&hub_admin).await;
-        apply_crds(&hub_admin, vec![cluster_profile_crd()]).await;
+        apply_crds(&hub_admin, vec![fleet::read_cluster_profile_crd().unwrap()]).await;
         create_namespace(&hub_admin, FLEET_NAMESPACE).await;
-        let provider_file = write_provider_file(&hub);
+        let provider_file = fleet::write_provider_file(&hub, FLEET_NAMESPACE).unwrap();
 
         let prepared = futures::future::join_all(planes.into_iter().map(Spoke::prepare)).await;
         Fleet {
@@ -137,42 +125,27 @@ impl Fleet {
         let spoke = self.spoke_entry(name);
         let spoke_admin = spoke.plane.admin().await.unwrap();
         let secret = spoke.token_secret.lock().unwrap().clone();
-        let token = token_in(&spoke_admin, &secret).await;
-        let hub_admin = self.hub.admin().await.unwrap();
-        put_hub_token(&hub_admin, name, &token).await;
-
-        let profiles = cluster_profiles(&hub_admin);
-        let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-        let profile = json!({
-            "apiVersion": "multicluster.x-k8s.io/v1alpha1",
-            "kind": "ClusterProfile",
-            "metadata": {"name": name, "namespace": FLEET_NAMESPACE, "labels": labels},
-            "spec": {"displayName": name, "clusterManager": {"name": CLUSTER_MANAGER}},
-        });
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        profiles
-            .patch(name, &params, &Patch::Apply(&profile))
+        let token = fleet::token_in(&spoke_admin, SPOKE_NAMESPACE, &secret)
             .await
             .unwrap();
-        // The CRD has a status subresource: the main resource's writes drop status.
-        let status = json!({
-            "apiVersion": "multicluster.x-k8s.io/v1alpha1",
-            "kind": "ClusterProfile",
-            "metadata": {"name": name, "namespace": FLEET_NAMESPACE},
-            "status": {"accessProviders": [{
-                "name": PROVIDER,
-                "cluster": access_cluster(&spoke.plane, name),
-            }]},
-        });
-        profiles
-            .patch_status(name, &params, &Patch::Apply(&status))
+        let hub_admin = self.hub.admin().await.unwrap();
+        fleet::put_hub_token(&hub_admin, FLEET_NAMESPACE, name, &token, FIELD_MANAGER)
+            .await
+            .unwrap();
+        let profile = Profile {
+            name,
+            labels,
+            spoke: &spoke.plane,
+            cluster_manager: CLUSTER_MANAGER,
+        };
+        fleet::register(&hub_admin, FLEET_NAMESPACE, &profile, FIELD_MANAGER)
             .await
             .unwrap();
     }
 
     /// Deletes spoke `name`'s ClusterProfile from the hub (its token Secret stays).
     pub async fn delete_cluster_profile(&self, name: &str) {
-        let profiles = cluster_profiles(&self.hub.admin().await.unwrap());
+        let profiles = fleet::cluster_profiles(&self.hub.admin().await.unwrap(), FLEET_NAMESPACE);
         profiles
             .delete(name, &DeleteParams::default())
             .await
@@ -201,7 +174,10 @@ impl Fleet {
         let spoke = self.spoke_entry(name);
         let spoke_admin = spoke.plane.admin().await.unwrap();
         let (secret, token) = new_token(&spoke_admin).await;
-        put_hub_token(&self.hub.admin().await.unwrap(), name, &token).await;
+        let hub_admin = self.hub.admin().await.unwrap();
+        fleet::put_hub_token(&hub_admin, FLEET_NAMESPACE, name, &token, FIELD_MANAGER)
+            .await
+            .unwrap();
         self.revoke_token(name).await;
         *spoke.token_secret.lock().unwrap() = secret;
     }
@@ -227,9 +203,13 @@ impl Spoke {
         let admin = plane.admin().await.unwrap();
         install_crds_into(&admin).await;
         create_namespace(&admin, SPOKE_NAMESPACE).await;
-        for object in hub_credential_objects(SPOKE_NAMESPACE) {
-            apply(&admin, object).await;
-        }
+        let credential: Vec<String> = hub_credential_objects(SPOKE_NAMESPACE)
+            .iter()
+            .map(|object| object.to_string())
+            .collect();
+        fleet::apply_yaml(&admin, &credential.join("\n---\n"), FIELD_MANAGER)
+            .await
+            .unwrap();
         let (secret, _) = new_token(&admin).await;
         Spoke {
             plane,
@@ -242,22 +222,6 @@ async fn start_plane(options: ControlPlaneOptions) -> ControlPlane {
     tokio::task::spawn_blocking(move || ControlPlane::start(options).unwrap())
         .await
         .unwrap()
-}
-
-fn cluster_profile_crd() -> CustomResourceDefinition {
-    let path = oz_testenv::cluster_profile_crd().unwrap();
-    let yaml = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_saphyr::from_str(&yaml).unwrap()
-}
-
-fn cluster_profiles(hub_admin: &Client) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-        "multicluster.x-k8s.io",
-        "v1alpha1",
-        "ClusterProfile",
-    ));
-    Api::namespaced_with(hub_admin.clone(), FLEET_NAMESPACE, &resource)
 }
 
 async fn create_namespace(admin: &Client, name: &str) {
@@ -275,139 +239,15 @@ async fn create_namespace(admin: &Client, name: &str) {
         .unwrap();
 }
 
-/// Applies one object by server-side apply, as an install does.
-async fn apply(admin: &Client, object: Value) {
-    let (object, resource) = parse_manifest(&object.to_string());
-    let name = object.metadata.name.clone().unwrap();
-    api_for(admin, &object, &resource)
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER),
-            &Patch::Apply(&object),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", resource.kind));
-}
-
-/// A new token of the hub's ServiceAccount, bound to a new Secret on the spoke that keeps it
-/// (`data.token`), so that deleting the Secret revokes the token as it would a legacy token
-/// Secret's. Returns the Secret's name and the token.
+/// A new token of the hub's ServiceAccount on a spoke, bound to a new Secret there
+/// ([`fleet::new_token`]): the Secret's name and the token.
 async fn new_token(spoke_admin: &Client) -> (String, String) {
-    let secrets: Api<Secret> = Api::namespaced(spoke_admin.clone(), SPOKE_NAMESPACE);
-    let holder = secrets
-        .create(
-            &PostParams::default(),
-            &Secret {
-                metadata: ObjectMeta {
-                    generate_name: Some(format!("{HUB_CREDENTIAL_NAME}-token-")),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let (name, uid) = (holder.metadata.name.unwrap(), holder.metadata.uid.unwrap());
-    let accounts: Api<ServiceAccount> = Api::namespaced(spoke_admin.clone(), SPOKE_NAMESPACE);
-    let request: TokenRequest = serde_json::from_value(json!({"spec": {
-        "audiences": [],
-        "expirationSeconds": TOKEN_SECONDS,
-        "boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": name, "uid": uid},
-    }}))
-    .unwrap();
-    let token = accounts
-        .create_token_request(HUB_CREDENTIAL_NAME, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let data = json!({"data": {"token": ByteString(token.clone().into_bytes())}});
-    secrets
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&data))
-        .await
-        .unwrap();
-    (name, token)
-}
-
-/// The token kept in Secret `secret` on the spoke.
-async fn token_in(spoke_admin: &Client, secret: &str) -> String {
-    let secrets: Api<Secret> = Api::namespaced(spoke_admin.clone(), SPOKE_NAMESPACE);
-    let data = secrets.get(secret).await.unwrap().data.unwrap_or_default();
-    let token = data
-        .get("token")
-        .expect("the token Secret holds data.token");
-    String::from_utf8(token.0.clone()).unwrap()
-}
-
-/// Writes Secret `<fleet namespace>/<spoke>` on the hub with `data.token`, what the plugin reads.
-async fn put_hub_token(hub_admin: &Client, spoke: &str, token: &str) {
-    let secrets: Api<Secret> = Api::namespaced(hub_admin.clone(), FLEET_NAMESPACE);
-    let secret = json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": spoke, "namespace": FLEET_NAMESPACE},
-        "data": {"token": ByteString(token.as_bytes().to_vec())},
-    });
-    secrets
-        .patch(
-            spoke,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
-}
-
-/// A ClusterProfile's access provider cluster for `plane`: the kubeconfig cluster of its admin
-/// kubeconfig (server and CA), with the exec extension that tells the plugin which Secret to
-/// read.
-fn access_cluster(plane: &ControlPlane, name: &str) -> Value {
-    let kubeconfig = read_kubeconfig(plane.admin_kubeconfig());
-    let cluster = &kubeconfig["clusters"][0]["cluster"];
-    json!({
-        "server": cluster["server"],
-        "certificate-authority-data": cluster["certificate-authority-data"],
-        "extensions": [{"name": EXEC_EXTENSION, "extension": {"clusterName": name}}],
-    })
-}
-
-fn read_kubeconfig(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_saphyr::from_str(&text).unwrap()
-}
-
-/// Writes, in a `fleet` directory of the hub's work dir (removed with it), the plugin's hub
-/// kubeconfig and the provider file that points the plugin at it; returns the provider file.
-fn write_provider_file(hub: &ControlPlane) -> PathBuf {
-    let dir = hub.work_dir().join("fleet");
-    std::fs::create_dir_all(&dir).unwrap();
-    // The plugin reads from the namespace of its kubeconfig's current context.
-    let mut kubeconfig = read_kubeconfig(hub.admin_kubeconfig());
-    let current = kubeconfig["current-context"].clone();
-    for context in kubeconfig["contexts"].as_array_mut().unwrap() {
-        if context["name"] == current {
-            context["context"]["namespace"] = json!(FLEET_NAMESPACE);
-        }
-    }
-    let hub_kubeconfig = dir.join("hub-plugin.kubeconfig");
-    std::fs::write(&hub_kubeconfig, kubeconfig.to_string()).unwrap();
-
-    let providers = json!({"providers": [{
-        "name": PROVIDER,
-        "execConfig": {
-            "apiVersion": "client.authentication.k8s.io/v1",
-            "command": oz_testenv::secretreader_plugin().unwrap(),
-            "provideClusterInfo": true,
-            "env": [{"name": "KUBECONFIG", "value": hub_kubeconfig}],
-        },
-    }]});
-    let provider_file = dir.join("providers.json");
-    std::fs::write(
-        &provider_file,
-        serde_json::to_string_pretty(&providers).unwrap(),
+    fleet::new_token(
+        spoke_admin,
+        SPOKE_NAMESPACE,
+        HUB_CREDENTIAL_NAME,
+        TOKEN_LIFETIME,
     )
-    .unwrap();
-    provider_file
+    .await
+    .unwrap()
 }

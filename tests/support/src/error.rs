@@ -25,6 +25,8 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("timed out: {0}")]
     Timeout(String),
+    #[error("manifest: {0}")]
+    Manifest(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

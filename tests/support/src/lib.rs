@@ -13,20 +13,24 @@
 //!   a local process);
 //! - a local S3 server ([`s3::S3Server`]) for oz's session recordings;
 //! - helm and promtool, and for fleets the sig-multicluster secretreader credential plugin and
-//!   the ClusterProfile CRD ([`secretreader_plugin`], [`cluster_profile_crd`]);
+//!   the ClusterProfile CRD ([`secretreader_plugin`], [`cluster_profile_crd`]), and a fleet's
+//!   plumbing between control planes ([`fleet`]);
 //! - Deployments, StatefulSets, DaemonSets and Argo Rollouts, created and waited for until
 //!   their pods are Ready.
 #![forbid(unsafe_code)]
 
 mod control_plane;
+mod crds;
 mod error;
 pub mod exec;
+pub mod fleet;
 pub mod pods;
 pub mod s3;
 mod tools;
 pub mod workloads;
 
 pub use control_plane::{ControlPlane, ControlPlaneOptions, DEFAULT_NODES, ReadyInfo};
+pub use crds::apply_crds;
 pub use error::{Error, Result};
 pub use tools::{cluster_profile_crd, helm, promtool, secretreader_plugin};
 
