@@ -44,12 +44,21 @@ pub struct Call {
     pub verb: String,
     #[serde(default)]
     pub user_agent: String,
+    #[serde(default)]
+    pub user: AuditUser,
     #[serde(default, rename = "requestURI")]
     pub request_uri: String,
     #[serde(default)]
     pub object_ref: Option<ObjectRef>,
     pub request_received_timestamp: Timestamp,
     pub stage_timestamp: Timestamp,
+}
+
+/// Who made a call, as the apiserver authenticated them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct AuditUser {
+    #[serde(default)]
+    pub username: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -146,7 +155,12 @@ impl OzCalls {
     /// same collection (same path and selectors): a one-off list (the exec builder's pods in
     /// one namespace, say) is not followed by a watch of that collection.
     pub fn of(calls: &[Call]) -> Self {
-        let oz: Vec<&Call> = calls.iter().filter(|c| c.is_oz()).collect();
+        Self::split(calls.iter().filter(|c| c.is_oz()))
+    }
+
+    /// `calls`, all made by one client, split as [`OzCalls::of`] splits oz's.
+    pub fn split<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Self {
+        let oz: Vec<&Call> = calls.into_iter().collect();
         let watches: Vec<(String, Timestamp)> = oz
             .iter()
             .filter(|c| c.verb == "watch")

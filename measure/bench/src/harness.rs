@@ -93,29 +93,39 @@ impl Bench {
         self.sampler.window(mark)
     }
 
-    /// Waits until oz-manager serves metrics and the apiserver calls its mutating webhook: a
-    /// dry-run create by alice naming someone else comes back naming alice.
+    /// Waits until oz-manager serves metrics and the apiserver calls its mutating webhook
+    /// ([`wait_until_admitting`]).
     pub async fn wait_until_admitting(&mut self) -> Result<()> {
-        self.oz
-            .wait_for_metrics(&self.http, Duration::from_secs(60))
-            .await?;
-        const NAMESPACE: &str = "bench-ready";
-        cluster::create_namespace(&self.admin, NAMESPACE).await?;
-        cluster::template(&self.admin, NAMESPACE, "web").await?;
-        let admitted = poll(Duration::from_secs(60), || async {
-            let requester = cluster::dry_run_requester(&self.alice, NAMESPACE, "web").await?;
-            (requester == cluster::REQUESTER).then_some(())
-        })
-        .await;
-        self.oz.check_running()?;
-        admitted.ok_or_else(|| {
-            format!(
-                "the apiserver did not call oz's webhooks within 60s; oz-manager log {}",
-                self.oz.log.display()
-            )
-            .into()
-        })
+        wait_until_admitting(&mut self.oz, &self.http, &self.admin, &self.alice).await
     }
+}
+
+/// Waits until `oz` serves metrics and its apiserver calls its mutating webhook: a dry-run
+/// create by `alice` naming someone else comes back naming alice (in namespace `bench-ready`,
+/// which this creates with a template).
+pub async fn wait_until_admitting(
+    oz: &mut OzManager,
+    http: &http_client::HttpClient,
+    admin: &Client,
+    alice: &Client,
+) -> Result<()> {
+    oz.wait_for_metrics(http, Duration::from_secs(60)).await?;
+    const NAMESPACE: &str = "bench-ready";
+    cluster::create_namespace(admin, NAMESPACE).await?;
+    cluster::template(admin, NAMESPACE, "web").await?;
+    let admitted = poll(Duration::from_secs(60), || async {
+        let requester = cluster::dry_run_requester(alice, NAMESPACE, "web").await?;
+        (requester == cluster::REQUESTER).then_some(())
+    })
+    .await;
+    oz.check_running()?;
+    admitted.ok_or_else(|| {
+        format!(
+            "the apiserver did not call oz's webhooks within 60s; oz-manager log {}",
+            oz.log.display()
+        )
+        .into()
+    })
 }
 
 /// How a freshly started oz-manager caught up, as its request reconcile counter showed.

@@ -1,6 +1,7 @@
 //! oz-bench: oz's benchmark. It starts a private control plane (oz-testenv), runs the release
 //! oz-manager against it as a child process, measures time to access, revocation lag, scale,
-//! webhook latency and brokered sessions, prints a table and writes JSON. `make bench` builds and runs it; the method
+//! webhook latency and brokered sessions, then starts fleets of control planes (a hub and its
+//! spokes) and measures them; prints a table and writes JSON. `make bench` builds and runs it; the method
 //! and the latest results are in docs/benchmarks.md.
 
 use std::{
@@ -18,6 +19,7 @@ mod audit;
 mod calls;
 mod cluster;
 mod error;
+mod fleet;
 mod harness;
 mod http_client;
 mod operator;
@@ -146,11 +148,7 @@ fn write_json(cli: &Cli, results: &Results) -> Result<()> {
 }
 
 async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -> Result<()> {
-    eprintln!(
-        "[{:7.1}s] starting a control plane",
-        started.elapsed().as_secs_f64()
-    );
-    let parts: Vec<Part> = if cli.only.is_empty() {
+    let mut parts: Vec<Part> = if cli.only.is_empty() {
         vec![
             Part::Calls,
             Part::Access,
@@ -159,6 +157,7 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
             Part::Webhooks,
             Part::Sessions,
             Part::Apiserver,
+            Part::Fleet,
         ]
     } else {
         let mut only = cli.only.clone();
@@ -166,6 +165,38 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
         only.dedup();
         only
     };
+    let fleets = parts.contains(&Part::Fleet);
+    parts.retain(|part| *part != Part::Fleet);
+    if !parts.is_empty() {
+        on_one_control_plane(cli, sizes.clone(), results, started, parts).await?;
+    }
+    if fleets {
+        let progress = |message: &str| {
+            eprintln!("[{:7.1}s] {message}", started.elapsed().as_secs_f64());
+        };
+        match fleet::run(&cli.oz_manager, &cli.log_dir, &sizes, &progress).await {
+            Ok(fleets) => results.fleet = Some(fleets),
+            Err(e) => {
+                progress(&format!("FAILED Fleet: {e}"));
+                results.errors.push(format!("Fleet: {e}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The parts that share one control plane and one oz-manager (all but [`Part::Fleet`]).
+async fn on_one_control_plane(
+    cli: &Cli,
+    sizes: Sizes,
+    results: &mut Results,
+    started: Instant,
+    parts: Vec<Part>,
+) -> Result<()> {
+    eprintln!(
+        "[{:7.1}s] starting a control plane",
+        started.elapsed().as_secs_f64()
+    );
     let extra: Vec<&str> = cli.apiserver_args.iter().map(String::as_str).collect();
     let mut options = ControlPlaneOptions::default().apiserver_args(&extra);
     let audit_log = if parts.contains(&Part::Calls) {
@@ -192,6 +223,7 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
         &cli.log_dir,
         Parts::WithWebhooks,
         parts.contains(&Part::Sessions),
+        &[],
     )?;
     let mut bench = Bench {
         sampler: Sampler::start(oz.pid()),
@@ -248,6 +280,8 @@ async fn run(cli: &Cli, sizes: Sizes, results: &mut Results, started: Instant) -
             Part::Apiserver => webhooks::through_apiserver(&mut bench)
                 .await
                 .map(|r| results.apiserver = Some(r)),
+            // `run` takes the fleets out: they run on control planes of their own.
+            Part::Fleet => Err("a fleet does not run on the single control plane".into()),
         };
         if let Err(e) = outcome {
             let message = format!("{part:?}: {e}");

@@ -48,6 +48,8 @@ pub struct OzManager {
     kubeconfig: PathBuf,
     log_dir: PathBuf,
     parts: Parts,
+    /// Flags beyond the benchmark's own (a fleet hub's or spoke's).
+    extra_args: Vec<String>,
     child: Option<Child>,
     runs: usize,
     /// The webhook server's port on 127.0.0.1.
@@ -63,14 +65,16 @@ pub struct OzManager {
 }
 
 impl OzManager {
-    /// Spawns `binary` as the admin of `kubeconfig`, logging under `log_dir`; with `sessions`,
-    /// it also serves brokered sessions (recordings under `log_dir/recordings`).
+    /// Spawns `binary` as the admin of `kubeconfig`, logging under `log_dir`, with `extra_args`
+    /// after the benchmark's own flags; with `sessions`, it also serves brokered sessions
+    /// (recordings under `log_dir/recordings`).
     pub fn start(
         binary: &Path,
         kubeconfig: &Path,
         log_dir: &Path,
         parts: Parts,
         sessions: bool,
+        extra_args: &[String],
     ) -> Result<Self> {
         if !binary.is_file() {
             return Err(format!(
@@ -85,6 +89,7 @@ impl OzManager {
             kubeconfig: kubeconfig.to_path_buf(),
             log_dir: log_dir.to_path_buf(),
             parts,
+            extra_args: extra_args.to_vec(),
             child: None,
             runs: 0,
             webhook_port: free_port()?,
@@ -138,6 +143,7 @@ impl OzManager {
             ))
             .arg("--health-probe-bind-address=0")
             .args(sessions_args)
+            .args(&self.extra_args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env_remove("OZ_WATCH_NAMESPACES")
             .stdin(Stdio::null())

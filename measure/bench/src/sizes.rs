@@ -25,8 +25,11 @@ pub enum Part {
     /// throughput against a direct exec (runs oz-manager's sessions server from the start).
     Sessions,
     /// Creates and execs through the apiserver, with webhooks and without (restarts oz-manager
-    /// without them, so it runs last).
+    /// without them, so it runs last of the parts on the one control plane).
     Apiserver,
+    /// A fleet: a hub and spokes, each a control plane of its own with its own oz-manager
+    /// (started after the single-cluster parts have stopped theirs).
+    Fleet,
 }
 
 /// oz's benchmark: runs the release oz-manager against a private local control plane, prints a
@@ -138,6 +141,24 @@ pub struct Cli {
     #[arg(long, env = "OZ_BENCH_APISERVER_CALLS")]
     pub apiserver_calls: Option<usize>,
 
+    /// Spoke counts of the fleet part, one fleet each, comma-separated (default 2,10; quick 2).
+    #[arg(long, env = "OZ_BENCH_FLEET_SPOKES", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..))]
+    pub fleet_spokes: Vec<u16>,
+
+    /// Sequential requests asked on the hub, and on the spokes themselves, per fleet (default
+    /// 100; quick 10).
+    #[arg(long, env = "OZ_BENCH_FLEET_SEQUENTIAL")]
+    pub fleet_sequential: Option<usize>,
+
+    /// Fleet grants held at once for the hub's memory per grant (default 500; quick 20).
+    #[arg(long, env = "OZ_BENCH_FLEET_HELD")]
+    pub fleet_held: Option<usize>,
+
+    /// Short fleet grants whose revocation lag is measured with the hub stopped (default 100;
+    /// quick 10).
+    #[arg(long, env = "OZ_BENCH_FLEET_REVOCATIONS")]
+    pub fleet_revocations: Option<usize>,
+
     /// An extra kube-apiserver flag for the control plane the bench starts, e.g.
     /// `--apiserver-arg=--profiling=true` to read its pprof endpoints while a part runs
     /// (repeatable). Figures measured with one are not comparable with a plain run's.
@@ -190,6 +211,13 @@ pub struct Sizes {
     /// MiB per throughput run, and runs per mode.
     pub session_mib: u64,
     pub session_runs: usize,
+    /// The fleet part: spokes per fleet, sequential requests, grants held at once, and short
+    /// grants revoked with the hub stopped, whose durations are spread in [min, max] seconds.
+    pub fleet_spokes: Vec<usize>,
+    pub fleet_sequential: usize,
+    pub fleet_held: usize,
+    pub fleet_revocations: usize,
+    pub fleet_revocation_durations: (u64, u64),
     /// Idle measurements last this long.
     #[serde(serialize_with = "seconds")]
     pub idle: Duration,
@@ -245,6 +273,11 @@ impl Sizes {
             session_spread: Duration::from_secs(10),
             session_mib: 64,
             session_runs: 3,
+            fleet_spokes: vec![2, 10],
+            fleet_sequential: 100,
+            fleet_held: 500,
+            fleet_revocations: 100,
+            fleet_revocation_durations: (30, 45),
             idle: Duration::from_secs(10),
             settle: Duration::from_secs(5),
         }
@@ -279,6 +312,11 @@ impl Sizes {
             session_spread: Duration::from_secs(2),
             session_mib: 8,
             session_runs: 1,
+            fleet_spokes: vec![2],
+            fleet_sequential: 10,
+            fleet_held: 20,
+            fleet_revocations: 10,
+            fleet_revocation_durations: (15, 20),
             idle: Duration::from_secs(3),
             settle: Duration::from_secs(2),
         }
@@ -315,6 +353,12 @@ impl Sizes {
         if !cli.webhook_rates.is_empty() {
             sizes.webhook_rates = cli.webhook_rates.clone();
         }
+        if !cli.fleet_spokes.is_empty() {
+            sizes.fleet_spokes = cli.fleet_spokes.iter().map(|&n| usize::from(n)).collect();
+        }
+        set(&mut sizes.fleet_sequential, cli.fleet_sequential);
+        set(&mut sizes.fleet_held, cli.fleet_held);
+        set(&mut sizes.fleet_revocations, cli.fleet_revocations);
         if let Some(seconds) = cli.revocation_spread {
             sizes.revocation_spread = Duration::from_secs_f64(seconds);
         }
@@ -373,5 +417,8 @@ mod tests {
             (sizes.sessions, sizes.session_mib, sizes.session_runs),
             (50, 64, 3)
         );
+        assert_eq!(sizes.fleet_spokes, [2, 10]);
+        let two = Sizes::from_cli(&Cli::parse_from(["oz-bench", "--fleet-spokes", "3"]));
+        assert_eq!(two.fleet_spokes, [3]);
     }
 }

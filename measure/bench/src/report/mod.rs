@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::{
     access::AccessResults,
     calls::CallsResults,
+    fleet::FleetResults,
     procstat::Window,
     revocation::RevocationResults,
     scale::ScaleResults,
@@ -14,6 +15,7 @@ use crate::{
     webhooks::{ApiserverResults, DirectResults},
 };
 
+mod cells;
 mod table;
 mod targets;
 
@@ -32,6 +34,8 @@ pub struct Results {
     pub scale: Vec<ScaleResults>,
     pub sessions: Option<SessionsResults>,
     pub apiserver: Option<ApiserverResults>,
+    /// One entry per fleet (spoke count).
+    pub fleet: Option<FleetResults>,
     pub targets: Vec<Target>,
     /// Parts that failed, with why.
     pub errors: Vec<String>,

@@ -2,8 +2,13 @@
 
 use std::fmt::Write;
 
-use super::Results;
-use crate::{calls::CallsResults, procstat::Window, stats::Summary};
+mod fleet;
+
+use super::{
+    Results,
+    cells::{summary, window},
+};
+use crate::calls::CallsResults;
 
 impl Results {
     /// The previous run's figure at `pointer` (a JSON pointer), `None` when it had none.
@@ -374,6 +379,9 @@ impl Results {
                 rows.push(("unexpected answers".into(), a.unexpected.to_string()));
             }
         }
+        if let Some(f) = &self.fleet {
+            fleet::rows(&mut rows, f);
+        }
         rows.push(("== targets".into(), String::new()));
         for t in &self.targets {
             let verdict = match t.met {
@@ -511,23 +519,6 @@ fn previously(was: Option<&serde_json::Value>) -> String {
         return String::new();
     };
     format!("; previous {figure}")
-}
-
-fn summary(s: &Summary) -> String {
-    if s.count == 0 {
-        return "no data".into();
-    }
-    format!(
-        "n {}, p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        s.count, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms
-    )
-}
-
-fn window(w: &Window) -> String {
-    format!(
-        "RSS max {:.1} MiB (end {:.1}), CPU {:.1}% of a core over {:.1} s",
-        w.rss_max_mib, w.rss_end_mib, w.cpu_percent, w.seconds
-    )
 }
 
 fn opt_ms(value: Option<f64>) -> String {

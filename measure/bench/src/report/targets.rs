@@ -220,6 +220,38 @@ impl Results {
                 audit_at(10_000),
             ),
         ]);
+        for run in self.fleet.iter().flat_map(|f| &f.runs) {
+            targets.extend([
+                target(
+                    &format!(
+                        "Fleet of {}: time to access p99 through the hub, over a spoke's own",
+                        run.spokes
+                    ),
+                    Bound::Below(500.0),
+                    "ms",
+                    (run.through_hub.count > 0).then_some(run.p99_over_spoke_ms),
+                ),
+                target(
+                    &format!(
+                        "Fleet of {}: revocation lag p99 with the hub stopped (RoleBinding deleted)",
+                        run.spokes
+                    ),
+                    Bound::Below(1000.0),
+                    "ms",
+                    (run.revocation.binding_deleted.count > 0)
+                        .then_some(run.revocation.binding_deleted.p99_ms),
+                ),
+                target(
+                    &format!(
+                        "Fleet of {}: grants not revoked with the hub stopped",
+                        run.spokes
+                    ),
+                    Bound::AtMost(0.0),
+                    "grants",
+                    (run.revocation.grants > 0).then_some(run.revocation.missing as f64),
+                ),
+            ]);
+        }
         self.targets = targets;
     }
 
@@ -353,6 +385,34 @@ mod tests {
         assert_eq!(previous("API calls to grant"), Some(19.0));
         assert_eq!(previous("Burst of 1,000"), Some(50.0));
         assert_eq!(previous("RSS, idle"), None);
+    }
+
+    #[test]
+    fn a_fleet_is_judged_on_its_overhead_over_the_spokes_own_time_and_its_revocations() {
+        use crate::fleet::{FleetResults, FleetRun};
+        let mut run = FleetRun {
+            spokes: 10,
+            p99_over_spoke_ms: 620.0,
+            ..Default::default()
+        };
+        run.through_hub.count = 100;
+        run.through_hub.p99_ms = 700.0;
+        run.revocation.grants = 100;
+        run.revocation.missing = 1;
+        run.revocation.binding_deleted.count = 99;
+        run.revocation.binding_deleted.p99_ms = 300.0;
+        let mut results = Results {
+            fleet: Some(FleetResults { runs: vec![run] }),
+            ..Default::default()
+        };
+        results.judge();
+        assert_eq!(
+            results.missed(),
+            [
+                "Fleet of 10: time to access p99 through the hub, over a spoke's own: 620.0 ms, target < 500 ms",
+                "Fleet of 10: grants not revoked with the hub stopped: 1.0 grants, target ≤ 0 grants",
+            ]
+        );
     }
 
     #[test]
