@@ -364,6 +364,8 @@ fn watch_labelled(
     let store = writer.as_reader();
     let events = watcher(api, watcher::Config::default().labels(labels))
         .default_backoff()
+        // managedFields, in a DynamicObject's JSON, were most of a fleet grant's memory here.
+        .modify(|object| oz_api::strip_unread_metadata(&mut object.metadata))
         .reflect(writer);
     let task = tokio::spawn(async move {
         let mut events = std::pin::pin!(events);
