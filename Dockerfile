@@ -15,11 +15,16 @@ ARG RUST_VERSION=1.95
 ARG GO_VERSION=1.26
 
 # The Cluster Inventory API's secretreader credential plugin, static (no cgo), from the module at
-# the version hack/tools/go.mod pins for `make image` (src/install/tests/image_recipe.rs checks).
+# the version hack/tools/go.mod pins for `make image` (src/install/tests/image_recipe.rs checks),
+# with the dependencies its own go.mod asks for. Through a throwaway module rather than
+# `go install ...@VERSION`, which also lists the module's versions: a proxy that serves exact
+# versions only (as a local mirror may) refuses that.
 FROM golang:${GO_VERSION}-alpine AS secretreader
-RUN CGO_ENABLED=0 GOBIN=/out go install -trimpath -ldflags '-s -w' \
-      sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin@v0.1.0 \
- && mv /out/plugin /out/secretreader-plugin
+WORKDIR /plugin
+RUN go mod init oz.local/secretreader \
+ && go get sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin@v0.1.0 \
+ && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/secretreader-plugin \
+      sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin
 
 FROM rust:${RUST_VERSION}-alpine AS build
 RUN apk add --no-cache gcc musl-dev

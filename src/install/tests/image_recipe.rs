@@ -297,14 +297,18 @@ fn both_images_carry_the_secretreader_plugin_where_the_hubs_provider_file_names_
     let version = pinned_cluster_inventory_api();
     assert_eq!(version, "v0.1.0", "docs/fleet.md names the version");
     // The Dockerfile builds it statically, from the module at the pinned version.
-    let build = instruction_with(&dockerfile, "go install");
-    assert!(build.contains("CGO_ENABLED=0"), "a static plugin: {build}");
+    let build = instruction_with(&dockerfile, "go build");
+    assert!(
+        build.contains("CGO_ENABLED=0 go build"),
+        "a static plugin: {build}"
+    );
     assert!(
         build.contains(&format!(
-            "sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin@{version}"
-        )),
+            "go get sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin@{version} "
+        )) && build.ends_with(" sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin"),
         "the Dockerfile builds another plugin or version than hack/tools/go.mod's {version}: {build}"
     );
+    assert!(build.contains("-o /out/secretreader-plugin"), "{build}");
     assert!(
         dockerfile.contains(&format!(
             "COPY --from=secretreader /out/secretreader-plugin {SECRETREADER_PLUGIN}\n"
