@@ -477,6 +477,14 @@ impl InstallOptions {
             ));
         }
         if let Some(hub) = &self.fleet_hub {
+            // The hub watches fleet templates in every namespace (`crate::fleet`).
+            if !self.watched().is_empty() {
+                return Err(ManifestError::Invalid(
+                    "a fleet hub reads fleet templates in every namespace: leave out \
+                     --watch-namespaces"
+                        .into(),
+                ));
+            }
             check_dns_label("fleet namespace", &hub.namespace)?;
             let name = hub.name.trim();
             if name.is_empty() || name.len() > 63 || name != hub.name {

@@ -19,13 +19,15 @@ use crate::install::{
     *,
 };
 
+/// A hub in oz's namespace oz-ops (it watches every namespace).
 fn hub() -> InstallOptions {
     InstallOptions {
+        namespace: "oz-ops".into(),
         fleet_hub: Some(FleetHubOptions {
             name: "hq".into(),
             namespace: "fleet-a".into(),
         }),
-        ..scoped()
+        ..InstallOptions::default()
     }
 }
 
@@ -60,7 +62,11 @@ fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
 
 #[test]
 fn a_hub_reads_profiles_and_token_secrets_in_its_fleet_namespace_only() {
-    for base in [scoped(), InstallOptions::default()] {
+    let ops = InstallOptions {
+        namespace: "oz-ops".into(),
+        ..InstallOptions::default()
+    };
+    for base in [ops, InstallOptions::default()] {
         let plain = rbac_objects(&base);
         let options = InstallOptions {
             fleet_hub: hub().fleet_hub,
@@ -109,6 +115,16 @@ fn a_hub_reads_profiles_and_token_secrets_in_its_fleet_namespace_only() {
             ("oz-manager", Some(options.namespace.as_str()))
         );
     }
+}
+
+#[test]
+fn a_hub_watches_every_namespace() {
+    let scoped_hub = InstallOptions {
+        fleet_hub: hub().fleet_hub,
+        ..scoped()
+    };
+    let error = install_objects(&scoped_hub).unwrap_err().to_string();
+    assert!(error.contains("leave out --watch-namespaces"), "{error}");
 }
 
 #[test]

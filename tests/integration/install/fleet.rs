@@ -12,7 +12,7 @@ use oz::install::{Component, FleetHubOptions, InstallOptions, install_yaml, is_u
 
 use crate::support::{
     cluster::{env, install_crds},
-    install::{apply_install, client_from, service_account_kubeconfig},
+    install::{apply_install, client_from, delete_cluster_scoped, service_account_kubeconfig},
 };
 
 /// The Cluster Inventory API's group, where ClusterProfiles are.
@@ -47,12 +47,14 @@ async fn a_hub_reads_profiles_and_gets_token_secrets_in_its_fleet_namespace_alon
     install_crds().await;
     let admin = env().admin().await.unwrap();
     let operator_ns = env().namespace("fleet-hub-oz").await.unwrap();
+    // Where requests are: a hub watches every namespace, but reads no Secret by this rule there.
     let ns = env().namespace("fleet-hub").await.unwrap();
     let fleet_ns = env().namespace("fleet-hub-fleet").await.unwrap();
     let other = env().namespace("fleet-hub-other").await.unwrap();
+    // Cluster-scoped objects (its ClusterRole) under a name of this test's own.
     let options = InstallOptions {
+        name: operator_ns.clone(),
         namespace: operator_ns.clone(),
-        watch_namespaces: vec![ns.clone()],
         controllers: vec![Component::Exec, Component::Pod],
         crds: false,
         fleet_hub: Some(FleetHubOptions {
@@ -72,7 +74,13 @@ async fn a_hub_reads_profiles_and_gets_token_secrets_in_its_fleet_namespace_alon
         "the hub's Role is in the fleet namespace"
     );
 
-    let kubeconfig = service_account_kubeconfig(env(), &admin, &operator_ns, "oz-manager").await;
+    let kubeconfig = service_account_kubeconfig(
+        env(),
+        &admin,
+        &operator_ns,
+        &format!("{operator_ns}-manager"),
+    )
+    .await;
     let oz = client_from(&kubeconfig).await;
     let mut wrong = Vec::new();
     for (verb, group, resource, namespace, allowed) in [
@@ -157,6 +165,7 @@ async fn a_hub_reads_profiles_and_gets_token_secrets_in_its_fleet_namespace_alon
             ));
         }
     }
+    delete_cluster_scoped(&admin, &applied).await;
     assert!(
         wrong.is_empty(),
         "oz's ServiceAccount on a hub: {}",

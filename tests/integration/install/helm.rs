@@ -287,21 +287,17 @@ fn the_chart_renders_what_oz_manager_manifests_prints_for_the_same_settings() {
         json!({"fleet": {"hub": {"enabled": true}}}),
     );
     assert_chart_matches(
-        "fleet hub, named, its own fleet namespace, scoped, another release name",
+        "fleet hub, named, its own fleet namespace, another release name",
         InstallOptions {
             name: "jit".into(),
             namespace: "oz-ops".into(),
-            watch_namespaces: vec!["team-a".into()],
             fleet_hub: Some(FleetHubOptions {
                 name: "hq".into(),
                 namespace: "fleet-a".into(),
             }),
             ..InstallOptions::default()
         },
-        json!({
-            "watchNamespaces": ["team-a"],
-            "fleet": {"hub": {"enabled": true, "name": "hq", "namespace": "fleet-a"}},
-        }),
+        json!({"fleet": {"hub": {"enabled": true, "name": "hq", "namespace": "fleet-a"}}}),
     );
     assert_chart_matches(
         "fleet spoke",
@@ -482,6 +478,10 @@ fn bad_values_are_refused_naming_the_value() {
         (
             json!({"controllers": ["exec"], "fleet": {"spoke": {"enabled": true}}}),
             "fleet.spoke.enabled: a fleet spoke's webhooks are what limit the hub's credential there",
+        ),
+        (
+            json!({"watchNamespaces": ["team-a"], "fleet": {"hub": {"enabled": true}}}),
+            "fleet.hub.enabled: a fleet hub reads fleet templates in every namespace: leave watchNamespaces empty",
         ),
         (
             json!({"fleet": {"hub": {"enabled": true, "namespace": "Fleet_A"}}}),
