@@ -9,8 +9,22 @@
 # The build stage is Rust on Alpine, so the binary links musl statically (the default for musl
 # targets; ring's C and assembly need gcc and musl-dev). The final stage is distroless static:
 # no shell, no libc, no package manager; just CA certificates, tzdata and the nonroot user 65532.
+# It also carries the credential plugin a fleet hub reaches its spokes with (docs/fleet.md).
 
 ARG RUST_VERSION=1.95
+ARG GO_VERSION=1.26
+
+# The Cluster Inventory API's secretreader credential plugin, static (no cgo), from the module at
+# the version hack/tools/go.mod pins for `make image` (src/install/tests/image_recipe.rs checks),
+# with the dependencies its own go.mod asks for. Through a throwaway module rather than
+# `go install ...@VERSION`, which also lists the module's versions: a proxy that serves exact
+# versions only (as a local mirror may) refuses that.
+FROM golang:${GO_VERSION}-alpine AS secretreader
+WORKDIR /plugin
+RUN go mod init oz.local/secretreader \
+ && go get sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin@v0.1.0 \
+ && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/secretreader-plugin \
+      sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin
 
 FROM rust:${RUST_VERSION}-alpine AS build
 RUN apk add --no-cache gcc musl-dev
@@ -56,6 +70,7 @@ LABEL org.opencontainers.image.title="oz" \
       org.opencontainers.image.source="https://github.com/oz-rs/oz" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/oz-manager /usr/local/bin/oz-manager
+COPY --from=secretreader /out/secretreader-plugin /usr/local/bin/secretreader-plugin
 USER 65532:65532
 # Metrics, health probes, webhooks, the brokered sessions API (the ports config/default uses).
 EXPOSE 8080 8081 9443 9444

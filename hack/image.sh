@@ -8,12 +8,14 @@
 #
 # Writes target/image/oz.oci.tar (an OCI archive tagged oz:VERSION), tags oz:VERSION in the
 # buildah store target/image/containers, and leaves the static binaries in target/image/bin.
-# The image holds oz-manager (its entrypoint), the CA certificates and time zones of Debian's
-# ca-certificates and tzdata packages, and a passwd naming the user it runs as, 65532 (the
-# `nonroot` of distroless, as the Dockerfile's image): no shell, no libc, no package manager.
+# The image holds oz-manager (its entrypoint), the secretreader credential plugin a fleet hub
+# runs (docs/fleet.md), the CA certificates and time zones of Debian's ca-certificates and
+# tzdata packages, and a passwd naming the user it runs as, 65532 (the `nonroot` of distroless,
+# as the Dockerfile's image): no shell, no libc, no package manager.
 #
 # Needs: the rustup target x86_64-unknown-linux-musl, musl-gcc (Debian's musl-tools: ring and
-# mimalloc have C parts), buildah, and dpkg's record of ca-certificates and tzdata. The store is
+# mimalloc have C parts), buildah, dpkg's record of ca-certificates and tzdata, and Go (the
+# plugin is `hack/testenv.sh build-tools`'s, built once per machine and reused). The store is
 # a private one under target/ with the vfs driver, which works in a container and on a fresh
 # machine (no overlay mounts, nothing shared with other users of buildah). As a user other than
 # root, buildah needs that user's ranges in /etc/subuid and /etc/subgid.
@@ -61,11 +63,18 @@ built="${CARGO_TARGET_DIR:-target}/$rust_target/$profile"
 mkdir -p "$out/bin"
 install -m 0755 "$built/oz-manager" "$built/ozctl" "$out/bin/"
 
+# The fleet hub's credential plugin: the static (CGO_ENABLED=0) build of the Cluster Inventory
+# API's secretreader that the tests use, from the version hack/tools/go.mod pins, built once per
+# machine and reused (CI has built it before this).
+tools=$(hack/testenv.sh build-tools)
+[ -x "$tools/secretreader-plugin" ] || die "hack/testenv.sh build-tools left no secretreader-plugin in $tools"
+
 # The image's files, laid out in a directory that becomes its one layer.
 rootfs=$out/rootfs
 rm -rf "$rootfs"
 mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc/ssl/certs" "$rootfs/tmp" "$rootfs/home"
 install -m 0755 "$out/bin/oz-manager" "$rootfs/usr/local/bin/oz-manager"
+install -m 0755 "$tools/secretreader-plugin" "$rootfs/usr/local/bin/secretreader-plugin"
 # The Mozilla roots exactly as the package ships them, not the machine's bundle, which may hold
 # certificates added locally.
 dpkg -L ca-certificates | grep '^/usr/share/ca-certificates/mozilla/.*\.crt$' | LC_ALL=C sort \

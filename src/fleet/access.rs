@@ -73,15 +73,29 @@ impl Providers {
             reason,
         };
         let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
-        let providers: Self = serde_json::from_str(&text).map_err(|e| failed(e.to_string()))?;
+        Self::parse(&text).map_err(failed)
+    }
+
+    /// The providers in `text`, a provider file's JSON; why not, if every provider does not
+    /// name a command.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let providers: Self = serde_json::from_str(text).map_err(|e| e.to_string())?;
         if let Some(p) = providers
             .providers
             .iter()
             .find(|p| p.exec_config.command.as_deref().is_none_or(str::is_empty))
         {
-            return Err(failed(format!("provider {:?} names no command", p.name)));
+            return Err(format!("provider {:?} names no command", p.name));
         }
         Ok(providers)
+    }
+
+    /// The exec plugin the file runs for access provider `name`, if it names it.
+    pub fn exec_config(&self, name: &str) -> Option<&ExecConfig> {
+        self.providers
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| &p.exec_config)
     }
 
     /// A kubeconfig that reaches `profile`'s cluster through the first of its access providers

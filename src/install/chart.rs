@@ -4,12 +4,16 @@
 //! The rules depend on the parts run (`controllers`) and, through resource names, on the
 //! install's name. [`chart_rules_template`] writes one Helm `define` per valid set of parts and
 //! per place (`watched`, `state`, `cluster`), with the name written as [`NAME_PLACEHOLDER`],
-//! which the chart replaces with the release's name. The file is committed as
+//! which the chart replaces with the release's name; and the fleet hub's (`oz.rules.fleetHub`)
+//! and its credential's on a spoke (`oz.rules.fleetHubCredential`), which depend on neither.
+//! The file is committed as
 //! `charts/oz/templates/_rules.tpl`; a test fails when it drifts (`make manifests` rewrites it).
 
 use super::{
     Component, InstallOptions, ManifestError, Rule, cluster_rules, operator_namespace_rules,
-    options::join, watched_namespace_rules,
+    options::join,
+    rbac::{fleet_hub_credential_rules, fleet_hub_rules},
+    watched_namespace_rules,
 };
 
 /// Stands for the install's name in the generated rules (`OZNAME-manager`, `OZNAME-requests`);
@@ -69,6 +73,18 @@ pub fn chart_rules_template() -> Result<String, ManifestError> {
                 join(&parts)
             ));
         }
+    }
+    // The fleet's rules depend on no part and no name.
+    let fleet: [(&str, Vec<Rule>); 2] = [
+        ("fleetHub", fleet_hub_rules()),
+        ("fleetHubCredential", fleet_hub_credential_rules()),
+    ];
+    for (place, rules) in fleet {
+        let rules: Vec<_> = rules.into_iter().map(|r| r.rule).collect();
+        out.push_str(&format!(
+            "{{{{- define \"oz.rules.{place}\" }}}}\n{}{{{{- end }}}}\n",
+            serde_saphyr::to_string(&rules)?
+        ));
     }
     Ok(out)
 }

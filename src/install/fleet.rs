@@ -11,8 +11,9 @@ use k8s_openapi::api::{
 };
 
 use super::{
-    InstallOptions, Manifest, ManifestError, meta,
-    objects::manifests_yaml,
+    InstallOptions, Manifest, ManifestError,
+    manifest::manifests_yaml,
+    meta,
     rbac::{fleet_hub_credential_rules, role_ref, rule_comments},
 };
 

@@ -29,14 +29,20 @@
 //!   `webhook_ingress_cidrs` adds a NetworkPolicy admitting only the control plane to the
 //!   webhook port (`docs/audit.md`, "Caller verification").
 //!
+//! - **A fleet hub** (`fleet_hub`) reads ClusterProfiles and the spokes' token Secrets in its
+//!   fleet namespace only, through a Role there; **a fleet spoke** holds the hub's credential
+//!   ([`fleet`]).
+//!
 //! Where each part lives: [`options`] (what to install, and the parts of oz-manager), [`rbac`]
 //! (the rules and the Roles holding them), [`workload`] (Services, Deployment, webhook
 //! configurations), [`network_policies`] (what may reach oz-manager, and what it may reach),
+//! [`fleet_hub`] and [`fleet`] (a fleet's hub and spoke),
 //! `objects.rs` (all of them in order, and as YAML), [`yaml`] (the rendering's helpers).
 
 pub mod chart;
 mod error;
 pub mod fleet;
+pub mod fleet_hub;
 mod manifest;
 pub mod network_policies;
 mod objects;
@@ -52,9 +58,10 @@ pub use manifest::Manifest;
 use manifest::{labels, meta, selector_labels};
 pub use objects::{install_objects, install_yaml};
 pub use options::{
-    AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, DEFAULT_IMAGE, DEFAULT_NAME,
-    DEFAULT_NAMESPACE, DEFAULT_SESSION_RECORDINGS, HEALTH_PORT, InstallOptions, METRICS_PORT,
-    RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
+    AUDIT_PUBLIC_KEYS_CONFIGMAP, AUDIT_SIGNING_KEY_SECRET, Component, DEFAULT_FLEET_NAME,
+    DEFAULT_FLEET_NAMESPACE, DEFAULT_IMAGE, DEFAULT_NAME, DEFAULT_NAMESPACE,
+    DEFAULT_SESSION_RECORDINGS, FleetHubOptions, HEALTH_PORT, InstallOptions, METRICS_PORT, RUN_AS,
+    SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
 };
 pub use rbac::{Rule, cluster_rules, operator_namespace_rules, watched_namespace_rules};
 pub use registration::{watched_namespaces_selector, webhook_registration};

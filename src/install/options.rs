@@ -38,6 +38,32 @@ pub const AUDIT_SIGNING_KEY_SECRET: &str = oz_platform::audit_key::SIGNING_KEY_S
 pub const AUDIT_PUBLIC_KEYS_CONFIGMAP: &str = oz_platform::audit_key::PUBLIC_KEYS_CONFIGMAP;
 /// The non-root user and group the container runs as (distroless `nonroot`).
 pub const RUN_AS: i64 = 65532;
+/// A fleet hub's name unless `--fleet-name` says otherwise: oz-manager's own default.
+pub const DEFAULT_FLEET_NAME: &str = "hub";
+/// Where an install's fleet hub reads ClusterProfiles and their token Secrets unless told
+/// otherwise: a namespace of its own, so that reading the tokens reads no other Secret.
+pub const DEFAULT_FLEET_NAMESPACE: &str = "oz-fleet";
+
+/// A fleet hub (`docs/fleet.md`): oz-manager runs with `--fleet-hub`, reads the ClusterProfiles
+/// and the spokes' token Secrets in [`Self::namespace`], and reaches the spokes through the
+/// secretreader plugin the image carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetHubOptions {
+    /// The hub's name (`--fleet-name`), a label value on everything it keeps on spokes.
+    pub name: String,
+    /// The fleet namespace (`--fleet-namespace`): the ClusterProfiles, and a Secret per spoke
+    /// holding the hub's token there. It must already exist, as watched namespaces must.
+    pub namespace: String,
+}
+
+impl Default for FleetHubOptions {
+    fn default() -> Self {
+        Self {
+            name: DEFAULT_FLEET_NAME.into(),
+            namespace: DEFAULT_FLEET_NAMESPACE.into(),
+        }
+    }
+}
 
 /// One part of oz-manager, as named by `--controllers`: of `oz-manager` (what to run) and of
 /// `oz-manager manifests` (what to install and grant permissions for).
@@ -173,6 +199,12 @@ pub struct InstallOptions {
     /// (`envFrom`): `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, ... for the
     /// recordings store. Needs sessions.
     pub session_recordings_secret: Option<String>,
+    /// Run as a fleet hub: the provider file in a ConfigMap, mounted, and the hub's RBAC in
+    /// the fleet namespace ([`super::fleet_hub`]).
+    pub fleet_hub: Option<FleetHubOptions>,
+    /// Run as a fleet spoke: the hub's credential ([`super::fleet`]) and oz-manager's
+    /// `--fleet-hub-user` naming it. Needs the webhooks, which check the hub's writes.
+    pub fleet_spoke: bool,
 }
 
 impl Default for InstallOptions {
@@ -191,6 +223,8 @@ impl Default for InstallOptions {
             egress_cidrs: Vec::new(),
             session_recordings: None,
             session_recordings_secret: None,
+            fleet_hub: None,
+            fleet_spoke: false,
         }
     }
 }
@@ -254,6 +288,18 @@ impl InstallOptions {
         }
         if let Some(secret) = &self.session_recordings_secret {
             line.push_str(&format!(" --session-recordings-secret {secret}"));
+        }
+        if self.fleet_spoke {
+            line.push_str(" --fleet-spoke-install");
+        }
+        if let Some(hub) = &self.fleet_hub {
+            line.push_str(" --fleet-hub");
+            if hub.name != DEFAULT_FLEET_NAME {
+                line.push_str(&format!(" --fleet-name {}", hub.name));
+            }
+            if hub.namespace != DEFAULT_FLEET_NAMESPACE {
+                line.push_str(&format!(" --fleet-namespace {}", hub.namespace));
+            }
         }
         line
     }
@@ -427,6 +473,31 @@ impl InstallOptions {
             return Err(ManifestError::Invalid(
                 "--webhook-client-ca-secret verifies the webhooks' callers and \
                  --unverified-webhook-callers does not: choose one"
+                    .into(),
+            ));
+        }
+        if let Some(hub) = &self.fleet_hub {
+            // The hub watches fleet templates in every namespace (`crate::fleet`).
+            if !self.watched().is_empty() {
+                return Err(ManifestError::Invalid(
+                    "a fleet hub reads fleet templates in every namespace: leave out \
+                     --watch-namespaces"
+                        .into(),
+                ));
+            }
+            check_dns_label("fleet namespace", &hub.namespace)?;
+            let name = hub.name.trim();
+            if name.is_empty() || name.len() > 63 || name != hub.name {
+                return Err(ManifestError::Invalid(format!(
+                    "fleet name {:?}: 1 to 63 characters, no spaces around: it is a label value on spokes",
+                    hub.name
+                )));
+            }
+        }
+        if self.fleet_spoke && !self.runs(Component::Webhooks) {
+            return Err(ManifestError::Invalid(
+                "a fleet spoke's webhooks are what limit the hub's credential there: add webhooks \
+                 to --controllers"
                     .into(),
             ));
         }

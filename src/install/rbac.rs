@@ -16,8 +16,8 @@ mod rules;
 
 use rules::RBAC_GROUP;
 pub use rules::{
-    Rule, cluster_rules, fleet_hub_credential_rules, operator_namespace_rules,
-    watched_namespace_rules,
+    CLUSTER_INVENTORY_GROUP, Rule, cluster_rules, fleet_hub_credential_rules, fleet_hub_rules,
+    operator_namespace_rules, watched_namespace_rules,
 };
 
 /// Where the apiserver publishes its front-proxy settings, and the built-in Role that reads them.
@@ -126,7 +126,7 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
 
 /// A Role named `name` in `namespace` (a ClusterRole with no namespace) holding `rules`, and
 /// the binding of the same name that grants it to oz's ServiceAccount there.
-fn bound_role(
+pub(super) fn bound_role(
     o: &InstallOptions,
     name: &str,
     namespace: Option<&str>,

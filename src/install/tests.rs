@@ -641,6 +641,7 @@ fn the_audit_signing_key_and_its_public_keys_are_granted_by_name() {
 
 mod callers;
 mod egress;
+mod fleet;
 mod image_recipe;
 mod recordings;
 mod release_version;

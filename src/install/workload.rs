@@ -8,11 +8,11 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar,
-            EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext,
-            PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretEnvSource,
-            SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
-            VolumeMount,
+            Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+            EnvFromSource, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector,
+            PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+            SeccompProfile, SecretEnvSource, SecretVolumeSource, SecurityContext, Service,
+            ServicePort, ServiceSpec, Volume, VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -23,7 +23,13 @@ use kube::api::ObjectMeta;
 
 use super::{
     Component, DEFAULT_NAME, HEALTH_PORT, InstallOptions, METRICS_PORT, Manifest, ManifestError,
-    RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT, labels, meta, options::join,
+    RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, WEBHOOK_SERVICE_PORT,
+    fleet::hub_user,
+    fleet_hub::{
+        FLEET_PROVIDER_DIR, FLEET_PROVIDER_FILE, FLEET_PROVIDER_KEY, provider_config_map_name,
+    },
+    labels, meta,
+    options::join,
     selector_labels,
 };
 
@@ -37,6 +43,7 @@ pub const WEBHOOK_CLIENT_CA_DIR: &str = "/etc/oz/webhook-client-ca";
 pub const WEBHOOK_CLIENT_CA_KEY: &str = "ca.crt";
 const WEBHOOK_CLIENT_CA_VOLUME: &str = "webhook-client-ca";
 const SESSION_RECORDINGS_VOLUME: &str = "session-recordings";
+const FLEET_PROVIDERS_VOLUME: &str = "fleet-providers";
 /// Where the Deployment keeps session recordings: [`super::DEFAULT_SESSION_RECORDINGS`], an
 /// `emptyDir` volume.
 pub const SESSION_RECORDINGS_DIR: &str = super::DEFAULT_SESSION_RECORDINGS;
@@ -250,6 +257,9 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
         if options.unverified_webhook_callers {
             args.push("--unverified-webhook-callers".into());
         }
+        if options.fleet_spoke {
+            args.push(format!("--fleet-hub-user={}", hub_user(&options.namespace)));
+        }
     }
     if options.runs(Component::Sessions) {
         args.push(format!("--sessions-port={SESSIONS_PORT}"));
@@ -263,6 +273,12 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
                 ));
             }
         }
+    }
+    if let Some(hub) = &options.fleet_hub {
+        args.push("--fleet-hub".into());
+        args.push(format!("--fleet-name={}", hub.name));
+        args.push(format!("--fleet-namespace={}", hub.namespace));
+        args.push(format!("--fleet-provider-file={FLEET_PROVIDER_FILE}"));
     }
     args.push("--log-format=json".into());
     args
@@ -358,6 +374,29 @@ fn deployment(options: &InstallOptions) -> Deployment {
         volume_mounts.push(VolumeMount {
             name: SESSION_RECORDINGS_VOLUME.into(),
             mount_path: SESSION_RECORDINGS_DIR.into(),
+            ..Default::default()
+        });
+    }
+    // A hub's provider file: the whole ConfigMap, read-only, so the kubelet keeps it current.
+    if options.fleet_hub.is_some() {
+        volumes.push(Volume {
+            name: FLEET_PROVIDERS_VOLUME.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: provider_config_map_name(options),
+                items: Some(vec![KeyToPath {
+                    key: FLEET_PROVIDER_KEY.into(),
+                    path: FLEET_PROVIDER_KEY.into(),
+                    mode: None,
+                }]),
+                default_mode: Some(0o444),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        });
+        volume_mounts.push(VolumeMount {
+            name: FLEET_PROVIDERS_VOLUME.into(),
+            mount_path: FLEET_PROVIDER_DIR.into(),
+            read_only: Some(true),
             ..Default::default()
         });
     }

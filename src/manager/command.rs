@@ -117,9 +117,26 @@ struct ManifestsArgs {
     #[arg(long, conflicts_with_all = [
         "watch_namespaces", "controllers", "image", "replicas", "no_crds",
         "webhook_client_ca_secret", "webhook_ingress_cidrs", "unverified_webhook_callers",
-        "egress_cidrs", "session_recordings", "session_recordings_secret",
+        "egress_cidrs", "session_recordings", "session_recordings_secret", "fleet_hub",
+        "fleet_spoke_install",
     ])]
     fleet_spoke: bool,
+    /// Install a fleet spoke: the usual install, plus the hub's credential (what --fleet-spoke
+    /// prints alone), and oz-manager run with --fleet-hub-user naming it. Needs the webhooks.
+    #[arg(long)]
+    fleet_spoke_install: bool,
+    /// Install a fleet hub: oz-manager runs with --fleet-hub, its provider file (the image's
+    /// secretreader plugin) in a ConfigMap, and RBAC to read ClusterProfiles and the spokes'
+    /// token Secrets in --fleet-namespace only (docs/fleet.md).
+    #[arg(long)]
+    fleet_hub: bool,
+    /// The hub's name, a label value on everything it keeps on spokes.
+    #[arg(long, requires = "fleet_hub", default_value = install::DEFAULT_FLEET_NAME)]
+    fleet_name: String,
+    /// The hub's fleet namespace: its ClusterProfiles, and a Secret per spoke holding the
+    /// hub's token there. It must exist; keep no other Secrets in it.
+    #[arg(long, requires = "fleet_hub", default_value = install::DEFAULT_FLEET_NAMESPACE)]
+    fleet_namespace: String,
 }
 
 impl ManifestsArgs {
@@ -150,6 +167,11 @@ impl ManifestsArgs {
                 .collect(),
             session_recordings: self.session_recordings,
             session_recordings_secret: self.session_recordings_secret,
+            fleet_hub: self.fleet_hub.then_some(install::FleetHubOptions {
+                name: self.fleet_name,
+                namespace: self.fleet_namespace,
+            }),
+            fleet_spoke: self.fleet_spoke_install,
         }
     }
 }
@@ -338,5 +360,26 @@ mod tests {
         // Flags that shape an install have no part in it: said, not ignored.
         let error = printed(&["manifests", "--fleet-spoke", "--controllers", "exec"]).unwrap_err();
         assert!(error.contains("cannot be used with"), "{error}");
+    }
+
+    /// `--fleet-hub` adds the hub to the usual install; its namespace and name need it.
+    #[test]
+    fn manifests_for_a_fleet_hub_name_its_namespace() {
+        let yaml = printed(&[
+            "manifests",
+            "--unverified-webhook-callers",
+            "--fleet-hub",
+            "--fleet-namespace",
+            "fleet-a",
+        ])
+        .unwrap();
+        assert!(
+            yaml.contains("--unverified-webhook-callers --fleet-hub --fleet-namespace fleet-a`"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("- --fleet-namespace=fleet-a\n"), "{yaml}");
+        assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
+        let error = printed(&["manifests", "--fleet-namespace", "fleet-a"]).unwrap_err();
+        assert!(error.contains("--fleet-hub"), "{error}");
     }
 }

@@ -101,3 +101,32 @@ part oz does not have, on none, and on sessions without webhooks.
 {{- end -}}
 {{- $policy -}}
 {{- end -}}
+
+{{/* The fleet hub's namespace (fleet.hub.namespace), checked: a Role goes there. */}}
+{{- define "oz.fleetNamespace" -}}
+{{- $namespace := .Values.fleet.hub.namespace | toString -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" $namespace) -}}
+{{- fail (printf "fleet.hub.namespace: %q is not a namespace name" $namespace) -}}
+{{- end -}}
+{{- $namespace -}}
+{{- end }}
+
+{{/*
+The fleet hub's provider file: fleet.hub.providerFile if set, else provider secretreader running
+the image's plugin, reading the spokes' token Secrets in the fleet namespace (POD_NAMESPACE, which
+the plugin reads its namespace from), as `oz-manager manifests --fleet-hub` writes it.
+*/}}
+{{- define "oz.fleetProviderFile" -}}
+{{- if .Values.fleet.hub.providerFile -}}
+{{- .Values.fleet.hub.providerFile -}}
+{{- else -}}
+{{- $env := list (dict "name" "POD_NAMESPACE" "value" (include "oz.fleetNamespace" .)) -}}
+{{- $exec := dict "apiVersion" "client.authentication.k8s.io/v1" "command" "/usr/local/bin/secretreader-plugin" "provideClusterInfo" true "env" $env -}}
+{{- dict "providers" (list (dict "name" "secretreader" "execConfig" $exec)) | toJson -}}
+{{- end -}}
+{{- end }}
+
+{{/* A fleet spoke's hub user (--fleet-hub-user): fleet.spoke.hubUser, or the account the chart creates. */}}
+{{- define "oz.fleetHubUser" -}}
+{{- .Values.fleet.spoke.hubUser | default (printf "system:serviceaccount:%s:oz-fleet-hub" .Release.Namespace) -}}
+{{- end }}

@@ -2247,3 +2247,45 @@ config/default/install.yaml; docs/rbac.md explains the design.
   verbs:
   - create
 {{- end }}
+{{- define "oz.rules.fleetHub" }}
+- apiGroups:
+  - multicluster.x-k8s.io
+  resources:
+  - clusterprofiles
+  verbs:
+  - get
+  - list
+  - watch
+- apiGroups:
+  - ""
+  resources:
+  - secrets
+  verbs:
+  - get
+{{- end }}
+{{- define "oz.rules.fleetHubCredential" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - execaccesstemplates
+  - podaccesstemplates
+  verbs:
+  - get
+  - list
+  - watch
+  - create
+  - update
+  - patch
+  - delete
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - execaccessrequests
+  - podaccessrequests
+  verbs:
+  - get
+  - list
+  - watch
+  - create
+  - delete
+{{- end }}

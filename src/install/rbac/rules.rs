@@ -387,6 +387,31 @@ pub fn fleet_hub_credential_rules() -> Vec<Rule> {
     rules.into_rules()
 }
 
+/// The API group of the Cluster Inventory API's ClusterProfiles.
+pub const CLUSTER_INVENTORY_GROUP: &str = "multicluster.x-k8s.io";
+
+/// What a fleet hub needs in its fleet namespace, and only there (a Role): the inventory, and
+/// the spokes' tokens the secretreader plugin reads as oz's ServiceAccount.
+pub fn fleet_hub_rules() -> Vec<Rule> {
+    let mut rules = RuleSet::default();
+    rules.add(
+        CLUSTER_INVENTORY_GROUP,
+        &["clusterprofiles"],
+        &["get", "list", "watch"],
+        "fleet hub: the inventory: reads, lists and watches the ClusterProfiles of the fleet namespace for the spokes, \
+         their labels (which templates cover them) and their access providers; never writes them",
+    );
+    rules.add(
+        "",
+        &["secrets"],
+        &["get"],
+        "fleet hub: the secretreader plugin reads the hub's token for a spoke from the Secret named after its \
+         cluster, one GET each time it connects; RBAC cannot name Secrets not yet made, so this is any Secret in \
+         the fleet namespace (keep nothing else there); no list or watch, so it never learns other names",
+    );
+    rules.into_rules()
+}
+
 /// Rules keyed by (group, resources, resourceNames), their verbs merged and their reasons kept.
 #[derive(Default)]
 struct RuleSet {

@@ -3,9 +3,13 @@
 //! layer (cargo cannot load the workspace without them), every crate it builds is rebuilt from
 //! its own sources, and every port oz-manager serves is exposed. `make image`'s script
 //! (`hack/image.sh`, built and tested in CI) builds the same packages and binaries with the same
-//! cargo flags, and gives its image the same user, entrypoint and ports.
+//! cargo flags, and gives its image the same user, entrypoint and ports. Both carry the fleet
+//! hub's credential plugin where the hub's provider file names it, built statically from the
+//! same version of its module.
 
-use crate::install::{HEALTH_PORT, METRICS_PORT, RUN_AS, SESSIONS_PORT, WEBHOOK_PORT};
+use crate::install::{
+    HEALTH_PORT, METRICS_PORT, RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, fleet_hub::SECRETREADER_PLUGIN,
+};
 
 fn repository_file(path: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
@@ -272,4 +276,65 @@ fn both_images_run_oz_manager_as_65532_and_expose_every_port_it_serves() {
     let mut served = served_ports();
     served.sort();
     assert_eq!(exposed, served, "hack/image.sh's ports");
+}
+
+/// The version of the Cluster Inventory API module hack/tools/go.mod pins (what
+/// `hack/testenv.sh build-tools` builds the plugin from).
+fn pinned_cluster_inventory_api() -> String {
+    let go_mod = repository_file("hack/tools/go.mod");
+    go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sigs.k8s.io/cluster-inventory-api "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("hack/tools/go.mod requires sigs.k8s.io/cluster-inventory-api")
+        .to_string()
+}
+
+#[test]
+fn both_images_carry_the_secretreader_plugin_where_the_hubs_provider_file_names_it() {
+    let dockerfile = repository_file("Dockerfile");
+    let script = repository_file("hack/image.sh");
+    let version = pinned_cluster_inventory_api();
+    assert_eq!(version, "v0.1.0", "docs/fleet.md names the version");
+    // The Dockerfile builds it statically, from the module at the pinned version.
+    let build = instruction_with(&dockerfile, "go build");
+    assert!(
+        build.contains("CGO_ENABLED=0 go build"),
+        "a static plugin: {build}"
+    );
+    assert!(
+        build.contains(&format!(
+            "go get sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin@{version} "
+        )) && build.ends_with(" sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin"),
+        "the Dockerfile builds another plugin or version than hack/tools/go.mod's {version}: {build}"
+    );
+    assert!(build.contains("-o /out/secretreader-plugin"), "{build}");
+    assert!(
+        dockerfile.contains(&format!(
+            "COPY --from=secretreader /out/secretreader-plugin {SECRETREADER_PLUGIN}\n"
+        )),
+        "the Dockerfile's image has no plugin at {SECRETREADER_PLUGIN}"
+    );
+    // The script reuses the tests' build (static too), and puts it at the same path.
+    assert!(
+        script.contains("tools=$(hack/testenv.sh build-tools)"),
+        "hack/image.sh takes the plugin from hack/testenv.sh build-tools"
+    );
+    assert!(
+        script.contains(&format!(
+            "\"$tools/secretreader-plugin\" \"$rootfs{SECRETREADER_PLUGIN}\""
+        )),
+        "hack/image.sh's image has no plugin at {SECRETREADER_PLUGIN}"
+    );
+    let testenv = repository_file("hack/testenv.sh");
+    let tools_build = testenv
+        .split_once("go_build_tools() {")
+        .and_then(|(_, rest)| rest.split_once("\n}"))
+        .expect("hack/testenv.sh defines go_build_tools")
+        .0;
+    assert!(
+        tools_build.contains("CGO_ENABLED=0")
+            && tools_build.contains("plugins/secretreader/cmd/plugin"),
+        "build-tools builds the plugin statically: {tools_build}"
+    );
 }

@@ -394,3 +394,42 @@ fn a_recordings_url_that_carries_credentials_is_refused() {
         assert!(run(url).is_ok(), "{url}");
     }
 }
+
+/// A hub's and a spoke's install run oz-manager as what they install: parsed by oz-manager's
+/// own command line, the hub's flags give its settings, the spoke's the hub's user.
+#[test]
+fn a_fleet_installs_flags_run_a_hub_and_a_spoke() {
+    let hub = InstallOptions {
+        namespace: "oz-ops".into(),
+        fleet_hub: Some(crate::install::FleetHubOptions {
+            name: "hq".into(),
+            namespace: "fleet-a".into(),
+        }),
+        ..InstallOptions::default()
+    };
+    let flags = manager_args(&hub);
+    let config = parse(&flags).unwrap().manager_config().unwrap();
+    let settings = config.fleet_hub.expect("a hub");
+    assert_eq!(
+        (settings.name.as_str(), settings.namespace.as_str()),
+        ("hq", "fleet-a"),
+        "{flags:?}"
+    );
+    assert_eq!(
+        settings.provider_file,
+        std::path::Path::new(crate::install::fleet_hub::FLEET_PROVIDER_FILE)
+    );
+
+    let spoke = InstallOptions {
+        namespace: "oz-ops".into(),
+        fleet_spoke: true,
+        ..InstallOptions::default()
+    };
+    let flags = manager_args(&spoke);
+    let config = parse(&flags).unwrap().manager_config().unwrap();
+    assert!(config.fleet_hub.is_none(), "{flags:?}");
+    assert_eq!(
+        config.webhooks.unwrap().fleet_hub_user,
+        Some(crate::install::fleet::hub_user("oz-ops"))
+    );
+}

@@ -20,7 +20,7 @@ use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams},
 };
-use oz::install::{Component, InstallOptions, install_objects};
+use oz::install::{Component, FleetHubOptions, InstallOptions, fleet, install_objects};
 use oz_api::ExecAccessRequest;
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
@@ -278,6 +278,74 @@ fn the_chart_renders_what_oz_manager_manifests_prints_for_the_same_settings() {
         },
         json!({"controllers": ["pod"]}),
     );
+    assert_chart_matches(
+        "fleet hub",
+        InstallOptions {
+            fleet_hub: Some(FleetHubOptions::default()),
+            ..InstallOptions::default()
+        },
+        json!({"fleet": {"hub": {"enabled": true}}}),
+    );
+    assert_chart_matches(
+        "fleet hub, named, its own fleet namespace, another release name",
+        InstallOptions {
+            name: "jit".into(),
+            namespace: "oz-ops".into(),
+            fleet_hub: Some(FleetHubOptions {
+                name: "hq".into(),
+                namespace: "fleet-a".into(),
+            }),
+            ..InstallOptions::default()
+        },
+        json!({"fleet": {"hub": {"enabled": true, "name": "hq", "namespace": "fleet-a"}}}),
+    );
+    assert_chart_matches(
+        "fleet spoke",
+        InstallOptions {
+            namespace: "oz-ops".into(),
+            fleet_spoke: true,
+            ..InstallOptions::default()
+        },
+        json!({"fleet": {"spoke": {"enabled": true}}}),
+    );
+}
+
+/// The fleet's chart-only values: a provider file of one's own goes into the ConfigMap as
+/// given, and a spoke reached as another user gets no credential of the chart's.
+#[test]
+fn the_fleets_own_values_replace_the_provider_file_and_the_hubs_user() {
+    let providers = r#"{"providers": [{"name": "eks", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/usr/local/bin/secretreader-plugin"}}]}"#;
+    let objects = helm_template(
+        "oz",
+        "oz-system",
+        &json!({"fleet": {"hub": {"enabled": true, "providerFile": providers}}}),
+    );
+    let config_map = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "oz-fleet-providers")
+        .expect("the provider file's ConfigMap");
+    assert_eq!(config_map["data"]["providers.json"], providers);
+
+    let user = "system:serviceaccount:open-cluster-management-agent-addon:hub";
+    let objects = helm_template(
+        "oz",
+        "oz-system",
+        &json!({"fleet": {"spoke": {"enabled": true, "hubUser": user}}}),
+    );
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["metadata"]["name"] == fleet::HUB_CREDENTIAL_NAME),
+        "no credential of the chart's when the hub comes as another user"
+    );
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .contains(&json!(format!("--fleet-hub-user={user}"))),
+        "{args}"
+    );
 }
 
 /// The chart-only values (no `oz-manager manifests` flag) land in the Deployment as given.
@@ -406,6 +474,18 @@ fn bad_values_are_refused_naming_the_value() {
         (
             json!({"webhook": {"clientCASecret": "apiserver-ca", "unverifiedCallers": true}}),
             "webhook.clientCASecret verifies the webhooks' callers and webhook.unverifiedCallers does not: choose one",
+        ),
+        (
+            json!({"controllers": ["exec"], "fleet": {"spoke": {"enabled": true}}}),
+            "fleet.spoke.enabled: a fleet spoke's webhooks are what limit the hub's credential there",
+        ),
+        (
+            json!({"watchNamespaces": ["team-a"], "fleet": {"hub": {"enabled": true}}}),
+            "fleet.hub.enabled: a fleet hub reads fleet templates in every namespace: leave watchNamespaces empty",
+        ),
+        (
+            json!({"fleet": {"hub": {"enabled": true, "namespace": "Fleet_A"}}}),
+            "fleet.hub.namespace: \"Fleet_A\" is not a namespace name",
         ),
     ] {
         let file = chart_values_file(&values);
@@ -565,6 +645,17 @@ async fn the_rendered_chart_passes_the_apiservers_validation() {
             &operator_ns,
             &json!({"watchNamespaces": [a, b], "controllers": ["exec", "webhooks", "sessions"],
                     "webhook": {"clientCASecret": "ca", "ingressCIDRs": ["10.0.0.0/8"]}}),
+        ),
+    )
+    .await;
+    // A fleet hub that is also a spoke: the provider file's ConfigMap, the Role in the fleet
+    // namespace (a), and the hub's credential.
+    dry_run_apply(
+        &admin,
+        &helm_template(
+            "oz",
+            &operator_ns,
+            &json!({"fleet": {"hub": {"enabled": true, "namespace": a}, "spoke": {"enabled": true}}}),
         ),
     )
     .await;

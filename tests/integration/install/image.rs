@@ -1,8 +1,9 @@
 //! The image `make image` builds, as shipped: `target/image/oz.oci.tar`. Its config says who it
-//! runs as, what it runs and which ports it serves; its files are a static oz-manager, the CA
-//! certificates, the time zones and a passwd naming its user; and its own oz-manager, run from
-//! the unpacked archive (static, it runs here as it would in a pod) with the generated install's
-//! flags and RBAC, grants alice an exec and revokes it at expiry.
+//! runs as, what it runs and which ports it serves; its files are a static oz-manager, a static
+//! secretreader plugin (a fleet hub's), the CA certificates, the time zones and a passwd naming
+//! its user; and its own oz-manager, run from the unpacked archive (static, it runs here as it
+//! would in a pod) with the generated install's flags and RBAC, grants alice an exec and revokes
+//! it at expiry.
 //!
 //! Without the archive these tests pass with a note, so that `make test` needs no `make image`
 //! first; `.ci/run` builds the image and sets `OZ_IMAGE_TEST=1`, which makes a missing archive a
@@ -18,7 +19,9 @@ use std::{
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use oz::install::{HEALTH_PORT, METRICS_PORT, RUN_AS, SESSIONS_PORT, WEBHOOK_PORT};
+use oz::install::{
+    HEALTH_PORT, METRICS_PORT, RUN_AS, SESSIONS_PORT, WEBHOOK_PORT, fleet_hub::SECRETREADER_PLUGIN,
+};
 use oz_api::{ExecAccessRequest, RequestPhase};
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
@@ -178,6 +181,8 @@ fn the_image_runs_oz_manager_as_user_65532_and_exposes_every_port_it_serves() {
 
     let file = |path: &str| image.rootfs.join(path.trim_start_matches('/'));
     assert!(is_static_executable(&file(ENTRYPOINT)));
+    // The fleet hub's credential plugin, where the hub's provider file names it.
+    assert!(is_static_executable(&file(SECRETREADER_PLUGIN)));
     let certificates = std::fs::read_to_string(file("/etc/ssl/certs/ca-certificates.crt")).unwrap();
     assert!(
         certificates.matches("BEGIN CERTIFICATE").count() > 100,
