@@ -2,10 +2,15 @@
 //! (its spokes), each running its own oz that grants and revokes. What the API says about it:
 //! which spokes a hub's template covers ([`FleetClusters`]), which spoke a hub's request is for
 //! (`spec.cluster`), and what a hub attests when it forwards a decided request to a spoke
-//! ([`Forwarded`]). `docs/fleet.md` tells the whole model.
+//! ([`Forwarded`]), and how a spoke names the hub's users ([`names`]). `docs/fleet.md` tells
+//! the whole model.
+
+pub mod names;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
+
+use crate::Requester;
 
 /// The label on a spoke's copy of a hub's template: its value is the hub's name. Only the
 /// hub's own credential may create, change or delete a template carrying it, and only the
@@ -60,6 +65,12 @@ pub struct Forwarded {
     pub request_name: String,
     /// The hub request's uid.
     pub request_uid: String,
+    /// The requester as the hub attested them, in the hub's names. Written by this spoke's
+    /// webhook, which puts the same person in `spec.requester` under this cluster's names
+    /// (oz-manager's `--fleet-user-prefix`, `--fleet-group-prefix`); whatever the hub writes
+    /// here is replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<Requester>,
     /// The approvals the hub counted, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<ForwardedApproval>,

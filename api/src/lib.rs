@@ -49,7 +49,10 @@ pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
 };
-pub use fleet::{ClusterSync, FleetClusters, Forwarded, ForwardedApproval, HUB_MANAGED_LABEL};
+pub use fleet::{
+    ClusterSync, FleetClusters, Forwarded, ForwardedApproval, HUB_MANAGED_LABEL,
+    names::{FleetNames, PrefixMap},
+};
 pub use grant_rule::{Asked, GrantSummary, PodAction, Route, granting};
 pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
 pub use metadata::{

@@ -89,6 +89,7 @@ static ROUTER: LazyLock<Router> = LazyLock::new(|| {
         // Reads cost the fuzzer's in-memory lookup nothing: every review is judged in full.
         unverified_reads: UnverifiedReads::new(1e9, 1e9),
         fleet_hub_user: None,
+        fleet_names: Default::default(),
     }))
 });
 

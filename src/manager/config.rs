@@ -236,6 +236,9 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_FLEET_HUB_USER")]
     pub fleet_hub_user: Option<String>,
 
+    #[command(flatten)]
+    pub fleet_names: FleetNameArgs,
+
     /// The audit webhook's failurePolicy: `Ignore` (an oz outage never blocks an exec, which
     /// then goes unaudited) or `Fail` (while oz is down, no exec, attach, port-forward or debug
     /// anywhere in its scope, as Oz's pod exec watcher does). Enforced namespaces always fail
@@ -453,6 +456,7 @@ impl RunArgs {
             Some("") => return Err("--fleet-hub-user must name the hub's user".into()),
             user => user.map(str::to_string),
         };
+        config.fleet_names = self.fleet_names.names();
         config.watch_namespaces = watched.to_vec();
         config.client_ca = match &self.webhook_client_ca_file {
             Some(path) => Some(
@@ -481,7 +485,7 @@ fn identity() -> String {
 mod flag_values;
 mod fleet_flags;
 
-pub use fleet_flags::FleetHubArgs;
+pub use fleet_flags::{FleetHubArgs, FleetNameArgs};
 
 #[cfg(test)]
 mod tests;

@@ -68,6 +68,10 @@ pub struct WebhookConfig {
     /// ([`admission::fleet`]), and the templates webhook is registered in every namespace
     /// served ([`Registration::hub_managed_templates`]). Default: none, no hub.
     pub fleet_hub_user: Option<String>,
+    /// `--fleet-user-prefix`, `--fleet-group-prefix`: on a fleet spoke, this cluster's names
+    /// for the hub's users and groups, which the request webhook puts the hub's requester into
+    /// ([`admission::fleet::requester_in_our_names`]). Default: the same names.
+    pub fleet_names: oz_api::FleetNames,
     /// How often the certificates are checked against their renewal window, besides every
     /// change to the Secrets. Default 1 hour.
     pub check_interval: Duration,
@@ -110,6 +114,7 @@ impl WebhookConfig {
             enforce: EnforceSettings::default(),
             request_admin_groups: vec!["system:masters".into()],
             fleet_hub_user: None,
+            fleet_names: oz_api::FleetNames::default(),
             check_interval: Duration::from_secs(60 * 60),
             leader: None,
             watch_namespaces: Vec::new(),
@@ -268,6 +273,7 @@ impl WebhookServer {
             },
             unverified_reads: admission::approvals::UnverifiedReads::default(),
             fleet_hub_user: config.fleet_hub_user.clone(),
+            fleet_names: config.fleet_names.clone(),
         };
         let verifier = (config.client_ca.as_ref())
             .map(|ca| CallerVerifier::reloading(ca, config.metrics.server.clone()))

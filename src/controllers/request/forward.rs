@@ -127,6 +127,8 @@ pub async fn forward<B: AccessBuilder, T: AccessTemplate>(
             cluster: cluster.to_string(),
             request_name: name.clone(),
             request_uid: uid,
+            // The spoke's webhook records the hub's names for the requester there.
+            requester: None,
             approvers: pass
                 .status
                 .approvals
@@ -433,6 +435,7 @@ mod tests {
             cluster: "b".into(),
             request_name: "alice-web".into(),
             request_uid: "hub-uid".into(),
+            requester: None,
             approvers: Vec::new(),
         };
         let body = spoke_request(&hub_request(), "hub", &alice(), &forwarded, 1799);

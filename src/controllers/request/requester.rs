@@ -162,6 +162,7 @@ mod tests {
             cluster: "spoke-1".into(),
             request_name: "alice-x1".into(),
             request_uid: "uid-x1".into(),
+            requester: None,
             approvers: Vec::new(),
         };
         let (who, _) = admission(&devs, Some("hub-1"), Some(&forwarded), Some(&alice))

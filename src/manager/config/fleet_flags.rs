@@ -1,6 +1,12 @@
-//! The fleet hub's flags (`docs/fleet.md`): flattened into oz-manager's run flags.
+//! The fleet's flags (`docs/fleet.md`): a hub's, and a spoke's names for the hub's users;
+//! flattened into oz-manager's run flags.
 
 use std::path::PathBuf;
+
+use oz_api::{
+    FleetNames, PrefixMap,
+    fleet::names::{GROUP_PREFIX_FLAG, USER_PREFIX_FLAG},
+};
 
 use crate::fleet::HubSettings;
 
@@ -51,4 +57,42 @@ impl FleetHubArgs {
                 .ok_or("--fleet-hub needs --fleet-provider-file")?,
         }))
     }
+}
+
+/// A spoke's names for its hub's users and groups, where its authenticator names them
+/// differently (`docs/fleet.md`, "How identities map between clusters").
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct FleetNameArgs {
+    /// On a fleet spoke: HUB_PREFIX=SPOKE_PREFIX, how this cluster names the hub's users, e.g.
+    /// oidc:=corp: (either side may be empty: =corp: adds a prefix). The user the hub attests
+    /// is granted here as their name with HUB_PREFIX replaced by SPOKE_PREFIX; a hub user whose
+    /// name lacks HUB_PREFIX is refused.
+    #[arg(long, env = "OZ_FLEET_USER_PREFIX", value_name = "HUB_PREFIX=SPOKE_PREFIX",
+          requires = "fleet_hub_user", value_parser = parse_user_prefix)]
+    pub fleet_user_prefix: Option<PrefixMap>,
+
+    /// On a fleet spoke: HUB_PREFIX=SPOKE_PREFIX, how this cluster names the hub's groups, as
+    /// --fleet-user-prefix does users. A hub group without HUB_PREFIX is dropped (but
+    /// system:authenticated, which every user here is in).
+    #[arg(long, env = "OZ_FLEET_GROUP_PREFIX", value_name = "HUB_PREFIX=SPOKE_PREFIX",
+          requires = "fleet_hub_user", value_parser = parse_group_prefix)]
+    pub fleet_group_prefix: Option<PrefixMap>,
+}
+
+impl FleetNameArgs {
+    /// This cluster's names for the hub's.
+    pub fn names(&self) -> FleetNames {
+        FleetNames {
+            users: self.fleet_user_prefix.clone(),
+            groups: self.fleet_group_prefix.clone(),
+        }
+    }
+}
+
+fn parse_user_prefix(text: &str) -> Result<PrefixMap, String> {
+    PrefixMap::parse(USER_PREFIX_FLAG, text)
+}
+
+fn parse_group_prefix(text: &str) -> Result<PrefixMap, String> {
+    PrefixMap::parse(GROUP_PREFIX_FLAG, text)
 }

@@ -335,6 +335,65 @@ fn a_fleet_spokes_hub_user_reaches_the_webhooks() {
 }
 
 #[test]
+fn a_fleet_spokes_names_for_the_hubs_reach_the_webhooks_and_bad_ones_stop_the_start() {
+    let hub = "--fleet-hub-user=system:serviceaccount:oz-system:oz-fleet-hub";
+    let parsed = |extra: &[&str]| {
+        let mut args = vec![
+            "--controllers=webhooks".to_string(),
+            "--webhook-url-base=https://127.0.0.1:9443".to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        parse(&args).map_err(|e| e.to_string())
+    };
+    let names = |extra: &[&str]| {
+        parsed(extra)
+            .unwrap()
+            .manager_config()
+            .unwrap()
+            .webhooks
+            .unwrap()
+            .fleet_names
+    };
+    assert_eq!(names(&[hub]), oz_api::FleetNames::default());
+    let mapped = names(&[
+        hub,
+        "--fleet-user-prefix=oidc:=corp:",
+        "--fleet-group-prefix==corp:",
+    ]);
+    let users = mapped.users.unwrap();
+    assert_eq!(
+        (users.hub.as_str(), users.spoke.as_str()),
+        ("oidc:", "corp:")
+    );
+    let groups = mapped.groups.unwrap();
+    assert_eq!((groups.hub.as_str(), groups.spoke.as_str()), ("", "corp:"));
+
+    for (args, said) in [
+        (
+            &[hub, "--fleet-user-prefix=corp:"][..],
+            "want HUB_PREFIX=SPOKE_PREFIX",
+        ),
+        (
+            &[hub, "--fleet-group-prefix=a=b=c"][..],
+            "more than one '='",
+        ),
+        (
+            &[hub, "--fleet-user-prefix=="][..],
+            "leave --fleet-user-prefix out",
+        ),
+        // Only a spoke has a hub whose names to map.
+        (&["--fleet-user-prefix=oidc:=corp:"][..], "--fleet-hub-user"),
+    ] {
+        let error = parsed(args).unwrap_err();
+        assert!(error.contains(said), "{args:?}: {error}");
+        assert!(
+            error.contains("--fleet-user-prefix") || error.contains("--fleet-group-prefix"),
+            "{args:?}: the flag is named: {error}"
+        );
+    }
+}
+
+#[test]
 fn the_audit_webhook_ignores_an_oz_outage_unless_told_to_fail() {
     let config = |extra: &[&str]| {
         let mut args = vec![

@@ -2,6 +2,7 @@
 //! templates there and having them grant the requests it decided.
 
 mod failures;
+mod identities;
 mod inventory;
 mod requests;
 mod setup;

@@ -14,7 +14,7 @@ use oz_testenv::workloads::{self, Workload, WorkloadSpec};
 
 use crate::support::{
     admission::wait_until_admitting,
-    fleet::Fleet,
+    fleet::{Fleet, FleetUsers},
     manifests::create_manifest,
     operator::{Operator, audit_log_path, eventually_or_show},
     users::may_exec,
@@ -43,8 +43,18 @@ pub struct OzFleet {
 impl OzFleet {
     /// A hub and `spokes`, each registered with its labels, with oz running everywhere.
     pub async fn start(spokes: &[(&str, &[(&str, &str)])]) -> OzFleet {
+        OzFleet::start_with(spokes, FleetUsers::default(), &[]).await
+    }
+
+    /// [`OzFleet::start`], with `users` on the control planes as well, and each spoke's oz
+    /// given its extra flags in `spoke_args` (by spoke name).
+    pub async fn start_with(
+        spokes: &[(&str, &[(&str, &str)])],
+        users: FleetUsers,
+        spoke_args: &[(&str, &[&str])],
+    ) -> OzFleet {
         let names: Vec<&str> = spokes.iter().map(|(name, _)| *name).collect();
-        let fleet = Fleet::start_unregistered(&names).await;
+        let fleet = Fleet::start_unregistered_with(&names, users).await;
         for (name, labels) in spokes {
             fleet.register(name, labels).await;
         }
@@ -66,10 +76,19 @@ impl OzFleet {
             let audit_file = audit_log_path(&format!("fleet-{name}-audit"));
             let audit_flag = format!("--audit-log-path={}", audit_file.display());
             audit.insert(name.to_string(), audit_file);
+            let extra = spoke_args
+                .iter()
+                .filter(|(spoke, _)| spoke == name)
+                .flat_map(|(_, args)| args.iter().copied());
+            let callers = verified_callers(plane);
+            let args: Vec<&str> = [hub_user.as_str(), &callers, &audit_flag]
+                .into_iter()
+                .chain(extra)
+                .collect();
             let operator = Operator::builder(NS)
                 .kubeconfig(plane.admin_kubeconfig())
                 .webhooks("oz")
-                .args(&[&hub_user, &verified_callers(plane), &audit_flag])
+                .args(&args)
                 .start();
             operators.insert(name.to_string(), operator);
         }

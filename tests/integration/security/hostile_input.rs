@@ -756,6 +756,7 @@ async fn malformed_admission_reviews_get_a_reason_in_process_and_over_tls() {
         deletes: DeletePolicy::new(["system:masters".to_string()], "oz-system"),
         unverified_reads: admission::approvals::UnverifiedReads::default(),
         fleet_hub_user: None,
+        fleet_names: Default::default(),
     }));
     for (name, method, path, body, answer) in &corpus {
         let request = http::Request::builder()

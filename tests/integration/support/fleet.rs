@@ -38,6 +38,44 @@ const FIELD_MANAGER: &str = "oz-fleet-tests";
 /// A spoke token outlives any test; tests end it by deleting the Secret it is bound to.
 const TOKEN_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Users a fleet's control planes have besides the shared ones, for tests where the hub and a
+/// spoke name people differently.
+#[derive(Clone, Debug, Default)]
+pub struct FleetUsers {
+    hub: Vec<(String, Vec<String>)>,
+    spokes: BTreeMap<String, Vec<(String, Vec<String>)>>,
+}
+
+impl FleetUsers {
+    /// A user of the hub, `name` in `groups`.
+    pub fn on_hub(mut self, name: &str, groups: &[&str]) -> Self {
+        self.hub.push(user(name, groups));
+        self
+    }
+
+    /// A user of spoke `spoke`, `name` in `groups`.
+    pub fn on_spoke(mut self, spoke: &str, name: &str, groups: &[&str]) -> Self {
+        let users = self.spokes.entry(spoke.to_string()).or_default();
+        users.push(user(name, groups));
+        self
+    }
+}
+
+fn user(name: &str, groups: &[&str]) -> (String, Vec<String>) {
+    (name.into(), groups.iter().map(|g| g.to_string()).collect())
+}
+
+/// Adds `users` to `options`.
+fn with_users(
+    options: ControlPlaneOptions,
+    users: &[(String, Vec<String>)],
+) -> ControlPlaneOptions {
+    users.iter().fold(options, |options, (name, groups)| {
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        options.user(name, &groups)
+    })
+}
+
 /// A hub control plane and its spokes, each a control plane of its own; all stop when this is
 /// dropped (each [`ControlPlane`] stops itself and removes its work dir, which holds the provider
 /// file too).
@@ -62,18 +100,27 @@ impl Fleet {
     /// plane's setup: users, nodes, webhook client certificate) with oz's CRDs and the hub's
     /// credential and a token of it. No spoke is on the hub yet ([`Fleet::register`]).
     pub async fn start_unregistered(spokes: &[&str]) -> Fleet {
+        Fleet::start_unregistered_with(spokes, FleetUsers::default()).await
+    }
+
+    /// [`Fleet::start_unregistered`], with `users` on the hub and spokes as well.
+    pub async fn start_unregistered_with(spokes: &[&str], users: FleetUsers) -> Fleet {
         // Started side by side: each waits mostly for its apiserver's start-up.
         // dave, in leads, approves on the hub.
-        let hub = start_plane(
+        let hub = start_plane(with_users(
             ControlPlaneOptions::default()
                 .nodes(0)
                 .user("dave", &["leads"]),
-        );
-        let planes = futures::future::join_all(
-            spokes
-                .iter()
-                .map(|_| start_plane(ControlPlaneOptions::default())),
-        );
+            &users.hub,
+        ));
+        let planes = futures::future::join_all(spokes.iter().map(|name| {
+            let extra = users
+                .spokes
+                .get(*name)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            start_plane(with_users(ControlPlaneOptions::default(), extra))
+        }));
         let (hub, planes) = tokio::join!(hub, planes);
 
         let hub_admin = hub.admin().await.unwrap();

@@ -11,16 +11,24 @@
 //!   hub-managed template, the hub's credential creates requests through nothing else, and what
 //!   it creates carries the hub's attestation ([`check_forwarded`]) and the requester the hub
 //!   attests ([`attested_requester`]), whom the template's allowedGroups judge as usual.
+//! - names ([`requester_in_our_names`]): the mutating webhook puts the requester the hub
+//!   attests into this cluster's names (`--fleet-user-prefix`, `--fleet-group-prefix`), and
+//!   keeps the hub's in `spec.forwarded.requester`; everything after it (validation, the
+//!   controller, the RoleBinding, sessions, the audit trail) reads this cluster's names.
 //!
 //! `spec.forwarded` is refused from anyone but the hub's credential ([`check_forwarded_writer`])
 //! whether or not the flag is set: with no hub, nobody may attest for one.
 
+use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, Operation},
 };
-use oz_api::{AccessKind, Forwarded, HUB_MANAGED_LABEL, Requester, fleet::managing_hub};
+use oz_api::{
+    AccessKind, FleetNames, Forwarded, HUB_MANAGED_LABEL, Requester, fleet::managing_hub,
+};
+use serde_json::{Value, json};
 
 use super::TemplateSummary;
 
@@ -115,27 +123,90 @@ pub fn check_forwarded_writer(
     ))
 }
 
-/// The requester of a request the hub's credential creates: the one the hub attests in
-/// `spec.requester`, who asked on the hub. oz's mutating webhook leaves it as the hub wrote it.
+/// The requester of a request the hub's credential creates: the one the hub attests, who
+/// asked on the hub, in this cluster's names. By the time validation reads it, oz's mutating
+/// webhook has put it into `spec.requester` under this cluster's `names` and kept the hub's in
+/// `spec.forwarded.requester` ([`requester_in_our_names`]); the two must agree, so a request
+/// that missed that webhook is refused rather than granted under the hub's names. (Without
+/// `spec.forwarded`, [`check_forwarded`] refuses it.)
 pub fn attested_requester(
     requester: Option<&Requester>,
+    forwarded: Option<&Forwarded>,
     hub_user: &str,
+    names: &FleetNames,
 ) -> Result<Requester, String> {
-    match requester {
-        Some(r) if r.username.trim().is_empty() => Err(format!(
-            "spec.requester.username: must not be empty: the fleet hub ({hub_user}) attests who \
-             asked on the hub"
-        )),
-        Some(r) if r.username == hub_user => Err(format!(
-            "spec.requester: names the fleet hub's own credential ({hub_user}); the hub attests \
-             who asked on the hub"
-        )),
-        Some(r) => Ok(r.clone()),
-        None => Err(format!(
-            "spec.requester: required on a request the fleet hub ({hub_user}) creates: the hub \
-             attests who asked on the hub"
-        )),
+    let requester = match requester {
+        Some(r) if r.username.trim().is_empty() => {
+            return Err(format!(
+                "spec.requester.username: must not be empty: the fleet hub ({hub_user}) attests \
+                 who asked on the hub"
+            ));
+        }
+        Some(r) if r.username == hub_user => {
+            return Err(format!(
+                "spec.requester: names the fleet hub's own credential ({hub_user}); the hub \
+                 attests who asked on the hub"
+            ));
+        }
+        Some(r) => r,
+        None => {
+            return Err(format!(
+                "spec.requester: required on a request the fleet hub ({hub_user}) creates: the \
+                 hub attests who asked on the hub"
+            ));
+        }
+    };
+    let Some(forwarded) = forwarded else {
+        return Ok(requester.clone());
+    };
+    let Some(hubs) = &forwarded.requester else {
+        return Err(
+            "spec.forwarded.requester: missing: oz's mutating webhook on this cluster records \
+             there the requester the hub attests, as it writes spec.requester in this \
+             cluster's names; create the request again once that webhook answers"
+                .into(),
+        );
+    };
+    let ours = names.requester(hubs)?;
+    if &ours != requester {
+        return Err(format!(
+            "spec.requester: must be the hub's requester (spec.forwarded.requester, {hub:?}) in \
+             this cluster's names ({ours:?}); oz's mutating webhook writes both",
+            hub = hubs.username,
+            ours = ours.username,
+        ));
     }
+    Ok(ours)
+}
+
+/// The mutating webhook's patch for a request the hub's credential creates, `object`: the
+/// requester the hub attests (`spec.requester` as the hub wrote it) is kept, in the hub's names,
+/// as `spec.forwarded.requester` (replacing anything the hub wrote there), and `spec.requester`
+/// becomes the same person in this cluster's `names`. `Ok(None)`: no requester or no
+/// attestation to record, which validation refuses. `Err`: the hub's user has no name here
+/// ([`FleetNames::requester`]'s refusal).
+pub fn requester_in_our_names(object: &Value, names: &FleetNames) -> Result<Option<Patch>, String> {
+    let spec = object.get("spec");
+    let hubs = spec
+        .and_then(|s| s.get("requester"))
+        .and_then(|r| serde_json::from_value::<Requester>(r.clone()).ok());
+    let attested = spec
+        .and_then(|s| s.get("forwarded"))
+        .is_some_and(Value::is_object);
+    let Some(hubs) = hubs.filter(|_| attested) else {
+        return Ok(None);
+    };
+    let ours = names.requester(&hubs)?;
+    let add = |path: &str, value: Value| {
+        PatchOperation::Add(AddOperation {
+            path: PointerBuf::parse(path).expect("a constant, valid JSON pointer"),
+            value,
+        })
+    };
+    Ok(Some(Patch(vec![
+        add("/spec/forwarded/requester", json!(hubs)),
+        add("/spec/requester", json!(ours)),
+    ])))
 }
 
 /// Whether a request may be made through `template` (`None`: it does not exist, which the

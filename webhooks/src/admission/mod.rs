@@ -18,7 +18,8 @@
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
 //! - [`templates`]: where access is enforced, only the template admin groups write templates.
 //! - [`fleet`]: on a fleet spoke, only the hub's credential writes the hub's templates and
-//!   requests through them, and it writes nothing else.
+//!   requests through them, and it writes nothing else; the requester it attests is put into
+//!   this cluster's names.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
 //! - [`events`]: the audit Events, published from a bounded queue.

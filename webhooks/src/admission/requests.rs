@@ -2,7 +2,8 @@
 //!
 //! - Mutating ([`mutation`]): on CREATE, `spec.requester` is set from the AdmissionReview's
 //!   userInfo, replacing whatever the user wrote; except from a fleet hub's credential, whose
-//!   `spec.requester` is the hub's attestation of who asked on the hub ([`super::fleet`]).
+//!   `spec.requester` is the hub's attestation of who asked on the hub, put into this cluster's
+//!   names ([`super::fleet::requester_in_our_names`]).
 //! - Validating ([`validation`]): a CREATE must name an existing template of the same family
 //!   in the same namespace, come from a member of one of its allowedGroups, carry the requester
 //!   the mutating webhook stamped, give `spec.reason` if the template's approval requires one,
@@ -31,7 +32,8 @@ use kube::core::{
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation},
 };
 use oz_api::{
-    AccessConfig, AccessKind, AccessRequest, ExecAccessRequest, PodAccessRequest, Requester,
+    AccessConfig, AccessKind, AccessRequest, ExecAccessRequest, FleetNames, PodAccessRequest,
+    Requester,
     duration::{DurationDecisionError, decide_access_duration},
 };
 use serde_json::{Value, json};
@@ -53,7 +55,8 @@ pub async fn mutate(
 ) -> Json<AdmissionReview<DynamicObject>> {
     let owner = template_owner(state.lookup.as_ref(), &request).await;
     let by_hub = fleet::is_hub(state.fleet_hub_user.as_deref(), &request.user_info);
-    reply(mutation(&request, owner, by_hub))
+    let hub_names = by_hub.then_some(&state.fleet_names);
+    reply(mutation(&request, owner, hub_names))
 }
 
 /// The owner reference to the template a new request names, if the lookup knows the template's
@@ -95,7 +98,7 @@ pub async fn validate(
         validation(
             state.lookup.as_ref(),
             &state.deletes,
-            hub_user,
+            (hub_user, &state.fleet_names),
             &request,
             verified,
         )
@@ -105,13 +108,15 @@ pub async fn validate(
 
 /// The mutating decision: on CREATE of a request, a JSON patch that sets `spec.requester`, and
 /// makes `owner` (its template) its controller unless it names a controller already. From the
-/// fleet hub's credential (`by_hub`), `spec.requester` is left as the hub attests it: whatever
-/// template the request names, since validation refuses the hub's requests through any but the
-/// hub's own templates, and asking here would be one more read, racing validation's.
+/// fleet hub's credential (`hub_names`: this cluster's names for the hub's, given only for
+/// the hub's credential), `spec.requester` is the one the hub attests, put into this cluster's
+/// names, and refused if it has none here: whatever template the request names, since
+/// validation refuses the hub's requests through any but the hub's own templates, and asking
+/// here would be one more read, racing validation's.
 pub fn mutation(
     request: &AdmissionRequest<DynamicObject>,
     owner: Option<OwnerReference>,
-    by_hub: bool,
+    hub_names: Option<&FleetNames>,
 ) -> AdmissionResponse {
     if AccessKind::of_request(&request.kind).is_none() {
         return deny(request, unknown_kind(request));
@@ -125,9 +130,15 @@ pub fn mutation(
     let Some(object) = &request.object else {
         return deny(request, "the CREATE review carries no object");
     };
-    let mut patch = match by_hub {
-        true => Patch(Vec::new()),
-        false => requester_patch(&object.data, &requester),
+    let mut patch = match hub_names {
+        Some(names) => match fleet::requester_in_our_names(&object.data, names) {
+            Ok(patch) => patch.unwrap_or_default(),
+            Err(message) => {
+                info!(name = %request.name, %message, "refused the fleet hub's requester");
+                return deny(request, message);
+            }
+        },
+        None => requester_patch(&object.data, &requester),
     };
     if let Some(owner) = owner {
         patch.0.extend(owner_patch(&object.data, owner).0);
@@ -148,12 +159,12 @@ pub fn mutation(
 /// For a caller that is not `verified` to be the apiserver, a CREATE refused for its template
 /// gets the same answer whether the template is missing or does not admit the user
 /// ([`UNVERIFIED_TEMPLATE_REFUSAL`]): anyone who reaches the port could otherwise ask which
-/// templates exist and whom they admit. `hub_user`: on a fleet spoke, the user of its hub's
-/// credential ([`super::fleet`]).
+/// templates exist and whom they admit. `spoke`: on a fleet spoke, the user of its hub's
+/// credential and this cluster's names for the hub's ([`super::fleet`]).
 pub async fn validation(
     lookup: &dyn AccessLookup,
     deletes: &DeletePolicy,
-    hub_user: Option<&str>,
+    spoke: (Option<&str>, &FleetNames),
     request: &AdmissionRequest<DynamicObject>,
     verified: bool,
 ) -> AdmissionResponse {
@@ -166,10 +177,10 @@ pub async fn validation(
     let decision = match request.operation {
         Operation::Create => match kind {
             AccessKind::Exec => {
-                validate_create::<ExecAccessRequest>(lookup, hub_user, request, verified).await
+                validate_create::<ExecAccessRequest>(lookup, spoke, request, verified).await
             }
             AccessKind::Pod => {
-                validate_create::<PodAccessRequest>(lookup, hub_user, request, verified).await
+                validate_create::<PodAccessRequest>(lookup, spoke, request, verified).await
             }
         },
         Operation::Update => {
@@ -199,7 +210,7 @@ pub async fn validation(
 
 async fn validate_create<R: AccessRequest>(
     lookup: &dyn AccessLookup,
-    hub_user: Option<&str>,
+    (hub_user, names): (Option<&str>, &FleetNames),
     request: &AdmissionRequest<DynamicObject>,
     verified: bool,
 ) -> Result<(), String> {
@@ -222,7 +233,9 @@ async fn validate_create<R: AccessRequest>(
     let by_hub = fleet::is_hub(hub_user, &request.user_info);
     fleet::check_forwarded_writer(hub_user, by_hub, created.forwarded())?;
     let requester = match hub_user.filter(|_| by_hub) {
-        Some(hub_user) => fleet::attested_requester(created.requester(), hub_user)?,
+        Some(hub_user) => {
+            fleet::attested_requester(created.requester(), created.forwarded(), hub_user, names)?
+        }
         None => stamped_requester(&created, &request.user_info)?,
     };
     if !verified

@@ -27,4 +27,8 @@ pub struct AdmissionState {
     /// only it writes hub-managed templates and requests through them ([`super::fleet`]).
     /// `None` (the default): no hub, and none of those rules.
     pub fleet_hub_user: Option<String>,
+    /// On a fleet spoke, this cluster's names for the hub's users and groups
+    /// (`--fleet-user-prefix`, `--fleet-group-prefix`), applied to the requester the hub attests
+    /// ([`super::fleet::requester_in_our_names`]). The default maps nothing.
+    pub fleet_names: oz_api::FleetNames,
 }

@@ -100,6 +100,7 @@ pub(super) async fn audit_breakdown(
         ),
         unverified_reads: admission::approvals::UnverifiedReads::default(),
         fleet_hub_user: None,
+        fleet_names: Default::default(),
     }));
     let mut handler = Latencies::default();
     for i in 0..calls {

@@ -2,8 +2,8 @@
 //! credential alone, which writes nothing else; requests through them come from the hub alone,
 //! with its attestation; `spec.forwarded` from nobody else.
 
-use super::*;
-use oz_api::HUB_MANAGED_LABEL;
+use super::{request_webhooks::patched, *};
+use oz_api::{HUB_MANAGED_LABEL, PrefixMap};
 use oz_platform::registration::VALIDATE_TEMPLATES_PATH;
 
 /// The hub's credential on the spoke, as `oz::install::fleet::hub_user` names it.
@@ -278,8 +278,25 @@ fn hubs_request(template: &str) -> Value {
     }))
 }
 
-/// Validates the CREATE of `object` by `user_info`, as the apiserver sends it.
+/// The CREATE of `object` by `user_info`, as the apiserver sends it to oz's mutating webhook,
+/// then (unless refused) the object as patched to its validating one: the first refusal, or
+/// validation's answer.
 async fn create(h: &Harness, user_info: Value, object: Value) -> Value {
+    let review = create_review("ExecAccessRequest", user_info.clone(), object.clone());
+    let mutated = h.review(MUTATE_REQUESTS_PATH, review).await;
+    if mutated["allowed"] != true {
+        return mutated;
+    }
+    let object = match mutated.get("patch") {
+        Some(_) => patched(&object, &mutated),
+        None => object,
+    };
+    validate(h, user_info, object).await
+}
+
+/// Validates the CREATE of `object` by `user_info` alone, as if the mutating webhook had not
+/// answered.
+async fn validate(h: &Harness, user_info: Value, object: Value) -> Value {
     let review = create_review("ExecAccessRequest", user_info, object);
     h.review_from(Some(apiserver()), VALIDATE_REQUESTS_PATH, review)
         .await
@@ -326,9 +343,12 @@ async fn the_requester_the_hub_attests_is_kept_and_judged_by_the_allowed_groups(
     let review = create_review("ExecAccessRequest", hub(), request.clone());
     let response = h.review(MUTATE_REQUESTS_PATH, review).await;
     assert_eq!(response["allowed"], true, "{response}");
-    assert!(
-        response.get("patch").is_none(),
-        "nothing to change: {response}"
+    // The same names here as on the hub: the hub's requester, recorded as the hub's too.
+    let admitted = patched(&request, &response);
+    assert_eq!(admitted["spec"]["requester"], request["spec"]["requester"]);
+    assert_eq!(
+        admitted["spec"]["forwarded"]["requester"],
+        request["spec"]["requester"]
     );
 
     // bob asked on the hub, but the spoke's copy admits devs alone.
@@ -405,11 +425,99 @@ async fn the_hubs_credential_requests_nothing_through_the_spokes_own_templates()
         "spec.templateName: the fleet hub's credential creates requests only through \
          hub-managed templates; ExecAccessTemplate \"web\" is this cluster's own"
     );
-    // The mutating webhook leaves the hub's spec.requester as the hub wrote it whatever the
-    // template: it is validation that refuses the hub's requests through the spoke's own.
+    // The mutating webhook takes the hub's spec.requester whatever the template: it is
+    // validation that refuses the hub's requests through the spoke's own.
     let review = create_review("ExecAccessRequest", hub(), hubs_request("web"));
     let response = h.review(MUTATE_REQUESTS_PATH, review).await;
-    assert!(response.get("patch").is_none(), "{response}");
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+/// A spoke whose authenticator knows the hub's `hub-NAME` as `corp-NAME`, in groups alike
+/// (`--fleet-user-prefix=hub-=corp-`, `--fleet-group-prefix=hub-=corp-`), with the hub's
+/// copy `fleet-corp` for corp-devs.
+async fn corp_spoke() -> Harness {
+    let corp = PrefixMap::parse("--fleet-user-prefix", "hub-=corp-").unwrap();
+    let names = FleetNames {
+        users: Some(corp.clone()),
+        groups: Some(corp),
+    };
+    let lookup = spoke_lookup().with_hub_template(
+        AccessKind::Exec,
+        "fleet-corp",
+        access_config(&["corp-devs"], None),
+        HUB,
+    );
+    naming_spoke_harness(lookup, EnforceSettings::default(), HUB_USER, names).await
+}
+
+/// The hub's request through `fleet-corp` for `name` in `groups` (hub names).
+fn hubs_corp_request(name: &str, groups: &[&str]) -> Value {
+    exec_request(json!({
+        "templateName": "fleet-corp",
+        "requester": requester(name, groups),
+        "forwarded": forwarded(),
+    }))
+}
+
+#[tokio::test]
+async fn a_spoke_grants_the_hubs_requester_under_its_own_names_and_keeps_the_hubs() {
+    let h = corp_spoke().await;
+    let mut request = hubs_corp_request("hub-alice", &["hub-devs", "devs"]);
+    // Whatever the hub writes as its own names is replaced by what it attests.
+    request["spec"]["forwarded"]["requester"] = requester("hub-mallory", &["hub-devs"]);
+    let review = create_review("ExecAccessRequest", hub(), request.clone());
+    let response = h.review(MUTATE_REQUESTS_PATH, review).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let admitted = patched(&request, &response);
+    assert_eq!(
+        admitted["spec"]["requester"],
+        json!({"username": "corp-alice", "groups": ["corp-devs", "system:authenticated"]}),
+        "{admitted}"
+    );
+    assert_eq!(
+        admitted["spec"]["forwarded"]["requester"],
+        requester("hub-alice", &["hub-devs", "devs"])
+    );
+    let response = validate(&h, hub(), admitted.clone()).await;
+    assert_eq!(response["allowed"], true, "{response}");
+
+    // The copy's allowedGroups judge this cluster's names: corp-devs, not the hub's.
+    let response = create(&h, hub(), hubs_corp_request("hub-bob", &["devs"])).await;
+    assert!(
+        message(&response).starts_with("spec.requester: corp-bob is not a member"),
+        "{response}"
+    );
+
+    // Should the mutating webhook not have answered, nothing is granted under the hub's names.
+    let response = validate(&h, hub(), request).await;
+    assert!(
+        message(&response).starts_with("spec.requester: must be the hub's requester"),
+        "{response}"
+    );
+    let response = validate(&h, hub(), hubs_corp_request("hub-alice", &["hub-devs"])).await;
+    assert!(
+        message(&response).starts_with("spec.forwarded.requester: missing"),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn a_hub_user_without_the_hubs_prefix_is_refused_naming_the_flag() {
+    let h = corp_spoke().await;
+    let response = create(&h, hub(), hubs_corp_request("alice", &["hub-devs"])).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let said = message(&response);
+    assert!(
+        said.starts_with(
+            "spec.requester.username: the hub's user \"alice\" does not start with \"hub-\""
+        ) && said.contains("--fleet-user-prefix=hub-=corp-"),
+        "{response}"
+    );
+    // Validation says the same, should the mutating webhook not have answered.
+    let mut unmapped = hubs_corp_request("alice", &["hub-devs"]);
+    unmapped["spec"]["forwarded"]["requester"] = unmapped["spec"]["requester"].clone();
+    let response = validate(&h, hub(), unmapped).await;
+    assert_eq!(message(&response), said, "{response}");
 }
 
 #[tokio::test]

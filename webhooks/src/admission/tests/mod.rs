@@ -10,7 +10,7 @@ use axum::{
     http::{Request, StatusCode, Version, header},
 };
 
-use oz_api::{AccessConfig, AccessKind, RequestPhase, Requester};
+use oz_api::{AccessConfig, AccessKind, FleetNames, RequestPhase, Requester};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -70,11 +70,28 @@ async fn guarded_harness(
     callers: CallerPolicy,
     metrics: &WebhookMetrics,
 ) -> Harness {
-    harness_for(lookup, enforce, callers, metrics, None)
+    harness_for(
+        lookup,
+        enforce,
+        callers,
+        metrics,
+        None,
+        FleetNames::default(),
+    )
 }
 
 /// A harness on a fleet spoke whose hub's credential authenticates as `hub_user`.
 async fn spoke_harness(lookup: FakeLookup, enforce: EnforceSettings, hub_user: &str) -> Harness {
+    naming_spoke_harness(lookup, enforce, hub_user, FleetNames::default()).await
+}
+
+/// [`spoke_harness`], whose names for the hub's users and groups are `names`.
+async fn naming_spoke_harness(
+    lookup: FakeLookup,
+    enforce: EnforceSettings,
+    hub_user: &str,
+    names: FleetNames,
+) -> Harness {
     let metrics = WebhookMetrics::default();
     harness_for(
         lookup,
@@ -82,6 +99,7 @@ async fn spoke_harness(lookup: FakeLookup, enforce: EnforceSettings, hub_user: &
         CallerPolicy::anyone(),
         &metrics,
         Some(hub_user),
+        names,
     )
 }
 
@@ -91,6 +109,7 @@ fn harness_for(
     callers: CallerPolicy,
     metrics: &WebhookMetrics,
     fleet_hub_user: Option<&str>,
+    fleet_names: FleetNames,
 ) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
@@ -110,6 +129,7 @@ fn harness_for(
         ),
         unverified_reads: crate::admission::approvals::UnverifiedReads::default(),
         fleet_hub_user: fleet_hub_user.map(str::to_string),
+        fleet_names,
     };
     Harness {
         router: guarded_router(Arc::new(state), callers, metrics.clone()),

@@ -6,7 +6,7 @@ use super::*;
 // === Mutating: the requester ===
 
 /// Applies the response's JSON patch to `object`.
-fn patched(object: &Value, response: &Value) -> Value {
+pub(super) fn patched(object: &Value, response: &Value) -> Value {
     assert_eq!(response["allowed"], true, "{response}");
     assert_eq!(response["patchType"], "JSONPatch");
     // kube-core sends the patch bytes as a JSON array of numbers, which the apiserver accepts.
