@@ -31,8 +31,9 @@ image:
 release:
 	hack/release.sh
 
-## bench: API calls per grant, time to access, revocation lag, scale (10,000 and 50,000 grants)
-##        and webhook latency of a release oz-manager on a private local control plane; prints a
+## bench: API calls per grant, time to access, revocation lag, scale (10,000 and 50,000 grants),
+##        webhook latency and brokered sessions of a release oz-manager on a private local control
+##        plane, then fleets of 2 and 10 spokes on control planes of their own; prints a
 ##        table next to the previous run's, writes target/bench/results.json. Takes ~20 minutes;
 ##        `make bench BENCH_ARGS=--quick` is a three-minute smoke run. Not part of `make test`.
 ##        Method and latest results: docs/benchmarks.md
