@@ -36,13 +36,15 @@
 //! Where each part lives: [`options`] (what to install, and the parts of oz-manager), [`rbac`]
 //! (the rules and the Roles holding them), [`workload`] (Services, Deployment, webhook
 //! configurations), [`network_policies`] (what may reach oz-manager, and what it may reach),
-//! [`fleet_hub`] and [`fleet`] (a fleet's hub and spoke),
+//! [`fleet_hub`] and [`fleet`] (a fleet's hub and spoke), `fleet_names.rs` (a spoke's names
+//! for the hub's),
 //! `objects.rs` (all of them in order, and as YAML), [`yaml`] (the rendering's helpers).
 
 pub mod chart;
 mod error;
 pub mod fleet;
 pub mod fleet_hub;
+mod fleet_names;
 mod manifest;
 pub mod network_policies;
 mod objects;

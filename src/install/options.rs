@@ -3,7 +3,7 @@
 
 use std::{fmt, str::FromStr};
 
-use oz_api::AccessKind;
+use oz_api::{AccessKind, FleetNames};
 use oz_platform::{Registration, WebhookEndpoint};
 
 use super::{ManifestError, registration::webhook_registration};
@@ -205,6 +205,10 @@ pub struct InstallOptions {
     /// Run as a fleet spoke: the hub's credential ([`super::fleet`]) and oz-manager's
     /// `--fleet-hub-user` naming it. Needs the webhooks, which check the hub's writes.
     pub fleet_spoke: bool,
+    /// A fleet spoke's names for its hub's users and groups (oz-manager's
+    /// `--fleet-user-prefix`, `--fleet-group-prefix`); the default maps nothing. Needs
+    /// [`Self::fleet_spoke`].
+    pub fleet_names: FleetNames,
 }
 
 impl Default for InstallOptions {
@@ -225,6 +229,7 @@ impl Default for InstallOptions {
             session_recordings_secret: None,
             fleet_hub: None,
             fleet_spoke: false,
+            fleet_names: FleetNames::default(),
         }
     }
 }
@@ -291,6 +296,9 @@ impl InstallOptions {
         }
         if self.fleet_spoke {
             line.push_str(" --fleet-spoke-install");
+        }
+        for (flag, value) in super::fleet_names::name_flags(&self.fleet_names) {
+            line.push_str(&format!(" {flag} {value}"));
         }
         if let Some(hub) = &self.fleet_hub {
             line.push_str(" --fleet-hub");
@@ -501,6 +509,7 @@ impl InstallOptions {
                     .into(),
             ));
         }
+        super::fleet_names::check_names(self.fleet_spoke, &self.fleet_names)?;
         let caller_options = self.webhook_client_ca_secret.is_some()
             || !self.webhook_ingress_cidrs.is_empty()
             || self.unverified_webhook_callers;

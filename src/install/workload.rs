@@ -28,6 +28,7 @@ use super::{
     fleet_hub::{
         FLEET_PROVIDER_DIR, FLEET_PROVIDER_FILE, FLEET_PROVIDER_KEY, provider_config_map_name,
     },
+    fleet_names::name_flags,
     labels, meta,
     options::join,
     selector_labels,
@@ -259,6 +260,9 @@ pub fn manager_args(options: &InstallOptions) -> Vec<String> {
         }
         if options.fleet_spoke {
             args.push(format!("--fleet-hub-user={}", hub_user(&options.namespace)));
+            for (flag, value) in name_flags(&options.fleet_names) {
+                args.push(format!("{flag}={value}"));
+            }
         }
     }
     if options.runs(Component::Sessions) {

@@ -9,7 +9,13 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use futures::FutureExt;
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 
-use super::{LogFormat, RunArgs, memory};
+use oz_api::{FleetNames, PrefixMap};
+
+use super::{
+    LogFormat, RunArgs,
+    config::{parse_group_prefix, parse_user_prefix},
+    memory,
+};
 use crate::install::{self, Component, InstallOptions};
 
 /// oz-manager's command line: a subcommand, or the flags of a run.
@@ -118,13 +124,24 @@ struct ManifestsArgs {
         "watch_namespaces", "controllers", "image", "replicas", "no_crds",
         "webhook_client_ca_secret", "webhook_ingress_cidrs", "unverified_webhook_callers",
         "egress_cidrs", "session_recordings", "session_recordings_secret", "fleet_hub",
-        "fleet_spoke_install",
+        "fleet_spoke_install", "fleet_user_prefix", "fleet_group_prefix",
     ])]
     fleet_spoke: bool,
     /// Install a fleet spoke: the usual install, plus the hub's credential (what --fleet-spoke
     /// prints alone), and oz-manager run with --fleet-hub-user naming it. Needs the webhooks.
     #[arg(long)]
     fleet_spoke_install: bool,
+    /// On a fleet spoke: HUB_PREFIX=SPOKE_PREFIX, how this cluster names the hub's users, where
+    /// its authenticator names people differently (oz-manager's --fleet-user-prefix,
+    /// docs/fleet.md). Needs --fleet-spoke-install.
+    #[arg(long, value_name = "HUB_PREFIX=SPOKE_PREFIX", requires = "fleet_spoke_install",
+          value_parser = parse_user_prefix)]
+    fleet_user_prefix: Option<PrefixMap>,
+    /// On a fleet spoke: HUB_PREFIX=SPOKE_PREFIX, how this cluster names the hub's groups
+    /// (oz-manager's --fleet-group-prefix). Needs --fleet-spoke-install.
+    #[arg(long, value_name = "HUB_PREFIX=SPOKE_PREFIX", requires = "fleet_spoke_install",
+          value_parser = parse_group_prefix)]
+    fleet_group_prefix: Option<PrefixMap>,
     /// Install a fleet hub: oz-manager runs with --fleet-hub, its provider file (the image's
     /// secretreader plugin) in a ConfigMap, and RBAC to read ClusterProfiles and the spokes'
     /// token Secrets in --fleet-namespace only (docs/fleet.md).
@@ -172,6 +189,10 @@ impl ManifestsArgs {
                 namespace: self.fleet_namespace,
             }),
             fleet_spoke: self.fleet_spoke_install,
+            fleet_names: FleetNames {
+                users: self.fleet_user_prefix,
+                groups: self.fleet_group_prefix,
+            },
         }
     }
 }
@@ -381,5 +402,84 @@ mod tests {
         assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
         let error = printed(&["manifests", "--fleet-namespace", "fleet-a"]).unwrap_err();
         assert!(error.contains("--fleet-hub"), "{error}");
+    }
+
+    /// A spoke's names for the hub's: parsed by oz-manager's own parser, so a value oz-manager
+    /// would refuse at start-up is refused here, naming the flag; and only with
+    /// `--fleet-spoke-install`.
+    #[test]
+    fn manifests_for_a_spoke_map_the_hubs_names_with_oz_managers_parser() {
+        let spoke = [
+            "manifests",
+            "--unverified-webhook-callers",
+            "--fleet-spoke-install",
+        ];
+        let with = |extra: &[&'static str]| printed(&[&spoke[..], extra].concat());
+        let yaml = with(&[
+            "--fleet-user-prefix",
+            "=corp:",
+            "--fleet-group-prefix=oidc:=corp:",
+        ])
+        .unwrap();
+        assert!(
+            yaml.contains(
+                "--fleet-spoke-install --fleet-user-prefix =corp: --fleet-group-prefix oidc:=corp:`"
+            ),
+            "{yaml}"
+        );
+        let deployment = yaml
+            .split("\n---\n")
+            .find(|d| d.contains("kind: Deployment"))
+            .unwrap();
+        let deployment: k8s_openapi::api::apps::v1::Deployment =
+            serde_saphyr::from_str(deployment).unwrap();
+        let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+            .args
+            .clone()
+            .unwrap();
+        assert!(
+            args.contains(&"--fleet-user-prefix==corp:".to_string())
+                && args.contains(&"--fleet-group-prefix=oidc:=corp:".to_string()),
+            "{args:?}"
+        );
+
+        for (extra, said) in [
+            (
+                &["--fleet-user-prefix", "corp:"][..],
+                "want HUB_PREFIX=SPOKE_PREFIX",
+            ),
+            (&["--fleet-group-prefix=a=b=c"][..], "more than one '='"),
+            (&["--fleet-user-prefix=="][..], "maps no name"),
+        ] {
+            let error = with(extra).unwrap_err();
+            let flag = extra[0].split_once("=").map_or(extra[0], |(flag, _)| flag);
+            assert!(
+                error.contains(said) && error.contains(flag),
+                "{extra:?}: {error}"
+            );
+        }
+
+        for args in [
+            &[
+                "manifests",
+                "--unverified-webhook-callers",
+                "--fleet-user-prefix=oidc:=corp:",
+            ][..],
+            &["manifests", "--fleet-group-prefix=oidc:=corp:"][..],
+            &[
+                "manifests",
+                "--fleet-spoke",
+                "--fleet-user-prefix=oidc:=corp:",
+            ][..],
+        ] {
+            let error = printed(args).unwrap_err();
+            let flag = args.last().unwrap().split_once("=").unwrap().0;
+            assert!(
+                error.contains(flag)
+                    && (error.contains("--fleet-spoke-install")
+                        || error.contains("cannot be used with")),
+                "{args:?}: {error}"
+            );
+        }
     }
 }

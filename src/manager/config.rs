@@ -486,6 +486,7 @@ mod flag_values;
 mod fleet_flags;
 
 pub use fleet_flags::{FleetHubArgs, FleetNameArgs};
+pub(crate) use fleet_flags::{parse_group_prefix, parse_user_prefix};
 
 #[cfg(test)]
 mod tests;

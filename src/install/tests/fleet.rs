@@ -8,6 +8,11 @@ use k8s_openapi::api::{
     rbac::v1::{PolicyRule, Role, RoleBinding},
 };
 
+use oz_api::{
+    FleetNames, PrefixMap,
+    fleet::names::{GROUP_PREFIX_FLAG, USER_PREFIX_FLAG},
+};
+
 use super::{kind, manager_args_of, of_kind, scoped, typed};
 use crate::fleet::access::Providers;
 use crate::install::{
@@ -247,4 +252,78 @@ fn a_spoke_holds_the_hubs_credential_and_names_it_to_oz_manager() {
     };
     let error = install_objects(&without_webhooks).unwrap_err().to_string();
     assert!(error.contains("add webhooks"), "{error}");
+}
+
+/// A spoke whose authenticator names people differently: `--fleet-user-prefix` and
+/// `--fleet-group-prefix` reach oz-manager's args as it parses them, right after the hub's user,
+/// and the command line that prints the install names them too.
+#[test]
+fn a_spokes_names_for_the_hubs_reach_oz_manager_and_need_a_spoke() {
+    let names = FleetNames {
+        users: Some(PrefixMap::parse(USER_PREFIX_FLAG, "=corp:").unwrap()),
+        groups: Some(PrefixMap::parse(GROUP_PREFIX_FLAG, "oidc:=corp:").unwrap()),
+    };
+    let options = InstallOptions {
+        fleet_spoke: true,
+        fleet_names: names.clone(),
+        ..scoped()
+    };
+    let args = manager_args_of(&install_objects(&options).unwrap());
+    let hub_user_at = args
+        .iter()
+        .position(|a| a.starts_with("--fleet-hub-user="))
+        .expect("--fleet-hub-user");
+    assert_eq!(
+        args[hub_user_at + 1..hub_user_at + 3],
+        [
+            "--fleet-user-prefix==corp:",
+            "--fleet-group-prefix=oidc:=corp:"
+        ],
+        "{args:?}"
+    );
+    assert!(
+        options.command_line().ends_with(
+            " --fleet-spoke-install --fleet-user-prefix =corp: --fleet-group-prefix oidc:=corp:"
+        ),
+        "{}",
+        options.command_line()
+    );
+
+    // Each alone, and each refused without a spoke, named.
+    for (flag, only) in [
+        (
+            USER_PREFIX_FLAG,
+            FleetNames {
+                groups: None,
+                ..names.clone()
+            },
+        ),
+        (
+            GROUP_PREFIX_FLAG,
+            FleetNames {
+                users: None,
+                ..names.clone()
+            },
+        ),
+    ] {
+        let spoke = InstallOptions {
+            fleet_names: only.clone(),
+            ..options.clone()
+        };
+        let args = manager_args_of(&install_objects(&spoke).unwrap());
+        let rendered: Vec<_> = args.iter().filter(|a| a.contains("-prefix=")).collect();
+        assert_eq!(rendered.len(), 1, "{flag}: {args:?}");
+        assert!(rendered[0].starts_with(&format!("{flag}=")), "{args:?}");
+
+        let not_a_spoke = InstallOptions {
+            fleet_spoke: false,
+            ..spoke
+        };
+        let error = install_objects(&not_a_spoke).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("{flag} maps the hub's names"))
+                && error.contains("--fleet-spoke-install"),
+            "{error}"
+        );
+    }
 }

@@ -89,10 +89,12 @@ impl FleetNameArgs {
     }
 }
 
-fn parse_user_prefix(text: &str) -> Result<PrefixMap, String> {
+/// `--fleet-user-prefix`'s value, for oz-manager and `oz-manager manifests` alike.
+pub(crate) fn parse_user_prefix(text: &str) -> Result<PrefixMap, String> {
     PrefixMap::parse(USER_PREFIX_FLAG, text)
 }
 
-fn parse_group_prefix(text: &str) -> Result<PrefixMap, String> {
+/// `--fleet-group-prefix`'s value, for oz-manager and `oz-manager manifests` alike.
+pub(crate) fn parse_group_prefix(text: &str) -> Result<PrefixMap, String> {
     PrefixMap::parse(GROUP_PREFIX_FLAG, text)
 }

@@ -479,16 +479,24 @@ fn a_fleet_installs_flags_run_a_hub_and_a_spoke() {
         std::path::Path::new(crate::install::fleet_hub::FLEET_PROVIDER_FILE)
     );
 
+    // A spoke's names for the hub's, as the install writes them, are what oz-manager reads.
+    let names = oz_api::FleetNames {
+        users: Some(oz_api::PrefixMap::parse("--fleet-user-prefix", "=corp:").unwrap()),
+        groups: Some(oz_api::PrefixMap::parse("--fleet-group-prefix", "oidc:=corp:").unwrap()),
+    };
     let spoke = InstallOptions {
         namespace: "oz-ops".into(),
         fleet_spoke: true,
+        fleet_names: names.clone(),
         ..InstallOptions::default()
     };
     let flags = manager_args(&spoke);
     let config = parse(&flags).unwrap().manager_config().unwrap();
     assert!(config.fleet_hub.is_none(), "{flags:?}");
+    let webhooks = config.webhooks.unwrap();
     assert_eq!(
-        config.webhooks.unwrap().fleet_hub_user,
+        webhooks.fleet_hub_user,
         Some(crate::install::fleet::hub_user("oz-ops"))
     );
+    assert_eq!(webhooks.fleet_names, names, "{flags:?}");
 }
