@@ -21,7 +21,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams},
 };
 use oz::install::{Component, FleetHubOptions, InstallOptions, fleet, install_objects};
-use oz_api::ExecAccessRequest;
+use oz_api::{ExecAccessRequest, FleetNames, PrefixMap};
 use oz_testenv::workloads::{self, WorkloadSpec};
 use serde_json::{Value, json};
 
@@ -308,6 +308,33 @@ fn the_chart_renders_what_oz_manager_manifests_prints_for_the_same_settings() {
         },
         json!({"fleet": {"spoke": {"enabled": true}}}),
     );
+    // A prefix ending in ':' (which would end a plain YAML scalar), one side empty.
+    let map = |text| PrefixMap::parse("--fleet-user-prefix", text).unwrap();
+    assert_chart_matches(
+        "fleet spoke mapping the hub's names",
+        InstallOptions {
+            namespace: "oz-ops".into(),
+            fleet_spoke: true,
+            fleet_names: FleetNames {
+                users: Some(map("=corp:")),
+                groups: Some(map("oidc:=corp:")),
+            },
+            ..InstallOptions::default()
+        },
+        json!({"fleet": {"spoke": {"enabled": true, "userPrefix": "=corp:", "groupPrefix": "oidc:=corp:"}}}),
+    );
+    assert_chart_matches(
+        "fleet spoke mapping the hub's groups only",
+        InstallOptions {
+            fleet_spoke: true,
+            fleet_names: FleetNames {
+                users: None,
+                groups: Some(map("hub-=")),
+            },
+            ..InstallOptions::default()
+        },
+        json!({"fleet": {"spoke": {"enabled": true, "groupPrefix": "hub-="}}}),
+    );
 }
 
 /// The fleet's chart-only values: a provider file of one's own goes into the ConfigMap as
@@ -482,6 +509,14 @@ fn bad_values_are_refused_naming_the_value() {
         (
             json!({"watchNamespaces": ["team-a"], "fleet": {"hub": {"enabled": true}}}),
             "fleet.hub.enabled: a fleet hub reads fleet templates in every namespace: leave watchNamespaces empty",
+        ),
+        (
+            json!({"fleet": {"spoke": {"userPrefix": "oidc:=corp:"}}}),
+            "fleet.spoke.userPrefix maps the hub's names on a fleet spoke: set fleet.spoke.enabled",
+        ),
+        (
+            json!({"fleet": {"spoke": {"groupPrefix": "oidc:=corp:"}}}),
+            "fleet.spoke.groupPrefix maps the hub's names on a fleet spoke: set fleet.spoke.enabled",
         ),
         (
             json!({"fleet": {"hub": {"enabled": true, "namespace": "Fleet_A"}}}),
