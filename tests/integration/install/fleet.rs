@@ -4,15 +4,14 @@
 //! the apiserver as that ServiceAccount (SelfSubjectAccessReview with its own token), so what is
 //! checked is what the apiserver's RBAC decides, not what the generator meant.
 
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
-use kube::{Api, Client, api::PostParams};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
+use kube::Client;
 use oz::install::{Component, FleetHubOptions, InstallOptions, install_yaml, is_users_role};
 
 use crate::support::{
     cluster::{env, install_crds},
     install::{apply_install, client_from, delete_cluster_scoped, service_account_kubeconfig},
+    users::self_review,
 };
 
 /// The Cluster Inventory API's group, where ClusterProfiles are.
@@ -20,26 +19,14 @@ const INVENTORY: &str = "multicluster.x-k8s.io";
 
 /// Whether `client` may `verb` `resource` (of `group`) in `namespace` (`""`: cluster-wide).
 async fn may(client: &Client, verb: &str, group: &str, resource: &str, namespace: &str) -> bool {
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                namespace: (!namespace.is_empty()).then(|| namespace.into()),
-                group: Some(group.into()),
-                verb: Some(verb.into()),
-                resource: Some(resource.into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
+    let attributes = ResourceAttributes {
+        namespace: (!namespace.is_empty()).then(|| namespace.into()),
+        group: Some(group.into()),
+        verb: Some(verb.into()),
+        resource: Some(resource.into()),
         ..Default::default()
     };
-    Api::<SelfSubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .allowed
+    self_review(client, attributes).await
 }
 
 #[tokio::test]

@@ -134,7 +134,12 @@ fn untar(archive: &Path, into: &Path) {
 /// runs without the libc the image does not have.
 fn is_static_executable(path: &Path) -> bool {
     const PT_INTERP: u32 = 3;
-    let bytes = std::fs::read(path).unwrap();
+    let bytes = std::fs::read(path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; an image built before it was added? Build it again with `make image`",
+            path.display()
+        )
+    });
     assert!(
         bytes.starts_with(b"\x7fELF\x02\x01"),
         "{}: a little-endian 64-bit ELF file",

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::{
-    authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec},
+    authorization::v1::ResourceAttributes,
     coordination::v1::Lease,
     core::v1::{ConfigMap, Secret, ServiceAccount},
 };
@@ -34,7 +34,7 @@ use crate::support::{
     operator::Operator,
     polling::eventually,
     rbac::{grant, rule, subject},
-    users::can_exec,
+    users::{can_exec, self_review},
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -362,27 +362,15 @@ async fn may(
         "execaccessrequests" => oz_api::GROUP,
         _ => "",
     };
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(namespace.into()),
-                group: Some(group.into()),
-                verb: Some(verb.into()),
-                resource: Some(resource.into()),
-                subresource: subresource.map(Into::into),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
+    let attributes = ResourceAttributes {
+        namespace: Some(namespace.into()),
+        group: Some(group.into()),
+        verb: Some(verb.into()),
+        resource: Some(resource.into()),
+        subresource: subresource.map(Into::into),
         ..Default::default()
     };
-    Api::<SelfSubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .allowed
+    self_review(client, attributes).await
 }
 
 /// alice (group devs) may create requests in `ns`, as a cluster admin would let her.

@@ -4,10 +4,10 @@
 //! and her session can only go through oz. The oz-manager runs as admin (the streams
 //! [`Fixture`]), which holds every permission it grants.
 
-use k8s_openapi::api::{authorization::v1::SelfSubjectAccessReview, rbac::v1::Role};
+use k8s_openapi::api::{authorization::v1::ResourceAttributes, rbac::v1::Role};
 use kube::{
     Api,
-    api::{Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams},
 };
 use oz_api::{
     AccessRequest, ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, SESSIONS_GROUP,
@@ -18,8 +18,11 @@ use serde_json::json;
 use crate::{
     access::streams::{StreamsFixture, WAIT, assert_exec_forbidden, hello, web},
     support::{
-        cluster::env, fixture::Fixture, manifests::create_manifest, polling::eventually,
-        users::can_exec,
+        cluster::env,
+        fixture::Fixture,
+        manifests::create_manifest,
+        polling::eventually,
+        users::{can_exec, self_review},
     },
 };
 
@@ -35,25 +38,19 @@ async fn template(f: &Fixture, kind: &str, name: &str, extra: &str) {
 }
 
 /// Whether `user` may `verb` `pods/<subresource>` in API `group` on `pod`, asked with their own
-/// credentials (a SelfSubjectAccessReview).
+/// credentials.
 async fn may(user: &str, verb: &str, group: &str, subresource: &str, ns: &str, pod: &str) -> bool {
     let client = env().client_as(user).await.unwrap();
-    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {
-            "namespace": ns, "verb": verb, "group": group, "resource": "pods",
-            "subresource": subresource, "name": pod,
-        }},
-    }))
-    .unwrap();
-    Api::<SelfSubjectAccessReview>::all(client)
-        .create(&PostParams::default(), &review)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .allowed
+    let attributes = ResourceAttributes {
+        namespace: Some(ns.into()),
+        verb: Some(verb.into()),
+        group: Some(group.into()),
+        resource: Some("pods".into()),
+        subresource: Some(subresource.into()),
+        name: Some(pod.into()),
+        ..Default::default()
+    };
+    self_review(&client, attributes).await
 }
 
 /// Whether `user` may open `subresource` (exec or attach) on `pod` through oz: both verbs a

@@ -1,5 +1,8 @@
 //! What a user may do, asked through their own credentials, and `kubectl exec` as that user.
 
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use kube::{Api, Client, api::PostParams};
 use oz_testenv::exec;
 
@@ -28,25 +31,28 @@ pub async fn client_can(
     namespace: &str,
     name: &str,
 ) -> bool {
-    use k8s_openapi::api::authorization::v1::{
-        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    let attributes = ResourceAttributes {
+        namespace: Some(namespace.into()),
+        verb: Some(verb.into()),
+        resource: Some(resource.into()),
+        subresource: subresource.map(Into::into),
+        name: Some(name.into()),
+        ..Default::default()
     };
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    self_review(client, attributes).await
+}
+
+/// Whether `client`'s identity may do what `attributes` describe, asked with its own
+/// credentials (a SelfSubjectAccessReview): what the apiserver's authorizer decides.
+pub async fn self_review(client: &Client, attributes: ResourceAttributes) -> bool {
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(namespace.into()),
-                verb: Some(verb.into()),
-                resource: Some(resource.into()),
-                subresource: subresource.map(Into::into),
-                name: Some(name.into()),
-                ..Default::default()
-            }),
+            resource_attributes: Some(attributes),
             ..Default::default()
         },
         ..Default::default()
     };
-    reviews
+    Api::<SelfSubjectAccessReview>::all(client.clone())
         .create(&PostParams::default(), &review)
         .await
         .unwrap()
