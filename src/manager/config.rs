@@ -390,7 +390,7 @@ impl RunArgs {
             unverified_webhook_callers: self.unverified_webhook_callers,
             notifications: self.notifications.then(|| self.notifier_config()),
             sessions,
-            fleet_hub: self.fleet.settings(&self.namespace)?,
+            fleet_hub: self.fleet.settings(&self.namespace, &watched)?,
         })
     }
 

@@ -34,10 +34,22 @@ pub struct FleetHubArgs {
 }
 
 impl FleetHubArgs {
-    /// The hub's settings, if it is one; oz's own namespace is the default fleet namespace.
-    pub fn settings(&self, namespace: &str) -> Result<Option<HubSettings>, String> {
+    /// The hub's settings, if it is one; oz's own namespace is the default fleet namespace. A
+    /// hub is never scoped: it keeps fleet templates from every namespace, and a hub limited to
+    /// some (`watched`) would forward requests through templates it was told not to serve.
+    pub fn settings(
+        &self,
+        namespace: &str,
+        watched: &[String],
+    ) -> Result<Option<HubSettings>, String> {
         if !self.fleet_hub {
             return Ok(None);
+        }
+        if !watched.is_empty() {
+            return Err(
+                "--fleet-hub keeps fleet templates from every namespace: leave out --watch-namespaces"
+                    .into(),
+            );
         }
         let name = self.fleet_name.trim();
         if name.is_empty() || name.len() > 63 {

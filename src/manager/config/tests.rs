@@ -500,3 +500,24 @@ fn a_fleet_installs_flags_run_a_hub_and_a_spoke() {
     );
     assert_eq!(webhooks.fleet_names, names, "{flags:?}");
 }
+
+#[test]
+fn a_fleet_hub_is_never_scoped_to_some_namespaces() {
+    let hub = |extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "--controllers=exec",
+            "--fleet-hub",
+            "--fleet-provider-file=/etc/oz/providers.json",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        parse(&args).unwrap().manager_config()
+    };
+    assert!(hub(&[]).unwrap().fleet_hub.is_some());
+    let error = hub(&["--watch-namespaces=shop"]).unwrap_err();
+    assert!(
+        error.contains("--fleet-hub") && error.contains("--watch-namespaces"),
+        "{error}"
+    );
+}

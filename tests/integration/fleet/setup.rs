@@ -96,6 +96,7 @@ impl OzFleet {
         let namespace = format!("--fleet-namespace={}", fleet.fleet_namespace());
         let hub = Operator::builder(NS)
             .kubeconfig(fleet.hub().admin_kubeconfig())
+            .cluster_wide()
             .webhooks("oz")
             .args(&[
                 "--fleet-hub",

@@ -47,10 +47,19 @@ pub struct OperatorBuilder {
     health: bool,
     /// The name of the webhook configurations, when its webhooks run.
     webhooks: Option<String>,
+    /// Whether it serves every namespace instead of its own alone.
+    cluster_wide: bool,
     args: Vec<String>,
 }
 
 impl OperatorBuilder {
+    /// Every namespace, not its own alone (`--watch-namespaces` left out): a fleet hub, which
+    /// is never scoped.
+    pub fn cluster_wide(mut self) -> Self {
+        self.cluster_wide = true;
+        self
+    }
+
     /// As whoever `kubeconfig` names (admin by default).
     pub fn kubeconfig(mut self, kubeconfig: &std::path::Path) -> Self {
         self.kubeconfig = kubeconfig.to_path_buf();
@@ -94,6 +103,9 @@ impl OperatorBuilder {
     pub fn start(self) -> Operator {
         let mut ports = Ports::default();
         let mut args = Vec::new();
+        if !self.cluster_wide {
+            args.push(format!("--watch-namespaces={}", self.namespace));
+        }
         if let Some(name) = &self.webhooks {
             let port = free_port();
             ports.webhooks = Some(port);
@@ -134,6 +146,7 @@ impl Operator {
             metrics: false,
             health: false,
             webhooks: None,
+            cluster_wide: false,
             args: Vec::new(),
         }
     }
@@ -200,7 +213,6 @@ impl Operator {
         let parts = (!args.iter().any(|a| a.starts_with("--controllers")))
             .then_some("--controllers=exec,pod");
         let child = std::process::Command::new(&binary)
-            .arg(format!("--watch-namespaces={namespace}"))
             .args(parts)
             .args(&args)
             .env("KUBECONFIG", &kubeconfig)
