@@ -6,7 +6,10 @@
 //! told apart by their `userAgent` (`oz-manager/VERSION`, which oz sets on its client). The log
 //! backend writes each event before the call returns, so a call made is a line in the file.
 
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
 
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -32,6 +35,25 @@ pub fn policy(namespaces: &[String]) -> serde_json::Value {
             {"level": "None"},
         ],
     })
+}
+
+/// Turns auditing on for a control plane: writes the [`policy`] for `namespaces` into `dir`
+/// and removes an earlier run's log there; returns the kube-apiserver flags that use them and
+/// the log's path (both absolute: the control plane resolves them itself).
+pub fn turn_on(dir: &Path, namespaces: &[String]) -> crate::Result<([String; 2], PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    let dir = std::path::absolute(dir)?;
+    let (policy, log) = (dir.join("audit-policy.json"), dir.join("audit.log"));
+    std::fs::write(&policy, self::policy(namespaces).to_string())?;
+    match std::fs::remove_file(&log) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
+    let flags = [
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", log.display()),
+    ];
+    Ok((flags, log))
 }
 
 /// One API call, as the audit log records it (the fields the benchmark reads).

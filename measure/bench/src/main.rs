@@ -112,23 +112,6 @@ fn previous_results(cli: &Cli) -> Result<Option<serde_json::Value>> {
     Ok(Some(value))
 }
 
-/// Writes the audit policy for the calls part's namespaces and oz's own into `log_dir`, and
-/// removes an earlier run's log; returns the policy's path and the log's (absolute: the control
-/// plane resolves them itself).
-fn audit_files(log_dir: &Path, sizes: &Sizes) -> Result<(PathBuf, PathBuf)> {
-    std::fs::create_dir_all(log_dir)?;
-    let dir = std::path::absolute(log_dir)?;
-    let (policy, log) = (dir.join("audit-policy.json"), dir.join("audit.log"));
-    let mut namespaces = calls::namespaces(sizes.calls_grants);
-    namespaces.push(OZ_NAMESPACE.into());
-    std::fs::write(&policy, audit::policy(&namespaces).to_string())?;
-    match std::fs::remove_file(&log) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    Ok((policy, log))
-}
-
 /// Resolves on SIGINT or SIGTERM, naming it.
 async fn interrupted() -> &'static str {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -200,11 +183,11 @@ async fn on_one_control_plane(
     let extra: Vec<&str> = cli.apiserver_args.iter().map(String::as_str).collect();
     let mut options = ControlPlaneOptions::default().apiserver_args(&extra);
     let audit_log = if parts.contains(&Part::Calls) {
-        let (policy, log) = audit_files(&cli.log_dir, &sizes)?;
-        options = options.apiserver_args(&[
-            &format!("--audit-policy-file={}", policy.display()),
-            &format!("--audit-log-path={}", log.display()),
-        ]);
+        // The calls part's namespaces and oz's own.
+        let mut namespaces = calls::namespaces(sizes.calls_grants);
+        namespaces.push(OZ_NAMESPACE.into());
+        let (flags, log) = audit::turn_on(&cli.log_dir, &namespaces)?;
+        options = options.apiserver_args(&flags.each_ref().map(String::as_str));
         Some(log)
     } else {
         None

@@ -173,18 +173,8 @@ impl Fleet {
 
 /// Starts one control plane whose apiserver writes an audit log under `log_dir/<name>`.
 async fn start_plane(name: &str, log_dir: &Path, options: ControlPlaneOptions) -> Result<Started> {
-    let dir = std::path::absolute(log_dir.join(name))?;
-    std::fs::create_dir_all(&dir)?;
-    let (policy, audit_log) = (dir.join("audit-policy.json"), dir.join("audit.log"));
-    std::fs::write(&policy, audit::policy(&[NAMESPACE.into()]).to_string())?;
-    match std::fs::remove_file(&audit_log) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    let options = options.apiserver_args(&[
-        &format!("--audit-policy-file={}", policy.display()),
-        &format!("--audit-log-path={}", audit_log.display()),
-    ]);
+    let (flags, audit_log) = audit::turn_on(&log_dir.join(name), &[NAMESPACE.into()])?;
+    let options = options.apiserver_args(&flags.each_ref().map(String::as_str));
     let plane = tokio::task::spawn_blocking(|| ControlPlane::start(options)).await??;
     let admin = plane.admin().await?;
     let alice = plane.client_as(cluster::REQUESTER).await?;

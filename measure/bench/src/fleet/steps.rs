@@ -131,19 +131,15 @@ pub async fn through_hub(fleet: &Fleet, watches: &Watches, count: usize) -> Resu
             _ => failures += 1,
         }
     }
-    // The hub's last status writes for the last grant come just after it is seen Ready.
-    tokio::time::sleep(audit_quiet()).await;
+    // The hub's last status writes for the last grant come just after it is seen Ready: they
+    // count until the calls part's quiet time has passed.
+    tokio::time::sleep(crate::calls::QUIET).await;
     Ok(Sequential {
         spoke_ready: spoke_ready.summary(),
         hub_ready: hub_ready.summary(),
         failures,
         window: (from, Timestamp::now()),
     })
-}
-
-/// How long after the last grant of step 2 its calls still count: the calls part's quiet time.
-fn audit_quiet() -> Duration {
-    crate::calls::QUIET
 }
 
 /// alice asks the hub for access on spoke `spoke` through the fleet template.
