@@ -83,6 +83,20 @@ pub struct AccessConfig {
     #[schemars(length(max = DURATION_MAX_LENGTH))]
     #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.sessionIdleTimeout must be {GO_DURATION_HINT}").as_str()))]
     pub session_idle_timeout: Option<String>,
+
+    /// oz only: how many times a grant may be extended (`ozctl extend`). Default: as many as
+    /// `maxTotalDuration` leaves room for; `0` allows none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 20))]
+    pub max_extensions: Option<u32>,
+
+    /// oz only: the longest a grant may last with its extensions, counted from its start: a Go
+    /// duration. Default: `maxDuration`, so an extension only gives what the first request
+    /// could have asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = DURATION_MAX_LENGTH))]
+    #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.maxTotalDuration must be {GO_DURATION_HINT}").as_str()))]
+    pub max_total_duration: Option<String>,
 }
 
 impl AccessConfig {
@@ -155,6 +169,8 @@ mod tests {
             session_mode: None,
             record_input: None,
             session_idle_timeout: None,
+            max_extensions: None,
+            max_total_duration: None,
         }
     }
 

@@ -116,6 +116,12 @@ oz_kind_spec! {
         /// the template's `breakGlass`.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         pub break_glass: bool,
+
+        /// oz only: the number of the request's extension ask this decides (`status.extensions`),
+        /// rather than the request itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1, max = 20))]
+        pub extension: Option<u32>,
     }
 }
 

@@ -21,6 +21,7 @@ pub mod build_info;
 pub mod duration;
 mod exec;
 pub mod expiry_table;
+pub mod extension;
 pub mod fleet;
 pub mod grant_rule;
 pub mod kinds;
@@ -49,6 +50,7 @@ pub use crds::{all_crds, crds_yaml};
 pub use exec::{
     ExecAccessRequest, ExecAccessRequestSpec, ExecAccessTemplate, ExecAccessTemplateSpec,
 };
+pub use extension::{EXTEND_ANNOTATION, ExtensionPhase, ExtensionRecord};
 pub use fleet::{
     ClusterSync, FleetClusters, Forwarded, ForwardedApproval, HUB_MANAGED_LABEL,
     names::{FleetNames, PrefixMap},

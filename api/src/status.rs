@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ApprovalRecord, ClusterSync, SessionCounts, SessionMode, SessionRecord,
+    ApprovalRecord, ClusterSync, ExtensionRecord, SessionCounts, SessionMode, SessionRecord,
     conditions::{self, Condition},
 };
 
@@ -72,6 +72,11 @@ pub struct RequestStatus {
     /// oz only, Brokered: how many sessions the grant has had, and how many are open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_counts: Option<SessionCounts>,
+    /// oz only: the asks to extend the grant (`ozctl extend`), oldest first, and where each
+    /// stands. Recomputed by oz on every reconcile: writing it changes nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub extensions: Vec<ExtensionRecord>,
 }
 
 /// Where a request stands.

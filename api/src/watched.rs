@@ -11,8 +11,8 @@
 //!
 //! oz never writes a request back whole (status is applied, everything else patched), so nothing
 //! skipped here is lost; no part of oz reads a request's labels, or its annotations but
-//! [`REVOKE_ANNOTATION`], the one kept (a template's annotations are read, so templates are
-//! parsed whole).
+//! [`REVOKE_ANNOTATION`] and [`EXTEND_ANNOTATION`], the ones kept (a template's annotations are
+//! read, so templates are parsed whole).
 
 use std::{borrow::Cow, collections::BTreeMap};
 
@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::{Resource, runtime::watcher};
 use serde::{Deserialize, Deserializer};
 
-use crate::{AccessRequest, REVOKE_ANNOTATION, RequestStatus};
+use crate::{AccessRequest, EXTEND_ANNOTATION, REVOKE_ANNOTATION, RequestStatus};
 
 /// A request of kind `R` as a watch parses it: everything but its metadata's managedFields,
 /// labels and annotations. Watch this type, and take the request out of each event with
@@ -43,7 +43,7 @@ impl<R: AccessRequest> WatchedRequest<R> {
 }
 
 /// Every field of `ObjectMeta` but `managedFields`, `labels` and the annotations other than
-/// [`REVOKE_ANNOTATION`], which serde skips without building them.
+/// [`REVOKE_ANNOTATION`] and [`EXTEND_ANNOTATION`], which serde skips without building them.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct KeptMetadata {
@@ -85,8 +85,8 @@ impl From<KeptMetadata> for ObjectMeta {
     }
 }
 
-/// The annotations map, with [`REVOKE_ANNOTATION`] alone kept: every other value is skipped as
-/// it is read; `None` without it.
+/// The annotations map, with [`REVOKE_ANNOTATION`] and [`EXTEND_ANNOTATION`] alone kept: every
+/// other value is skipped as it is read; `None` without either.
 fn revoke_annotation_only<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
@@ -108,9 +108,10 @@ fn revoke_annotation_only<'de, D: Deserializer<'de>>(
         ) -> Result<Self::Value, A::Error> {
             let mut kept = None;
             while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == REVOKE_ANNOTATION {
+                if key == REVOKE_ANNOTATION || key == EXTEND_ANNOTATION {
                     let value: String = map.next_value()?;
-                    kept = Some(BTreeMap::from([(key.into_owned(), value)]));
+                    kept.get_or_insert_with(BTreeMap::new)
+                        .insert(key.into_owned(), value);
                 } else {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -217,7 +218,7 @@ mod tests {
         strip_unread_metadata(meta);
         meta.labels = None;
         if let Some(annotations) = meta.annotations.as_mut() {
-            annotations.retain(|key, _| key == REVOKE_ANNOTATION);
+            annotations.retain(|key, _| key == REVOKE_ANNOTATION || key == EXTEND_ANNOTATION);
         }
         if meta.annotations.as_ref().is_some_and(BTreeMap::is_empty) {
             meta.annotations = None;
@@ -240,16 +241,21 @@ mod tests {
         let _: PodAccessRequest = watched_keeps_all_it_reads(&request_json("PodAccessRequest"));
     }
 
-    /// The revoke annotation is the one a watch keeps: oz reads it to revoke.
+    /// The revoke and extension annotations are the ones a watch keeps: oz reads them to
+    /// revoke and to extend.
     #[test]
-    fn a_watched_request_keeps_the_revoke_annotation_alone() {
+    fn a_watched_request_keeps_the_revoke_and_extension_annotations_alone() {
         let mut json = request_json("ExecAccessRequest");
         json["metadata"]["annotations"][REVOKE_ANNOTATION] = json!("alice");
+        json["metadata"]["annotations"][EXTEND_ANNOTATION] =
+            json!(r#"[{"by":"30m","askedBy":"alice"}]"#);
         let exec: ExecAccessRequest = watched_keeps_all_it_reads(&json);
         assert_eq!(crate::revoke_asked_by(&exec.metadata), Some("alice"));
+        let asks = crate::extension::extension_asks(&exec.metadata).unwrap();
+        assert_eq!(asks[0].by, "30m");
         assert_eq!(
             exec.metadata.annotations.as_ref().map(BTreeMap::len),
-            Some(1)
+            Some(2)
         );
         json["metadata"]["annotations"] = json!(null);
         let exec: ExecAccessRequest = watched_keeps_all_it_reads(&json);

@@ -1,4 +1,5 @@
-//! `ozctl approvals`: the requests waiting for a decision that I may make.
+//! `ozctl approvals`: the requests (and the extensions of Ready ones, `ozctl extend`) waiting
+//! for a decision that I may make.
 //!
 //! Who I am and my groups come from a SelfSubjectReview (what oz's webhook will stamp on my
 //! decision); who may decide comes from each request's template (`approval.approverGroups`).
@@ -49,17 +50,24 @@ pub enum Standing {
     BreakGlass,
 }
 
-/// A request I may decide, with its template's approval settings.
+/// A request (or an extension of a Ready one) I may decide, with its template's approval
+/// settings.
 #[derive(Clone, Debug)]
 pub struct Decidable<'a> {
     pub request: &'a RequestView,
     pub approval: &'a ApprovalConfig,
     pub standing: Standing,
+    /// The extension ask waiting (`ozctl extend`), when that is what is decided.
+    pub extension: Option<u32>,
 }
 
 impl Decidable<'_> {
     /// Approvals counted of those required, as `1/2`.
     pub fn progress(&self) -> String {
+        if self.extension.is_some() {
+            let counted = self.extension_record().map_or(0, |e| e.approvals.len());
+            return format!("{counted}/{}", self.approval.required);
+        }
         self.request
             .status
             .approval_progress
@@ -67,8 +75,18 @@ impl Decidable<'_> {
             .map_or_else(|| format!("0/{}", self.approval.required), str::to_owned)
     }
 
-    /// When the request stops waiting and ends Expired: creation plus `pendingTimeout`.
+    /// The extension's record in the request's status, once oz has recorded it.
+    fn extension_record(&self) -> Option<&oz_api::ExtensionRecord> {
+        let number = self.extension?;
+        self.request.status.extensions.get(number as usize - 1)
+    }
+
+    /// When the decision is too late: for a request, when it ends Expired (creation plus
+    /// `pendingTimeout`); for an extension, when the grant ends.
     pub fn pending_until(&self) -> Option<Timestamp> {
+        if self.extension.is_some() {
+            return self.request.expires_at();
+        }
         let created = self.request.created?;
         let timeout = parse_go_duration(self.approval.pending_timeout()).ok()?;
         let timeout = SignedDuration::try_from(timeout.to_std().ok()?).ok()?;
@@ -87,9 +105,25 @@ pub fn decidable<'a>(
 ) -> Vec<Decidable<'a>> {
     requests
         .iter()
-        .filter(|r| r.phase() == Some(RequestPhase::PendingApproval) && !r.deleting)
-        .filter(|r| !r.status.approvals.iter().any(|a| a.approver == me.username))
+        .filter(|r| !r.deleting)
         .filter_map(|request| {
+            let extension = match request.phase() {
+                Some(RequestPhase::PendingApproval) => None,
+                Some(RequestPhase::Ready) => Some(request.waiting_extension()?),
+                _ => return None,
+            };
+            let counted = match extension {
+                None => request.status.approvals.as_slice(),
+                Some(number) => request
+                    .status
+                    .extensions
+                    .get(number as usize - 1)
+                    .map(|e| e.approvals.as_slice())
+                    .unwrap_or_default(),
+            };
+            if counted.iter().any(|a| a.approver == me.username) {
+                return None;
+            }
             let template = templates.iter().find(|t| {
                 t.kind == request.kind
                     && t.namespace == request.namespace
@@ -113,6 +147,7 @@ pub fn decidable<'a>(
                 request,
                 approval,
                 standing,
+                extension,
             })
         })
         .collect()
@@ -157,15 +192,31 @@ pub fn approvals_table(pending: &[Decidable], now: Timestamp) -> Table {
                     _ => "due".to_string(),
                 })
                 .unwrap_or_default(),
-            match d.standing {
-                Standing::Approver => "",
-                Standing::SelfApproval => "yours: self-approval allowed",
-                Standing::BreakGlass => "yours: break-glass only",
-            }
-            .to_string(),
+            note(d),
         ]);
     }
     table
+}
+
+/// The NOTE cell: an extension waiting (and how much more it asks), and whether it is mine.
+fn note(d: &Decidable) -> String {
+    let standing = match d.standing {
+        Standing::Approver => "",
+        Standing::SelfApproval => "yours: self-approval allowed",
+        Standing::BreakGlass => "yours: break-glass only",
+    };
+    let Some(number) = d.extension else {
+        return standing.to_string();
+    };
+    let by = d
+        .extension_record()
+        .map(|e| format!(" (+{})", e.by))
+        .unwrap_or_default();
+    let extension = format!("extension {number}{by}");
+    match standing {
+        "" => extension,
+        standing => format!("{extension}; {standing}"),
+    }
 }
 
 /// `text` cut to `max` characters, ending in `…` when cut.
@@ -194,6 +245,8 @@ struct Entry<'a> {
     created: Option<String>,
     pending_until: Option<String>,
     standing: Standing,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extension: Option<u32>,
 }
 
 /// Runs `ozctl approvals`.
@@ -220,6 +273,7 @@ pub async fn run(session: &Session, args: ApprovalsArgs) -> Result<(), CliError>
                     created: d.request.created.map(|t| t.to_string()),
                     pending_until: d.pending_until().map(|t| t.to_string()),
                     standing: d.standing,
+                    extension: d.extension,
                 })
                 .collect();
             output::print(&output::render(&entries, output::ObjectFormat::Json)?)
@@ -308,6 +362,43 @@ mod tests {
             .iter()
             .map(|d| (d.request.name.clone(), d.standing))
             .collect()
+    }
+
+    #[test]
+    fn approvers_see_the_extension_waiting_on_a_ready_request() {
+        let templates = [template(
+            "needs-leads",
+            json!({"approverGroups": ["leads"]}),
+        )];
+        let mut asked = request("c", "alice", "needs-leads", RequestPhase::Ready);
+        asked.object["metadata"]["annotations"] = json!({
+            oz_api::EXTEND_ANNOTATION: r#"[{"by":"30m","askedBy":"alice"},{"by":"1h","askedBy":"alice"}]"#,
+        });
+        asked.status.extensions = serde_json::from_value(json!([
+            {"number": 1, "by": "30m", "askedBy": "alice", "phase": "Granted", "added": "30m"},
+            {"number": 2, "by": "1h", "askedBy": "alice", "phase": "PendingApproval"},
+        ]))
+        .unwrap();
+        let dave = me("dave", &["leads"]);
+        let requests = [asked.clone()];
+        let pending = decidable(&requests, &templates, &dave);
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].extension, Some(2));
+        assert_eq!(pending[0].progress(), "0/1");
+        assert_eq!(note(&pending[0]), "extension 2 (+1h)");
+        // Decided by dave already, or nothing waiting: nothing for him.
+        let mut decided = asked.clone();
+        decided.status.extensions[1].approvals = vec![ApprovalRecord {
+            approver: "dave".into(),
+            at: Time(CREATED.parse().unwrap()),
+            comment: None,
+            name: "c-extension-2-dave".into(),
+            break_glass: false,
+        }];
+        assert!(decidable(&[decided], &templates, &dave).is_empty());
+        let mut granted = asked;
+        granted.status.extensions[1].phase = oz_api::ExtensionPhase::Granted;
+        assert!(decidable(&[granted], &templates, &dave).is_empty());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use kube::{
 };
 use oz_api::{
     AccessApproval, AccessApprovalSpec, AccessKind, AccessRequest, ApprovalRequestRef, Decision,
-    ExecAccessRequest, PodAccessRequest, RequestPhase,
+    ExecAccessRequest, ExtensionPhase, PodAccessRequest, RequestPhase,
 };
 
 use super::{
@@ -65,6 +65,16 @@ pub struct DecisionArgs {
     /// How long to wait for oz to count the decision before saying where the request stands
     #[arg(long, default_value = "30s", value_parser = timefmt::parse_positive, value_name = "DURATION")]
     pub timeout: Duration,
+    /// Decide on this extension of a Ready request (`ozctl extend`) rather than the request;
+    /// the default for a Ready request with an extension waiting for approval
+    #[arg(long, value_name = "NUMBER", value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub extension: Option<u32>,
+}
+
+/// The extension a decision on `view` is about: the one named, else the one waiting on a Ready
+/// request ([`RequestView::waiting_extension`]), else none (the request).
+pub fn extension_decided(view: &RequestView, named: Option<u32>) -> Option<u32> {
+    named.or_else(|| view.waiting_extension())
 }
 
 /// The longest object name the apiserver takes (a DNS subdomain).
@@ -146,6 +156,7 @@ async fn decide(
     break_glass: bool,
 ) -> Result<(), CliError> {
     let view = requests::find(session, &args.request, args.kind).await?;
+    let extension = extension_decided(&view, args.extension);
     let me = whoami(session).await?;
     let own_break_glass = own_break_glass(session, &view, &me).await;
     let hint = session.hint(&format!("approve {}", view.name));
@@ -158,28 +169,35 @@ async fn decide(
     )
     .map_err(CliError::Usage)?;
 
-    let created = create(session, &view, &me, decision, comment).await?;
+    let created = create(session, &view, &me, (decision, extension), comment).await?;
     let verb = match decision {
         Decision::Approve if break_glass => "Approved (break-glass)",
         Decision::Approve => "Approved",
         Decision::Deny => "Denied",
     };
+    let what = extension
+        .map(|n| format!("extension {n} of "))
+        .unwrap_or_default();
     output::print(&format!(
-        "{verb} {} {} as {} (AccessApproval {}).\n",
+        "{verb} {what}{} {} as {} (AccessApproval {}).\n",
         view.kind.request_kind(),
         view.name,
         me.username,
         created
     ))?;
 
+    let counting = (created.as_str(), extension);
     let now = match view.kind {
         AccessKind::Exec => {
-            counted::<ExecAccessRequest>(session, &view, &created, args.timeout).await
+            counted::<ExecAccessRequest>(session, &view, counting, args.timeout).await
         }
         AccessKind::Pod => {
-            counted::<PodAccessRequest>(session, &view, &created, args.timeout).await
+            counted::<PodAccessRequest>(session, &view, counting, args.timeout).await
         }
     };
+    if let (Some(number), Some(now)) = (extension, &now) {
+        return output::print(&extension_standing(now, number));
+    }
     output::print(&match now {
         Some(now) => standing(&now),
         None => format!(
@@ -209,11 +227,15 @@ async fn create(
     session: &Session,
     view: &RequestView,
     me: &Me,
-    decision: Decision,
+    (decision, extension): (Decision, Option<u32>),
     comment: Option<String>,
 ) -> Result<String, CliError> {
     let api: Api<AccessApproval> = session.api();
-    let name = approval_name(&view.name, &me.username);
+    let decided = match extension {
+        Some(number) => format!("{}-extension-{number}", view.name),
+        None => view.name.clone(),
+    };
+    let name = approval_name(&decided, &me.username);
     let approval = |metadata: ObjectMeta| AccessApproval {
         metadata,
         spec: AccessApprovalSpec {
@@ -227,6 +249,7 @@ async fn create(
             approver: None,
             request_uid: None,
             break_glass: false,
+            extension,
         },
         status: None,
     };
@@ -262,21 +285,29 @@ fn refusal(session: &Session, error: kube::Error) -> CliError {
 }
 
 /// Waits up to `timeout` until oz has counted approval `approval` on `view` (it is among the
-/// request's `status.approvals`) or the request no longer waits (decided, expired, or gone),
-/// and returns the request as it then is; `None` if oz has not done either in time.
+/// request's `status.approvals`, or the extension's it decides) or what it decides no longer
+/// waits (decided, expired, or gone), and returns the request as it then is; `None` if oz has
+/// not done either in time.
 async fn counted<R: AccessRequest>(
     session: &Session,
     view: &RequestView,
-    approval: &str,
+    (approval, extension): (&str, Option<u32>),
     timeout: Duration,
 ) -> Option<RequestView> {
     let api: Api<R> = session.api();
     let condition = |request: Option<&R>| {
         request.is_none_or(|request| {
             let status = request.request_status();
+            let phase = status.and_then(|s| s.phase);
+            if let Some(number) = extension {
+                let ask = status.and_then(|s| s.extensions.get(number as usize - 1));
+                let listed = ask.is_some_and(|a| a.approvals.iter().any(|a| a.name == approval));
+                let waiting = ask.is_none_or(|a| a.phase == ExtensionPhase::PendingApproval);
+                return listed || !waiting || phase != Some(RequestPhase::Ready);
+            }
             let listed = status.is_some_and(|s| s.approvals.iter().any(|a| a.name == approval));
-            let waiting = status.and_then(|s| s.phase) == Some(RequestPhase::PendingApproval);
-            listed || (!waiting && status.and_then(|s| s.phase).is_some())
+            let waiting = phase == Some(RequestPhase::PendingApproval);
+            listed || (!waiting && phase.is_some())
         })
     };
     let found = tokio::time::timeout(timeout, await_condition(api, &view.name, condition))
@@ -290,6 +321,34 @@ async fn counted<R: AccessRequest>(
         },
         |r| RequestView::of(&r),
     ))
+}
+
+/// Where extension `number` of a request stands after a decision, in a line.
+pub fn extension_standing(view: &RequestView, number: u32) -> String {
+    let ask = view.status.extensions.get(number as usize - 1);
+    let until = view.expires_at().map(timefmt::local).unwrap_or_default();
+    let line = match ask.map(|a| a.phase) {
+        _ if view.phase() != Some(RequestPhase::Ready) => format!(
+            "{} {} is {}: its grant has ended.",
+            view.kind.request_kind(),
+            view.name,
+            view.phase_word()
+        ),
+        Some(ExtensionPhase::Granted) => format!(
+            "extension {number} of {} granted: access now ends at {until}.",
+            view.name
+        ),
+        Some(ExtensionPhase::Denied) => format!(
+            "extension {number} of {} denied: access still ends at {until}.",
+            view.name
+        ),
+        _ => format!(
+            "extension {number} of {} still waits for approval; access ends at {until} unless \
+             it is approved first.",
+            view.name
+        ),
+    };
+    format!("{}\n", printable_line(&line))
 }
 
 /// Where a request stands after a decision, in a line.

@@ -26,6 +26,7 @@ pub mod csv;
 pub mod decide;
 pub mod error;
 pub mod exec;
+pub mod extend;
 #[cfg(test)]
 mod fixtures;
 pub mod get;
@@ -81,6 +82,8 @@ pub enum Command {
     Get(get::GetArgs),
     /// End a request's access now
     Revoke(revoke::RevokeArgs),
+    /// Ask for more time on a Ready request, keeping its pod and open sessions
+    Extend(extend::ExtendArgs),
     /// List the requests whose access has ended, for access reviews
     History(history::HistoryArgs),
     /// List the requests waiting for approval that you may decide
@@ -127,6 +130,7 @@ pub fn help_footer(program: &str) -> String {
   {p} approve alice-x7k2p -n team        # approve one (deny it with: deny NAME --comment WHY)
   {p} exec alice-x7k2p -n team           # a shell in the granted pod
   {p} sessions alice-x7k2p -n team       # its brokered sessions, newest first
+  {p} extend alice-x7k2p -n team --by 30m  # more time, same pod and sessions
   {p} revoke alice-x7k2p -n team         # end it now
   {p} history -n team --all -o csv       # who had access, for a review
   {p} audit audit.jsonl* --since 24h     # what they did with it, from oz's audit files
@@ -165,6 +169,7 @@ pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
         Command::Create(args) => create::run(&session().await?, args).await.map(|()| 0),
         Command::Get(args) => get::run(&session().await?, args).await.map(|()| 0),
         Command::Revoke(args) => revoke::run(&session().await?, args).await.map(|()| 0),
+        Command::Extend(args) => extend::run(&session().await?, args).await.map(|()| 0),
         Command::History(args) => history::run(&session().await?, args).await.map(|()| 0),
         Command::Approvals(args) => approvals::run(&session().await?, args).await.map(|()| 0),
         Command::Approve(args) => decide::approve(&session().await?, args).await.map(|()| 0),

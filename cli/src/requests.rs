@@ -58,6 +58,32 @@ impl RequestView {
     }
 
     /// `status.phase`.
+    /// The number of its extension ask that waits for approval, if it is Ready and one does:
+    /// the one oz records waiting, else a newer ask oz has not recorded yet.
+    pub fn waiting_extension(&self) -> Option<u32> {
+        if self.phase() != Some(RequestPhase::Ready) {
+            return None;
+        }
+        let recorded = &self.status.extensions;
+        let waiting = recorded
+            .iter()
+            .rev()
+            .find(|r| r.phase == oz_api::ExtensionPhase::PendingApproval)
+            .map(|r| r.number);
+        let asks = self.extension_asks();
+        waiting.or_else(|| (asks > recorded.len()).then_some(asks as u32))
+    }
+
+    /// How many extension asks it holds (`ozctl extend`), recorded by oz or not yet.
+    pub fn extension_asks(&self) -> usize {
+        self.object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(oz_api::EXTEND_ANNOTATION))
+            .and_then(|v| v.as_str())
+            .and_then(|v| oz_api::extension::parse_asks(v).ok())
+            .map_or(0, |asks| asks.len())
+    }
+
     pub fn phase(&self) -> Option<RequestPhase> {
         self.status.phase
     }

@@ -235,6 +235,8 @@ mod tests {
             session_mode: None,
             record_input: None,
             session_idle_timeout: None,
+            max_extensions: None,
+            max_total_duration: None,
             allowed_groups: vec!["devs".into(), "sre".into()],
             default_duration: "1h".into(),
             max_duration: "2h".into(),

@@ -13,6 +13,12 @@ pub enum NoticeKind {
     ExpiringSoon,
     Expired,
     BreakGlass,
+    /// An ask to extend the grant waits for approval.
+    ExtensionPending,
+    /// The grant was extended.
+    Extended,
+    /// An ask to extend the grant was denied.
+    ExtensionDenied,
 }
 
 /// One piece of news about one request, with what a sink is told about it.
@@ -24,7 +30,8 @@ pub struct Notice {
     pub namespace: String,
     pub name: String,
     /// The request's uid: with `kind`, it makes the CloudEvent's id, so a sink can drop
-    /// duplicates.
+    /// duplicates. An extension's notices carry the uid with the ask's number
+    /// (`UID.extension-2`), so each ask is announced once.
     pub uid: String,
     /// The template's `accessConfig.notifications`, if it has one.
     pub sinks: Option<NotificationConfig>,

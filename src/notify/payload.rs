@@ -16,7 +16,8 @@ pub const EVENT_TYPE_PREFIX: &str = "co.wizardofoz.access.request.";
 
 impl NoticeKind {
     /// The lower-case word that ends the CloudEvent's `type` and `id`: `pendingapproval`,
-    /// `approved`, `denied`, `ready`, `expiringsoon`, `expired` or `breakglass`.
+    /// `approved`, `denied`, `ready`, `expiringsoon`, `expired`, `breakglass`,
+    /// `extensionpending`, `extended` or `extensiondenied`.
     pub fn suffix(self) -> &'static str {
         match self {
             NoticeKind::PendingApproval => "pendingapproval",
@@ -26,6 +27,9 @@ impl NoticeKind {
             NoticeKind::ExpiringSoon => "expiringsoon",
             NoticeKind::Expired => "expired",
             NoticeKind::BreakGlass => "breakglass",
+            NoticeKind::ExtensionPending => "extensionpending",
+            NoticeKind::Extended => "extended",
+            NoticeKind::ExtensionDenied => "extensiondenied",
         }
     }
 
@@ -44,6 +48,9 @@ impl NoticeKind {
             NoticeKind::ExpiringSoon => "Expiring soon",
             NoticeKind::Expired => "Expired",
             NoticeKind::BreakGlass => "BREAK-GLASS",
+            NoticeKind::ExtensionPending => "Extension pending approval",
+            NoticeKind::Extended => "Extended",
+            NoticeKind::ExtensionDenied => "Extension denied",
         }
     }
 }
@@ -217,6 +224,9 @@ mod tests {
             (NoticeKind::ExpiringSoon, "expiringsoon"),
             (NoticeKind::Expired, "expired"),
             (NoticeKind::BreakGlass, "breakglass"),
+            (NoticeKind::ExtensionPending, "extensionpending"),
+            (NoticeKind::Extended, "extended"),
+            (NoticeKind::ExtensionDenied, "extensiondenied"),
         ];
         for (kind, suffix) in kinds {
             let mut n = notice(kind);

@@ -134,7 +134,7 @@ impl Seen {
 mod tests {
     use super::*;
 
-    const KINDS: [NoticeKind; 7] = [
+    const KINDS: [NoticeKind; 10] = [
         NoticeKind::PendingApproval,
         NoticeKind::Approved,
         NoticeKind::Denied,
@@ -142,6 +142,9 @@ mod tests {
         NoticeKind::ExpiringSoon,
         NoticeKind::Expired,
         NoticeKind::BreakGlass,
+        NoticeKind::ExtensionPending,
+        NoticeKind::Extended,
+        NoticeKind::ExtensionDenied,
     ];
 
     #[test]

@@ -25,6 +25,9 @@ pub struct TalliedRequest<'a> {
     /// grants to AllowedGroups, else none. A member who approves it approves access of their
     /// own, which counts only where self-approval is allowed.
     pub shared_with: &'a [String],
+    /// The extension ask whose decisions are counted (`spec.extension`), or `None` for the
+    /// request's own: a decision on one never counts for another.
+    pub extension: Option<u32>,
 }
 
 /// What the decisions on a request add up to.
@@ -155,7 +158,8 @@ fn considered<'a>(approval: &'a AccessApproval, request: TalliedRequest<'_>) -> 
     let spec = &approval.spec;
     let names_it = spec.request_ref.kind == request.kind && spec.request_ref.name == request.name;
     let same_uid = spec.request_uid.as_deref() == Some(request.uid);
-    if !names_it || !same_uid || approval.metadata.deletion_timestamp.is_some() {
+    let same_ask = spec.extension == request.extension;
+    if !names_it || !same_uid || !same_ask || approval.metadata.deletion_timestamp.is_some() {
         return None;
     }
     Some(Valid {
@@ -210,6 +214,7 @@ mod tests {
             uid: UID,
             requester: "alice",
             shared_with: &[],
+            extension: None,
         }
     }
 
@@ -249,6 +254,7 @@ mod tests {
                 }),
                 request_uid: Some(UID.into()),
                 break_glass: false,
+                extension: None,
             },
             status: None,
         }
@@ -275,6 +281,29 @@ mod tests {
             at: at(second),
             break_glass: false,
         }
+    }
+
+    #[test]
+    fn a_decision_counts_only_for_what_it_names_the_request_or_one_extension() {
+        let on_request = approve("a1", "bob", 1);
+        let mut on_first = approve("a2", "carol", 2);
+        on_first.spec.extension = Some(1);
+        let mut denies_second = deny("d1", "dave", 3);
+        denies_second.spec.extension = Some(2);
+        let all = [on_request, on_first, denies_second];
+        assert_eq!(outcome(&config(1), &all), approved_at(1));
+        let asked = |number| TalliedRequest {
+            extension: Some(number),
+            ..request()
+        };
+        let first = tally(&config(1), asked(1), &all);
+        assert_eq!(first.outcome, approved_at(2));
+        assert_eq!(first.approvers(), ["carol"]);
+        assert!(matches!(
+            tally(&config(1), asked(2), &all).outcome,
+            Outcome::Denied { .. }
+        ));
+        assert_eq!(tally(&config(1), asked(3), &all).outcome, Outcome::Pending);
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub async fn verify_approval<B: AccessBuilder>(
         uid: &r.grant.owner.uid,
         requester: &requester.username,
         shared_with: config.shared_with(),
+        extension: None,
     };
     let cached = r.approvals.state();
     let in_namespace = cached

@@ -1,14 +1,15 @@
 //! Step: verify the duration. The access window is decided from the request and the template,
 //! and `expiresAt` is fixed from the creation time (or, for a template that requires approval,
 //! from `approvedAt`, the creation of the approval that completed it): once made, a grant
-//! never gets longer, by an edited template or an edited status alike.
+//! never gets longer, by an edited template or an edited status alike; only its extensions
+//! add to it ([`super::extend`]).
 
 use chrono::TimeDelta;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::Resource;
 use oz_api::{
     AccessConfig, AccessRequest, condition_reason as reason, condition_type as kind,
-    conditions::Observation, duration::decide_access_duration,
+    conditions::Observation, duration::decide_access_duration, extension::recorded_added,
 };
 
 use super::{
@@ -18,15 +19,24 @@ use super::{
 };
 use crate::{builders::AccessBuilder, time};
 
-/// The grant's `expiresAt`, recorded in the status; or the end of the grant if the durations
-/// are not valid. The window starts at `approved_at` when the template requires approval (the
-/// tally's, never the status's), else at creation.
+/// The grant's window before any extension: its decided duration and where it ends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    /// The duration decided from the request and the template.
+    pub duration: TimeDelta,
+    /// Its end without extensions.
+    pub ends: Timestamp,
+}
+
+/// The grant's window, its end recorded in the status as `expiresAt`; or the end of the grant
+/// if the durations are not valid. The window starts at `approved_at` when the template
+/// requires approval (the tally's, never the status's), else at creation.
 pub async fn verify_duration<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
     pass: &mut Pass,
     config: &AccessConfig,
     approved_at: Option<Timestamp>,
-) -> Step<Timestamp> {
+) -> Step<Window> {
     let decision = match decide_access_duration(
         r.request.duration(),
         &config.default_duration,
@@ -50,10 +60,20 @@ pub async fn verify_duration<B: AccessBuilder>(
     ));
     let created = r.request.meta().creation_timestamp.as_ref().map(|t| t.0);
     let start = approved_at.or(created);
-    let recorded = pass.status.expires_at.as_ref().map(|t| t.0);
-    let expires_at = fix_expires_at(start, pass.now, decision.duration, recorded);
-    pass.status.expires_at = Some(Time(expires_at));
-    go_on(expires_at)
+    // What the recorded end holds of extensions is taken off, so that only the extension
+    // step adds to the window. A status edited to claim less only shortens the grant.
+    let extended = recorded_added(&pass.status.extensions);
+    let recorded = pass
+        .status
+        .expires_at
+        .as_ref()
+        .map(|t| time::add(t.0, -extended));
+    let ends = fix_expires_at(start, pass.now, decision.duration, recorded);
+    pass.status.expires_at = Some(Time(ends));
+    go_on(Window {
+        duration: decision.duration,
+        ends,
+    })
 }
 
 /// When a grant of `duration` ends: `created + duration` (`now` stands in for a missing creation

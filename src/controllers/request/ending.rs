@@ -19,8 +19,8 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessRequest, AccessTemplate, OzResource, RequestPhase, condition_reason as reason,
-    condition_type as kind, conditions::Observation,
+    AccessRequest, AccessTemplate, ExtensionPhase, OzResource, RequestPhase,
+    condition_reason as reason, condition_type as kind, conditions::Observation,
 };
 
 use super::{outcome::Wake, status::Pass, stores::RequestStores};
@@ -57,11 +57,23 @@ pub fn record_expiry(pass: &mut Pass, expires_at: Timestamp) {
     ));
     pass.status.phase = Some(RequestPhase::Expired);
     pass.status.access_message = None;
+    close_waiting_extensions(pass, "the grant ended before it was approved");
     pass.note(
         EventType::Normal,
         "Expired",
         format!("access ended at {expires_at}; its access resources were deleted"),
     );
+}
+
+/// An ended grant's extension asks that still wait never will be granted: they are recorded
+/// Denied, saying `why`, so the history does not show them waiting.
+fn close_waiting_extensions(pass: &mut Pass, why: &str) {
+    for ask in &mut pass.status.extensions {
+        if ask.phase == ExtensionPhase::PendingApproval {
+            ask.phase = ExtensionPhase::Denied;
+            ask.message = Some(why.to_string());
+        }
+    }
 }
 
 /// Records on `pass` that the grant, its resources revoked, was revoked now at the request of
@@ -74,6 +86,7 @@ pub fn record_revocation(pass: &mut Pass, by: &str) {
         format!("Access revoked by {by}"),
     ));
     pass.status.phase = Some(RequestPhase::Revoked);
+    close_waiting_extensions(pass, "the grant was revoked before it was approved");
     pass.status.access_message = None;
     pass.note(
         EventType::Normal,

@@ -13,12 +13,14 @@
 //!    add up (else it waits, or ends Denied or Expired);
 //! 7. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
 //!    creation or from approval;
-//! 8. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
+//! 8. [`extend::verify_extensions`]: the granted extension asks (`ozctl extend`) move
+//!    `expiresAt` later, within the template's bounds;
+//! 9. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
 //!    it is;
-//! 9. [`build::verify_access_resources`]: the builder makes the grant for the requester (or
-//!    Oz's grant is kept, [`adopt::keep_oz_grant`]); on a fleet hub, a fleet template's
-//!    request is instead granted by its spoke ([`forward::forward`]);
-//! 10. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//! 10. [`build::verify_access_resources`]: the builder makes the grant for the requester (or
+//!     Oz's grant is kept, [`adopt::keep_oz_grant`]); on a fleet hub, a fleet template's
+//!     request is instead granted by its spoke ([`forward::forward`]);
+//! 11. [`build::is_access_ready`]: ready or pending, and the access command to use it.
 //!
 //! Each step records what it found on one [`status::Pass`] and returns an [`outcome::Step`]:
 //! go on, or stop, saying how the pass ends ([`outcome::Stop`]). The reconcile then writes the
@@ -72,6 +74,7 @@ mod build;
 mod duration;
 mod ending;
 mod expire;
+mod extend;
 mod forward;
 mod notices;
 mod outcome;
@@ -273,10 +276,22 @@ async fn steps<B: AccessBuilder>(
             (Grantee::Requester(requester), approved_at)
         }
     };
-    let expires_at = step!(duration::verify_duration(r, pass, config, approved_at));
+    let window = step!(duration::verify_duration(r, pass, config, approved_at));
+    let requester = match &grantee {
+        Grantee::Requester(requester) => Some(*requester),
+        Grantee::Oz(_) => None,
+    };
+    let expires_at = step!(extend::verify_extensions(
+        r, pass, config, requester, window
+    ));
     step!(expire::is_access_expired(r, pass, expires_at));
-    // Before anything is built, so that nothing this pass creates can outlive it.
-    timers.arm(&r.grant, expires_at);
+    // Before anything is built, so that nothing this pass creates can outlive it. Only a
+    // granted extension moves an armed timer later.
+    if expires_at > window.ends {
+        timers.extend_to(&r.grant, expires_at);
+    } else {
+        timers.arm(&r.grant, expires_at);
+    }
     expire::still_valid(pass);
     if let (Some(_), Grantee::Requester(requester)) = (template.clusters(), &grantee) {
         return forward::forward(r, pass, &template, requester, expires_at).await;

@@ -5,7 +5,7 @@
 
 use kube::ResourceExt;
 use oz_api::{
-    AccessRequest, Condition, NotificationConfig, RequestPhase, RequestStatus,
+    AccessRequest, Condition, ExtensionPhase, NotificationConfig, RequestPhase, RequestStatus,
     condition_reason as reason, condition_type as kind, conditions,
 };
 
@@ -50,6 +50,56 @@ pub fn notices_for(previous: &RequestStatus, status: &RequestStatus) -> Vec<(Not
         notices.push((NoticeKind::Expired, message));
     }
     notices
+}
+
+/// The notices the extension asks' changes from `previous` to `status` send, each with the
+/// ask's number and its sentence: an ask waiting for approval, granted, or denied.
+pub fn extension_notices(
+    previous: &RequestStatus,
+    status: &RequestStatus,
+) -> Vec<(NoticeKind, u32, String)> {
+    status
+        .extensions
+        .iter()
+        .filter(|ask| {
+            let before = previous.extensions.get(ask.number as usize - 1);
+            before.is_none_or(|b| b.phase != ask.phase)
+        })
+        .map(|ask| {
+            let why = ask
+                .message
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default();
+            let (kind, sentence) = match ask.phase {
+                ExtensionPhase::PendingApproval => (
+                    NoticeKind::ExtensionPending,
+                    format!(
+                        "{} asks for {} more on pod {}; it waits for approval",
+                        ask.asked_by,
+                        ask.by,
+                        status.pod_name.as_deref().unwrap_or_default()
+                    ),
+                ),
+                ExtensionPhase::Granted => (
+                    NoticeKind::Extended,
+                    format!(
+                        "extended by {}{why}; access now ends at {}",
+                        ask.added.as_deref().unwrap_or_default(),
+                        until(status)
+                    ),
+                ),
+                ExtensionPhase::Denied => (
+                    NoticeKind::ExtensionDenied,
+                    format!(
+                        "extension denied{why}; access still ends at {}",
+                        until(status)
+                    ),
+                ),
+            };
+            (kind, ask.number, sentence)
+        })
+        .collect()
 }
 
 /// The sentence of an ExpiringSoon notice.

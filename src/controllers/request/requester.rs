@@ -92,6 +92,8 @@ mod tests {
             session_mode: None,
             record_input: None,
             session_idle_timeout: None,
+            max_extensions: None,
+            max_total_duration: None,
         }
     }
 

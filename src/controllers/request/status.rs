@@ -19,7 +19,7 @@ use oz_api::{
 };
 
 use super::{
-    notices::{notice, notices_for},
+    notices::{extension_notices, notice, notices_for},
     outcome::Wake,
     wording::{became, granted_message},
 };
@@ -155,6 +155,11 @@ impl Pass {
         }
         notices.splice(0..0, changes);
         self.send(ctx, request, notices).await;
+        let asks = extension_notices(&self.previous, &self.status);
+        for (kind, number, message) in asks {
+            self.send_about_ask(ctx, request, (kind, number), message)
+                .await;
+        }
         Ok(wake.action())
     }
 
@@ -177,6 +182,27 @@ impl Pass {
             let notice = notice(kind, request, &self.status, sinks.clone(), message);
             ctx.notifier.send(notice);
         }
+        self.sinks = Some(sinks);
+    }
+}
+
+impl Pass {
+    /// Sends a notice about extension ask `number` of `request`: known by the request's uid
+    /// with the number, so that each ask is announced once.
+    async fn send_about_ask<R: AccessRequest>(
+        &mut self,
+        ctx: &Context,
+        request: &R,
+        (kind, number): (NoticeKind, u32),
+        message: String,
+    ) {
+        let sinks = match self.sinks.take() {
+            Some(sinks) => sinks,
+            None => template_sinks(ctx, request).await,
+        };
+        let mut notice = notice(kind, request, &self.status, sinks.clone(), message);
+        notice.uid = format!("{}.extension-{number}", notice.uid);
+        ctx.notifier.send(notice);
         self.sinks = Some(sinks);
     }
 }

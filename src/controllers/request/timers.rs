@@ -13,7 +13,9 @@
 //!
 //! A timer only ever takes access away, so it may be early but never late: arming a grant again
 //! with a later time is ignored (a grant's `expiresAt` is fixed when it is made; a later value can
-//! only come from an edited status, which the reconcile does not trust either).
+//! only come from an edited status, which the reconcile does not trust either). The one way a
+//! timer moves later is a granted extension, which the reconcile decides from the request and
+//! its approvals ([`ExpiryTimers::extend_to`]).
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -158,6 +160,29 @@ impl Queue {
         Some((rearmed, soonest))
     }
 
+    /// Moves `grant`'s timer, armed for an earlier time and not firing yet, to `at`; whether it
+    /// did. A reconcile asked for before is kept.
+    fn move_later(&mut self, grant: &TimedGrant, at: Timestamp) -> bool {
+        let Some((key, armed)) = self.armed.get_key_value(grant) else {
+            return false;
+        };
+        let (key, armed) = (Arc::clone(key), *armed);
+        // Off `due` already: it is being revoked, too late to extend.
+        if armed.expires >= at || !self.due.contains(&(armed.expires, Arc::clone(&key))) {
+            return false;
+        }
+        self.due.remove(&(armed.expires, Arc::clone(&key)));
+        self.due.insert((at, Arc::clone(&key)));
+        self.armed.insert(
+            key,
+            Armed {
+                expires: at,
+                ..armed
+            },
+        );
+        true
+    }
+
     /// Asks for `grant`'s request to be reconciled at `at`, in place of any reconcile asked
     /// for before. Returns whether that is now the soonest due; `None` when `grant` has no
     /// timer. A time at or past its expiry needs nothing: the timer has the request reconciled
@@ -242,6 +267,15 @@ impl<B: AccessBuilder> ExpiryTimers<B> {
     /// Revokes `grant` at `at`, unless it is already armed for that time or earlier.
     pub fn arm(&self, grant: &GrantIdentity, at: Timestamp) {
         self.arm_timed(TimedGrant::of(grant), at);
+    }
+
+    /// Revokes `grant` at `at`, later than it was armed for: a granted extension's new end, which
+    /// the reconcile computed from the request and its approvals (never from a status). Arms it
+    /// if it was not armed; a timer already firing is left to fire.
+    pub fn extend_to(&self, grant: &GrantIdentity, at: Timestamp) {
+        if !lock(&self.queue).move_later(&TimedGrant::of(grant), at) {
+            self.arm(grant, at);
+        }
     }
 
     /// Has the request of `grant`, whose timer is armed, reconciled at `at` (before its
@@ -466,6 +500,27 @@ mod tests {
     /// The timers read requests as the controller caches them.
     fn cached(request: oz_api::ExecAccessRequest) -> CachedRequest<oz_api::ExecAccessRequest> {
         CachedRequest::of(request).unwrap()
+    }
+
+    #[test]
+    fn only_an_extension_moves_a_timer_later_and_never_one_already_firing() {
+        let grant = || TimedGrant::new("shop", "alice-1", "uid-1");
+        let first = Timestamp::from_second(1_000).unwrap();
+        let later = Timestamp::from_second(1_020).unwrap();
+        let mut queue = Queue::default();
+        queue.arm(grant(), first);
+        // Arming later is ignored; moving later is what an extension does.
+        assert_eq!(queue.arm(grant(), later), None);
+        assert_eq!(queue.next(), Some(first));
+        assert!(queue.move_later(&grant(), later));
+        assert_eq!(queue.next(), Some(later));
+        assert!(queue.take_due(first).is_empty());
+        // Never earlier, and not once it fired: it is being revoked.
+        assert!(!queue.move_later(&grant(), first));
+        assert_eq!(queue.take_due(later).len(), 1);
+        let again = Timestamp::from_second(1_040).unwrap();
+        assert!(!queue.move_later(&grant(), again));
+        assert_eq!(queue.next(), None);
     }
 
     #[test]

@@ -197,6 +197,7 @@ fn approval(
             approver: None,
             request_uid: None,
             break_glass: false,
+            extension: None,
         },
     )
 }

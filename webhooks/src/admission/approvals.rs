@@ -35,7 +35,8 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessApproval, AccessConfig, AccessKind, ApprovalConfig, Decision, RequestPhase, Requester,
+    AccessApproval, AccessConfig, AccessKind, ApprovalConfig, Decision, ExtensionPhase,
+    RequestPhase, Requester,
 };
 use serde_json::{Value, json};
 use tracing::info;
@@ -336,25 +337,7 @@ pub fn check_decision(
              requests through it are granted without decisions"
         ));
     };
-    if let Some(
-        phase @ (RequestPhase::Ready
-        | RequestPhase::Denied
-        | RequestPhase::Expired
-        | RequestPhase::Revoked
-        | RequestPhase::Failed),
-    ) = target.phase
-    {
-        return Err(format!(
-            "request {request_name:?} is already {phase:?}: decisions are taken only while it \
-             waits for approval"
-        ));
-    }
-    if target.approved_at.is_some() {
-        return Err(format!(
-            "request {request_name:?} is already approved: decisions are taken only while it \
-             waits for approval"
-        ));
-    }
+    check_still_open(target, spec.extension)?;
     let break_glass = is_break_glass(config, caller, target);
     if spec.break_glass != break_glass {
         return Err(format!(
@@ -410,6 +393,7 @@ pub fn check_decision(
     let this = approval.metadata.name.as_deref();
     if let Some(earlier) = decisions.iter().find(|d| {
         d.spec.request_uid == target.uid
+            && d.spec.extension == spec.extension
             && d.spec.approver.as_ref().is_some_and(|a| a.username == *user)
             // Being deleted: withdrawn, so a new decision may replace it.
             && d.metadata.deletion_timestamp.is_none()
@@ -419,6 +403,63 @@ pub fn check_decision(
             "{user} has already decided on request {request_name:?} (AccessApproval {:?}); \
              delete that decision to make another",
             earlier.name_any()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether what `extension` names (an ask of `target`, or `None`: `target` itself) still
+/// waits for decisions: a request until it is approved; an ask while its request is Ready and
+/// oz has not recorded it decided.
+fn check_still_open(target: &RequestState, extension: Option<u32>) -> Result<(), String> {
+    let request_name = &target.name;
+    let Some(number) = extension else {
+        if let Some(
+            phase @ (RequestPhase::Ready
+            | RequestPhase::Denied
+            | RequestPhase::Expired
+            | RequestPhase::Revoked
+            | RequestPhase::Failed),
+        ) = target.phase
+        {
+            let extensions = if phase == RequestPhase::Ready && target.extension_asks > 0 {
+                "; to decide on its extension, name it in spec.extension (`ozctl approve` does)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "request {request_name:?} is already {phase:?}: decisions are taken only while \
+                 it waits for approval{extensions}"
+            ));
+        }
+        if target.approved_at.is_some() {
+            return Err(format!(
+                "request {request_name:?} is already approved: decisions are taken only while \
+                 it waits for approval"
+            ));
+        }
+        return Ok(());
+    };
+    if target.phase != Some(RequestPhase::Ready) {
+        return Err(format!(
+            "spec.extension: request {request_name:?} is not Ready, so it has no extension to \
+             decide on"
+        ));
+    }
+    if number as usize > target.extension_asks {
+        return Err(format!(
+            "spec.extension: request {request_name:?} has {} extension asks; there is no \
+             number {number}",
+            target.extension_asks
+        ));
+    }
+    let recorded = target.extensions.get(number as usize - 1);
+    if let Some(phase @ (ExtensionPhase::Granted | ExtensionPhase::Denied)) =
+        recorded.map(|r| r.phase)
+    {
+        return Err(format!(
+            "spec.extension: extension {number} of request {request_name:?} is already \
+             {phase:?}: decisions are taken only while it waits for approval"
         ));
     }
     Ok(())

@@ -7,7 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use oz_api::{
     AccessApproval, AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest,
-    ExecAccessTemplate, PodAccessRequest, PodAccessTemplate, RequestPhase, Requester,
+    ExecAccessTemplate, ExtensionRecord, PodAccessRequest, PodAccessTemplate, RequestPhase,
+    Requester, extension::extension_asks,
 };
 
 /// A request of either kind in the compact form [`AccessLookup::requests`] answers with: what
@@ -61,6 +62,10 @@ pub struct RequestState {
     pub phase: Option<RequestPhase>,
     /// `status.approvedAt`.
     pub approved_at: Option<Time>,
+    /// How many extension asks its annotation holds ([`oz_api::EXTEND_ANNOTATION`]).
+    pub extension_asks: usize,
+    /// `status.extensions`: where each ask stands, as oz last recorded it.
+    pub extensions: Vec<ExtensionRecord>,
 }
 
 /// A read from the cluster failed.
@@ -268,6 +273,8 @@ impl RequestState {
             requester: request.requester().cloned(),
             phase: status.and_then(|s| s.phase),
             approved_at: status.and_then(|s| s.approved_at.clone()),
+            extension_asks: extension_asks(request.meta()).map_or(0, |asks| asks.len()),
+            extensions: status.map(|s| s.extensions.clone()).unwrap_or_default(),
         }
     }
 }

@@ -13,7 +13,8 @@
 //! | [`AUDIT_PATH`] | [`AUDIT_WEBHOOK`](oz_platform::registration::AUDIT_WEBHOOK), [`AUDIT_ENFORCED_WEBHOOK`](oz_platform::registration::AUDIT_ENFORCED_WEBHOOK) | [`audit::audit`] |
 //! | [`VALIDATE_TEMPLATES_PATH`] | [`TEMPLATES_ENFORCED_WEBHOOK`](oz_platform::registration::TEMPLATES_ENFORCED_WEBHOOK), [`TEMPLATES_WEBHOOK`](oz_platform::registration::TEMPLATES_WEBHOOK) | [`templates::validate`] |
 //!
-//! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes.
+//! - [`requests`]: stamp the requester on create, then validate creates, updates and deletes;
+//!   an update that asks to extend the grant is checked by `extensions.rs`.
 //! - [`approvals`]: stamp who decided on an AccessApproval's create, then validate the decision.
 //! - [`audit`]: record every exec, attach, port-forward and debug into a pod.
 //! - [`templates`]: where access is enforced, only the template admin groups write templates.
@@ -37,6 +38,7 @@ pub mod audit;
 pub mod cache;
 mod delete_policy;
 pub mod events;
+mod extensions;
 #[cfg(test)]
 mod fake_lookup;
 pub mod fleet;

@@ -10,7 +10,8 @@
 //!   and have a valid duration (a too-long one is clamped later,
 //!   as in Oz). On a fleet spoke, a hub-managed template takes requests from the hub's
 //!   credential alone, with the hub's attestation ([`super::fleet`]). An UPDATE may change
-//!   metadata and status, never the spec.
+//!   metadata and status, never the spec; an extension ask it adds is checked
+//!   (`extensions.rs`).
 //!
 //! The CRD schema also makes the spec immutable; this is the same rule again, defence in depth
 //! should the schema be replaced.
@@ -40,7 +41,10 @@ use serde_json::{Value, json};
 use tracing::info;
 
 pub use super::delete_policy::DeletePolicy;
-use super::{AccessLookup, AdmissionState, Review, deny, fleet, parse_object, reply};
+use super::{
+    AccessLookup, AdmissionState, Review, deny, extensions::check_extension_update, fleet,
+    parse_object, reply,
+};
 use oz_audit::CallerKind;
 use oz_platform::callers::Caller;
 
@@ -185,8 +189,16 @@ pub async fn validation(
         },
         Operation::Update => {
             let (old, new) = (request.old_object.as_ref(), request.object.as_ref());
-            check_update(kind, old.map(|o| &o.data), new.map(|o| &o.data))
+            let namespace = request.namespace.as_deref().unwrap_or_default();
+            match check_update(kind, old.map(|o| &o.data), new.map(|o| &o.data))
                 .and_then(|()| check_revocation(old, new, &request.user_info, deletes))
+            {
+                Ok(()) => {
+                    check_extension_update(lookup, kind, namespace, old, new, &request.user_info)
+                        .await
+                }
+                refused => refused,
+            }
         }
         Operation::Delete => check_delete(
             request.old_object.as_ref().map(|o| &o.data),

@@ -58,6 +58,8 @@ fn waiting(name: &str, template: &str) -> RequestState {
         }),
         phase: Some(RequestPhase::PendingApproval),
         approved_at: None,
+        extension_asks: 0,
+        extensions: Vec::new(),
     }
 }
 
@@ -524,4 +526,81 @@ async fn a_template_that_requires_a_reason_refuses_requests_without_one() {
     )
     .await;
     assert_eq!(response["allowed"], true, "{response}");
+}
+
+#[tokio::test]
+async fn an_extension_of_a_ready_grant_takes_decisions_of_its_own() {
+    let with = |phase: RequestPhase, asks: usize, recorded: Option<oz_api::ExtensionPhase>| {
+        let mut state = waiting("r", "gated");
+        state.phase = Some(phase);
+        state.approved_at = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        state.extension_asks = asks;
+        state.extensions = recorded
+            .map(|phase| {
+                serde_json::from_value(json!([{
+                    "number": 1, "by": "30m", "askedBy": "alice", "phase": phase,
+                }]))
+                .unwrap()
+            })
+            .unwrap_or_default();
+        let lookup = approval_lookup();
+        lookup
+            .request_states
+            .lock()
+            .unwrap()
+            .retain(|r| r.name != "r");
+        lookup.with_request_state(state)
+    };
+    let on_extension = |number: u32| {
+        let mut object = approval("r-extension-bob", "r", "Approve", None);
+        object["spec"]["extension"] = json!(number);
+        object
+    };
+    // Asked and waiting (recorded or not yet): bob decides on it.
+    for recorded in [None, Some(oz_api::ExtensionPhase::PendingApproval)] {
+        let h = harness(
+            with(RequestPhase::Ready, 1, recorded),
+            EnforceSettings::default(),
+        )
+        .await;
+        let response = decide(&h, bob(), on_extension(1)).await;
+        assert_eq!(response["allowed"], true, "{response}");
+        // A decision on the request itself, Ready, points at the extension.
+        let message = refused(&decide(&h, bob(), approval("r-bob", "r", "Approve", None)).await);
+        assert!(message.contains("name it in spec.extension"), "{message}");
+    }
+    // No such ask, an ask already decided, a grant no longer in force: refused.
+    let h = harness(
+        with(RequestPhase::Ready, 1, None),
+        EnforceSettings::default(),
+    )
+    .await;
+    let message = refused(&decide(&h, bob(), on_extension(2)).await);
+    assert!(message.contains("there is no number 2"), "{message}");
+    let granted = with(
+        RequestPhase::Ready,
+        1,
+        Some(oz_api::ExtensionPhase::Granted),
+    );
+    let h = harness(granted, EnforceSettings::default()).await;
+    let message = refused(&decide(&h, bob(), on_extension(1)).await);
+    assert!(
+        message.contains("extension 1 of request \"r\" is already Granted"),
+        "{message}"
+    );
+    let h = harness(
+        with(RequestPhase::Expired, 1, None),
+        EnforceSettings::default(),
+    )
+    .await;
+    let message = refused(&decide(&h, bob(), on_extension(1)).await);
+    assert!(message.contains("is not Ready"), "{message}");
+    // alice may not approve her own extension (no self-approval, no break-glass).
+    let h = harness(
+        with(RequestPhase::Ready, 1, None),
+        EnforceSettings::default(),
+    )
+    .await;
+    let message = refused(&decide(&h, alice(), on_extension(1)).await);
+    assert!(message.contains("your own request"), "{message}");
 }

@@ -407,3 +407,84 @@ async fn only_the_requester_or_trusted_groups_may_delete_a_request() {
         assert_eq!(response["allowed"], true, "{trusted}");
     }
 }
+
+// === Extension asks ===
+
+/// alice's Ready ExecAccessRequest through web (1h default of a 2h maximum), with `asks` in its
+/// extension annotation and `records` as its `status.extensions`.
+fn ready_with_asks(asks: Value, records: Value) -> Value {
+    let mut request = exec_request(stamped(json!({"templateName": "web"}), "alice", &["devs"]));
+    request["status"] = json!({"phase": "Ready", "extensions": records});
+    if !asks.is_null() {
+        request["metadata"]["annotations"] = json!({ oz_api::EXTEND_ANNOTATION: asks.to_string() });
+    }
+    request
+}
+
+async fn ask_as(h: &Harness, who: &str, old: &Value, new: &Value) -> Value {
+    let review = update_review(user(who, &["devs"]), new.clone(), old.clone());
+    h.review(VALIDATE_REQUESTS_PATH, review).await
+}
+
+#[tokio::test]
+async fn the_requester_may_ask_for_more_time_on_a_ready_grant() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let old = ready_with_asks(Value::Null, json!([]));
+    let asking = json!([{"by": "30m", "askedBy": "alice"}]);
+    let new = ready_with_asks(asking.clone(), json!([]));
+    let response = ask_as(&h, "alice", &old, &new).await;
+    assert_eq!(response["allowed"], true, "{response}");
+
+    // carol, in the same group, may not extend alice's grant, nor ask in alice's name.
+    let response = ask_as(&h, "carol", &old, &new).await;
+    assert!(message(&response).contains("askedBy: must be the user asking (carol)"));
+    let as_carol = ready_with_asks(json!([{"by": "30m", "askedBy": "carol"}]), json!([]));
+    let response = ask_as(&h, "carol", &old, &as_carol).await;
+    assert!(
+        message(&response).contains("only the requester (alice) may extend"),
+        "{response}"
+    );
+    // Not on a grant that is not in force.
+    let mut expired = old.clone();
+    expired["status"]["phase"] = json!("Expired");
+    let response = ask_as(&h, "alice", &expired, &new).await;
+    assert!(message(&response).contains("not Ready"), "{response}");
+}
+
+#[tokio::test]
+async fn extension_asks_are_added_one_at_a_time_and_never_rewritten() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let granted =
+        json!([{"number": 1, "by": "30m", "askedBy": "alice", "phase": "Granted", "added": "30m"}]);
+    let one = json!([{"by": "30m", "askedBy": "alice"}]);
+    let old = ready_with_asks(one.clone(), granted.clone());
+    // Rewriting the first ask to 2h, or removing the annotation: refused.
+    let rewritten = ready_with_asks(json!([{"by": "2h", "askedBy": "alice"}]), granted.clone());
+    let response = ask_as(&h, "alice", &old, &rewritten).await;
+    assert!(
+        message(&response).contains("earlier asks cannot be changed or removed"),
+        "{response}"
+    );
+    let removed = ready_with_asks(Value::Null, granted.clone());
+    let response = ask_as(&h, "alice", &old, &removed).await;
+    assert!(
+        message(&response).contains("cannot be removed"),
+        "{response}"
+    );
+    // Two at once: refused.
+    let two = json!([{"by": "30m", "askedBy": "alice"}, {"by": "10m", "askedBy": "alice"}, {"by": "10m", "askedBy": "alice"}]);
+    let response = ask_as(&h, "alice", &old, &ready_with_asks(two, granted.clone())).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    // A second ask within the 2h maximum: allowed; past it (1h + 30m + 30m = 2h): refused.
+    let second = json!([{"by": "30m", "askedBy": "alice"}, {"by": "20m", "askedBy": "alice"}]);
+    let response = ask_as(&h, "alice", &old, &ready_with_asks(second.clone(), granted)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let full =
+        json!([{"number": 1, "by": "1h", "askedBy": "alice", "phase": "Granted", "added": "1h"}]);
+    let old = ready_with_asks(one, full.clone());
+    let response = ask_as(&h, "alice", &old, &ready_with_asks(second, full)).await;
+    assert!(
+        message(&response).contains("already lasts the template's maxDuration (2h0m0s)"),
+        "{response}"
+    );
+}
