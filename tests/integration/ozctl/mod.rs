@@ -3,5 +3,6 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod extend;
 pub mod requests;
 pub mod sessions;

@@ -33,7 +33,7 @@ const EXEC_TEMPLATE: &str = "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: Exec
     controllerTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n";
 
 /// What the ozctl tests run and wait for in their fixture.
-trait OzctlFixture {
+pub(crate) trait OzctlFixture {
     async fn new(prefix: &str) -> Fixture;
 
     /// Waits until oz has checked the template (its READY column reads `yes`).
@@ -141,7 +141,7 @@ impl OzctlFixture for Fixture {
     }
 }
 /// The last line of stderr: ozctl's `error: ...` line.
-fn error_line(output: &Output) -> String {
+pub(crate) fn error_line(output: &Output) -> String {
     stderr(output)
         .lines()
         .last()

@@ -42,7 +42,7 @@ use crate::{
 /// How long oz, the controllers and kwok may take to get somewhere on a busy 2-core machine.
 pub(crate) const WAIT: Duration = Duration::from_secs(90);
 /// oz's bound on how long after `expiresAt` an open session may last, seen by the client.
-const CLOSE_WITHIN: Duration = Duration::from_secs(2);
+pub(crate) const CLOSE_WITHIN: Duration = Duration::from_secs(2);
 
 /// The install applied to a private control plane, its oz-managers run as its ServiceAccount.
 pub(crate) struct Installed {
@@ -135,7 +135,8 @@ impl Installed {
                         "execaccesstemplates",
                         "podaccesstemplates",
                     ],
-                    &["get", "list", "watch", "create"],
+                    // patch: `ozctl revoke` and `ozctl extend`, as the install's requester role.
+                    &["get", "list", "watch", "create", "patch"],
                 ),
             ],
             vec![subject("Group", "devs")],
@@ -219,18 +220,18 @@ impl Installed {
         &self.sessions.admin
     }
 
-    fn requests(&self) -> Api<ExecAccessRequest> {
+    pub(crate) fn requests(&self) -> Api<ExecAccessRequest> {
         Api::namespaced(self.admin().clone(), &self.ns)
     }
 
-    /// alice asks for `duration` through `template`, once oz's webhooks admit her, and gets it.
-    pub(crate) async fn granted(
+    /// alice asks for `duration` through `template`, once oz's webhooks admit her.
+    pub(crate) async fn asked(
         &self,
         name: &str,
         template: &str,
         duration: &str,
         replica: &Replica,
-    ) -> ExecAccessRequest {
+    ) {
         let alice: Api<ExecAccessRequest> = Api::namespaced(
             self.sessions.plane.client_as("alice").await.unwrap(),
             &self.ns,
@@ -243,6 +244,22 @@ impl Installed {
         }))
         .unwrap();
         create_once_admitted(&alice, &request, "alice", &replica.operator.log).await;
+    }
+
+    /// alice asks for `duration` through `template`, once oz's webhooks admit her, and gets it.
+    pub(crate) async fn granted(
+        &self,
+        name: &str,
+        template: &str,
+        duration: &str,
+        replica: &Replica,
+    ) -> ExecAccessRequest {
+        self.asked(name, template, duration, replica).await;
+        self.ready(name, replica).await
+    }
+
+    /// Request `name`, once Ready (and Brokered).
+    pub(crate) async fn ready(&self, name: &str, replica: &Replica) -> ExecAccessRequest {
         let requests = self.requests();
         let ready = eventually(
             WAIT,
@@ -486,7 +503,7 @@ fn collect(
     })
 }
 
-fn expires_at(request: &ExecAccessRequest) -> Timestamp {
+pub(crate) fn expires_at(request: &ExecAccessRequest) -> Timestamp {
     request
         .request_status()
         .unwrap()

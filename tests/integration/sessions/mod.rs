@@ -5,6 +5,7 @@ pub mod bounds;
 pub mod broker;
 pub mod brokered_grants;
 pub mod end_to_end;
+pub mod extended;
 pub mod front_door;
 pub mod plane;
 pub mod recorded;
