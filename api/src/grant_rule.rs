@@ -106,6 +106,9 @@ pub struct GrantSummary {
     /// forwarded, the approvers the hub counted, as `NAME@HUB` (a hub's user, not this
     /// cluster's).
     pub approvers: Vec<String>,
+    /// The granted extensions (`status.extensions`), as the audit trail words them:
+    /// `+30m asked by alice, approved by dave`.
+    pub extensions: Vec<String>,
 }
 
 /// The approvers of `request`'s grant (see [`GrantSummary::approvers`]).
@@ -121,6 +124,24 @@ fn approvers<R: AccessRequest>(request: &R) -> Vec<String> {
         .request_status()
         .map(|s| s.approvals.iter().map(|a| a.approver.clone()).collect())
         .unwrap_or_default()
+}
+
+/// The extensions that moved `status`'s grant, as [`GrantSummary::extensions`] words them.
+fn granted_extensions(status: &crate::RequestStatus) -> Vec<String> {
+    status
+        .extensions
+        .iter()
+        .filter(|e| e.phase == crate::ExtensionPhase::Granted)
+        .map(|e| {
+            let approvers: Vec<&str> = e.approvals.iter().map(|a| a.approver.as_str()).collect();
+            let approved = match approvers.as_slice() {
+                [] => String::new(),
+                names => format!(", approved by {}", names.join(", ")),
+            };
+            let added = e.added.as_deref().unwrap_or(&e.by);
+            format!("+{added} asked by {}{approved}", e.asked_by)
+        })
+        .collect()
 }
 
 impl GrantSummary {
@@ -139,6 +160,7 @@ impl GrantSummary {
                 .and_then(|s| s.expires_at.as_ref())
                 .and_then(|t| DateTime::from_timestamp_micros(t.0.as_microsecond())),
             approvers: approvers(request),
+            extensions: status.map(granted_extensions).unwrap_or_default(),
         }
     }
 

@@ -21,6 +21,10 @@ pub struct Grant {
     /// `NAME@HUB`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<String>,
+    /// The extensions that moved the grant's end (`ozctl extend`), oldest first, each as
+    /// `+30m asked by alice` (with `, approved by dave` under a template with approval).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
 }
 
 /// One audit record, written as one JSON object.

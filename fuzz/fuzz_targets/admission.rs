@@ -61,6 +61,7 @@ impl AccessLookup for Lookup {
                     session_mode: None,
                     expires_at: chrono::DateTime::from_timestamp(4_102_444_800, 0),
                     approvers: Vec::new(),
+                    extensions: Vec::new(),
                 }]
             } else {
                 Vec::new()

@@ -128,6 +128,7 @@ mod tests {
             name: "alices".into(),
             template: "web".into(),
             approvers: vec!["bob".into()],
+            extensions: Vec::new(),
         };
         let start =
             serde_json::to_value(session_record(&info, &grant, true, "shop/x.cast", None)).unwrap();

@@ -105,6 +105,7 @@ mod tests {
                 session_mode: None,
                 expires_at: Some(now() + TimeDelta::minutes(5)),
                 approvers: Vec::new(),
+                extensions: Vec::new(),
             },
         }
     }

@@ -437,6 +437,7 @@ mod tests {
                 session_mode: Some(SessionMode::Brokered),
                 expires_at: Some(now() + TimeDelta::minutes(minutes)),
                 approvers: Vec::new(),
+                extensions: Vec::new(),
             },
         }
     }

@@ -34,6 +34,7 @@ fn summary(
         session_mode: mode,
         expires_at: Some(now() + TimeDelta::minutes(30)),
         approvers: Vec::new(),
+        extensions: Vec::new(),
     }
 }
 

@@ -85,6 +85,7 @@ impl Session {
             name: self.info.grant.name.clone(),
             template: self.info.grant.template.clone(),
             approvers: self.grant.request.summary.approvers.clone(),
+            extensions: self.grant.request.summary.extensions.clone(),
         };
         audit::write(
             &config.audit_log,

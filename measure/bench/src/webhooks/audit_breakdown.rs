@@ -78,6 +78,7 @@ impl AccessLookup for StaticLookup {
             session_mode: None,
             expires_at: Some(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
             approvers: Vec::new(),
+            extensions: Vec::new(),
         };
         Box::pin(async move { Ok(vec![summary]) })
     }

@@ -107,6 +107,7 @@ fn grant_of(request: &GrantSummary) -> Grant {
         name: request.name.clone(),
         template: request.template.clone(),
         approvers: request.approvers.clone(),
+        extensions: request.extensions.clone(),
     }
 }
 
@@ -161,6 +162,7 @@ mod tests {
             name: "alices".into(),
             template: "web".into(),
             approvers: Vec::new(),
+            extensions: Vec::new(),
         };
         assert_eq!(
             denial(&enforce, &record(Some(granted), None, &["devs"])),

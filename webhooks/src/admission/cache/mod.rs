@@ -680,6 +680,7 @@ mod tests {
             name: name.into(),
             template: "web".into(),
             approvers: Vec::new(),
+            extensions: Vec::new(),
         })
     }
 
@@ -694,6 +695,7 @@ mod tests {
             session_mode: None,
             expires_at: far_future(),
             approvers: Vec::new(),
+            extensions: Vec::new(),
         }
     }
 
@@ -821,6 +823,7 @@ mod tests {
                 session_mode: None,
                 expires_at: far_future(),
                 approvers: vec!["frank".into()],
+                extensions: Vec::new(),
             }
         );
         assert_eq!(fixture.apiserver.reads(), (0, 0));

@@ -55,6 +55,7 @@ fn grant_request(
         session_mode: None,
         expires_at: Some(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
         approvers: Vec::new(),
+        extensions: Vec::new(),
     }
 }
 
@@ -126,6 +127,7 @@ async fn an_exec_is_recorded_with_its_grant_and_allowed() {
             name: "alices".into(),
             template: "web".into(),
             approvers: Vec::new(),
+            extensions: Vec::new(),
         })
     );
     assert!(record.time.ends_with('Z'), "{}", record.time);
@@ -177,6 +179,7 @@ async fn a_group_grant_lets_other_members_in() {
             name: "carols".into(),
             template: "shared".into(),
             approvers: Vec::new(),
+            extensions: Vec::new(),
         }),
         "alice is in devs"
     );
@@ -342,6 +345,7 @@ fn the_event_reads_like_ozs() {
         name: "alices".into(),
         template: "web".into(),
         approvers: Vec::new(),
+        extensions: Vec::new(),
     });
     let related = events::audit_event(action, &record, 0).secondary.unwrap();
     assert_eq!(related.kind.as_deref(), Some("ExecAccessRequest"));
@@ -354,8 +358,9 @@ fn the_event_reads_like_ozs() {
 }
 
 #[tokio::test]
-async fn the_record_names_the_approvers_of_the_grant() {
-    // The summary the lookups make of a request approved by bob, then dave.
+async fn the_record_names_the_approvers_of_the_grant_and_its_extensions() {
+    // The summary the lookups make of a request approved by bob, then dave, and extended twice
+    // (a third ask denied).
     let request: oz_api::ExecAccessRequest = serde_json::from_value(json!({
         "apiVersion": "crds.wizardofoz.co/v1alpha1", "kind": "ExecAccessRequest",
         "metadata": {"name": "alices", "namespace": NS},
@@ -366,6 +371,14 @@ async fn the_record_names_the_approvers_of_the_grant() {
             "approvals": [
                 {"approver": "bob", "at": "2026-11-21T00:00:00Z", "name": "alices-bob"},
                 {"approver": "dave", "at": "2026-11-21T00:01:00Z", "name": "alices-dave", "comment": "ok"},
+            ],
+            "extensions": [
+                {"number": 1, "by": "30m", "askedBy": "alice", "phase": "Granted", "added": "30m",
+                 "approvals": [{"approver": "dave", "at": "2026-11-21T00:31:00Z", "name": "x"}]},
+                {"number": 2, "by": "1h", "askedBy": "alice", "phase": "Denied"},
+                {"number": 3, "by": "2h", "askedBy": "alice", "phase": "Granted", "added": "1h",
+                 "approvals": [{"approver": "bob", "at": "2026-11-21T00:41:00Z", "name": "y"},
+                               {"approver": "dave", "at": "2026-11-21T00:42:00Z", "name": "z"}]},
             ],
         },
     }))
@@ -383,4 +396,11 @@ async fn the_record_names_the_approvers_of_the_grant() {
     let line = std::fs::read_to_string(h.audit_file.path()).unwrap();
     let raw: Value = serde_json::from_str(line.trim()).unwrap();
     assert_eq!(raw["grant"]["approvers"], json!(["bob", "dave"]));
+    assert_eq!(
+        raw["grant"]["extensions"],
+        json!([
+            "+30m asked by alice, approved by dave",
+            "+1h asked by alice, approved by bob, dave"
+        ])
+    );
 }
