@@ -97,6 +97,13 @@ pub struct AccessConfig {
     #[schemars(length(max = DURATION_MAX_LENGTH))]
     #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.maxTotalDuration must be {GO_DURATION_HINT}").as_str()))]
     pub max_total_duration: Option<String>,
+
+    /// oz only: how far ahead a request may ask access to start (`spec.startAt`): a Go
+    /// duration (default `24h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = DURATION_MAX_LENGTH))]
+    #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.maxLeadTime must be {GO_DURATION_HINT}").as_str()))]
+    pub max_lead_time: Option<String>,
 }
 
 impl AccessConfig {
@@ -120,6 +127,13 @@ impl AccessConfig {
         self.session_mode.unwrap_or_default()
     }
 
+    /// `maxLeadTime`, with its default applied.
+    pub fn max_lead_time(&self) -> &str {
+        self.max_lead_time
+            .as_deref()
+            .unwrap_or(DEFAULT_MAX_LEAD_TIME)
+    }
+
     /// `recordInput`, with its default (true) applied.
     pub fn record_input(&self) -> bool {
         self.record_input.unwrap_or(true)
@@ -140,6 +154,9 @@ impl AccessConfig {
             .map(String::as_str)
     }
 }
+
+/// How far ahead a request may ask access to start, unless the template says.
+pub const DEFAULT_MAX_LEAD_TIME: &str = "24h";
 
 fn default_duration() -> String {
     "1h".into()
@@ -171,6 +188,7 @@ mod tests {
             session_idle_timeout: None,
             max_extensions: None,
             max_total_duration: None,
+            max_lead_time: None,
         }
     }
 

@@ -15,6 +15,8 @@ pub mod condition_type {
     pub const REQUESTER_ALLOWED: &str = "RequesterAllowed";
     /// oz only: the grant was made by Oz and kept as Oz made it, with no requester.
     pub const ADOPTED_FROM_OZ: &str = "AdoptedFromOz";
+    /// oz only, a request with `spec.startAt`: its start has come.
+    pub const ACCESS_STARTED: &str = "AccessStarted";
     /// oz only, on templates: the accessCommand is a template oz can render.
     pub const ACCESS_COMMAND_VALID: &str = "AccessCommandValid";
 }
@@ -47,6 +49,8 @@ pub mod condition_reason {
     pub const FORWARDED: &str = "Forwarded";
     /// oz only, a fleet hub: the spoke the request names cannot be reached now.
     pub const SPOKE_UNREACHABLE: &str = "SpokeUnreachable";
+    /// oz only: the reason of AccessStarted while a request waits for its `spec.startAt`.
+    pub const SCHEDULED: &str = "Scheduled";
     /// oz only: another object already holds the name.
     pub const CONFLICT: &str = "Conflict";
 }

@@ -160,6 +160,8 @@ pub trait AccessRequest: OzResource {
     fn reason(&self) -> Option<&str>;
     /// `spec.ticket`.
     fn ticket(&self) -> Option<&str>;
+    /// `spec.startAt`: when access should start, if it is scheduled.
+    fn start_at(&self) -> Option<k8s_openapi::jiff::Timestamp>;
     /// `spec.cluster`: on a fleet hub, the spoke to grant on.
     fn cluster(&self) -> Option<&str>;
     /// `spec.forwarded`: on a fleet spoke, what the hub attests.
@@ -234,6 +236,9 @@ macro_rules! impl_access_request {
             }
             fn ticket(&self) -> Option<&str> {
                 self.spec.ticket.as_deref()
+            }
+            fn start_at(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+                self.spec.start_at.as_ref().map(|t| t.0)
             }
             fn cluster(&self) -> Option<&str> {
                 self.spec.cluster.as_deref()

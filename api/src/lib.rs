@@ -33,6 +33,7 @@ mod pod;
 pub mod pod_mutation;
 mod requester;
 pub mod rules;
+pub mod schedule;
 pub mod session;
 mod status;
 mod target_ref;

@@ -80,6 +80,12 @@ access_request_spec! {
         #[schemars(length(max = MAX_TICKET_LENGTH))]
         pub ticket: Option<String>,
 
+        /// oz only: when access should start (RFC 3339), for planned work; at most the
+        /// template's `maxLeadTime` ahead. Nothing is granted before it (an approval may come
+        /// ahead), and the window counts from it. Unset: at once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub start_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+
         /// Who created the request, recorded by oz's admission webhook; not set by users.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub requester: Option<Requester>,

@@ -41,12 +41,13 @@ pub struct RequestStatus {
     /// The pod the access is for. Chosen once and never changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_name: Option<String>,
-    /// Where the request stands, for humans: PendingApproval, Pending, Ready, Expired,
-    /// Revoked, Denied or Failed.
+    /// Where the request stands, for humans: PendingApproval, Scheduled, Pending, Ready,
+    /// Expired, Revoked, Denied or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<RequestPhase>,
     /// When the access ends: creationTimestamp (or, for a template that requires approval,
-    /// approvedAt) plus the decided duration.
+    /// approvedAt; or `spec.startAt` when later) plus the decided duration and any granted
+    /// extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
     /// oz only: when the final approval was made; the access window starts here.
@@ -84,6 +85,9 @@ pub struct RequestStatus {
 pub enum RequestPhase {
     /// oz only: waiting for the approvals its template requires; nothing is granted yet.
     PendingApproval,
+    /// oz only: admitted (and approved, if its template requires it), waiting for its
+    /// `spec.startAt`; nothing is granted yet.
+    Scheduled,
     /// Accepted; access is being set up.
     Pending,
     /// Access is granted and usable.

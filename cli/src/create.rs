@@ -11,7 +11,10 @@
 use std::time::Duration;
 
 use clap::{Args, Subcommand, builder::NonEmptyStringValueParser};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::{
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::{SignedDuration, Timestamp},
+};
 use kube::api::{ObjectMeta, PostParams};
 use oz_api::{
     AccessKind, AccessRequest, ApprovalConfig, ExecAccessRequest, ExecAccessRequestSpec,
@@ -70,6 +73,11 @@ pub struct CreateRequestArgs {
     /// longer than its maxDuration is cut to it]
     #[arg(short = 'D', long)]
     pub duration: Option<String>,
+    /// When access should start, for planned work: a duration from now (such as 2h) or a time
+    /// (RFC 3339, such as 2026-12-01T22:00:00Z), at most the template's maxLeadTime ahead
+    /// [default: at once]
+    #[arg(long, value_name = "WHEN", value_parser = start_parser)]
+    pub start: Option<Timestamp>,
     #[command(flatten)]
     pub wait: WaitArgs,
     /// Print the request as json or yaml (only the object on stdout) instead of the access
@@ -237,6 +245,12 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             }
             Ok(())
         }
+        Some(RequestPhase::Scheduled) => {
+            if request.output.is_none() {
+                output::print(&scheduled(&session.hints, &view))?;
+            }
+            Ok(())
+        }
         Some(RequestPhase::Revoked) => Err(view
             .revoked_error(session.hint(&format!("create {} {}", kind.word(), view.template)))
             .unwrap_or_else(|| {
@@ -267,6 +281,19 @@ pub async fn run(session: &Session, args: CreateArgs) -> Result<(), CliError> {
             ),
         }),
     }
+}
+
+/// What a requester is told of a request that waits for its start.
+pub fn scheduled(hints: &Hints, view: &RequestView) -> String {
+    let at = |t: Option<Timestamp>| t.map(timefmt::local).unwrap_or_else(|| "?".into());
+    format!(
+        "{} {} is scheduled: access starts at {} and ends at {}; then run: {}\n",
+        view.kind.request_kind(),
+        view.name,
+        at(view.starts_at()),
+        at(view.expires_at()),
+        hints.command(&format!("exec {}", view.name))
+    )
 }
 
 /// What a requester is told when the template needs approval: who decides, and what they run.
@@ -378,6 +405,22 @@ pub fn check_reason_and_ticket(reason: Option<&str>, ticket: Option<&str>) -> Re
     Ok(())
 }
 
+/// `--start`: a Go duration from now, or an RFC 3339 time.
+fn start_parser(text: &str) -> Result<Timestamp, String> {
+    if let Ok(after) = parse_go_duration(text) {
+        let after = SignedDuration::try_from(after.to_std().map_err(|_| {
+            format!("{text:?} is in the past: give a positive duration from now, such as 2h")
+        })?)
+        .map_err(|e| e.to_string())?;
+        return Timestamp::now()
+            .checked_add(after)
+            .map_err(|e| e.to_string());
+    }
+    text.parse::<Timestamp>().map_err(|_| {
+        format!("{text:?} is neither a duration from now (2h) nor an RFC 3339 time (2026-12-01T22:00:00Z)")
+    })
+}
+
 /// The ExecAccessRequest `create exec` sends: what the flags say, and no requester (oz's
 /// webhook records who sent it).
 pub fn exec_request(
@@ -396,6 +439,7 @@ pub fn exec_request(
             target_pod,
             duration: request.duration.clone(),
             requester: None,
+            start_at: request.start.map(Time),
         },
         status: None,
     }
@@ -413,6 +457,7 @@ pub fn pod_request(metadata: ObjectMeta, request: &CreateRequestArgs) -> PodAcce
             template_name: request.template.clone(),
             duration: request.duration.clone(),
             requester: None,
+            start_at: request.start.map(Time),
         },
         status: None,
     }
@@ -500,6 +545,20 @@ pub fn instructions(hints: &Hints, view: &RequestView, now: Timestamp) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_is_a_duration_from_now_or_a_time() {
+        let before = Timestamp::now();
+        let in_two_hours = start_parser("2h").unwrap();
+        let two_hours = SignedDuration::from_hours(2);
+        assert!(in_two_hours >= before + two_hours && in_two_hours <= Timestamp::now() + two_hours);
+        assert_eq!(
+            start_parser("2026-12-01T22:00:00Z").unwrap(),
+            "2026-12-01T22:00:00Z".parse::<Timestamp>().unwrap()
+        );
+        assert!(start_parser("-5m").unwrap_err().contains("in the past"));
+        assert!(start_parser("tomorrow").unwrap_err().contains("RFC 3339"));
+    }
 
     #[test]
     fn exec_durations_are_go_durations() {

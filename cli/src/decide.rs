@@ -364,6 +364,10 @@ pub fn standing(view: &RequestView) -> String {
         Some(RequestPhase::PendingApproval) => "still waiting for approval".into(),
         Some(RequestPhase::Ready) => format!("{} can use it now", view.requester_name()),
         Some(RequestPhase::Pending) => "oz is granting it".into(),
+        Some(RequestPhase::Scheduled) => format!(
+            "it starts at {}",
+            view.starts_at().map(timefmt::local).unwrap_or_default()
+        ),
         Some(RequestPhase::Denied) => format!("denied: {}", view.problem()),
         Some(RequestPhase::Expired) => "expired".into(),
         Some(RequestPhase::Revoked) => "revoked".into(),

@@ -11,6 +11,7 @@ pub(crate) fn exec_request(requester: Option<Requester>) -> ExecAccessRequest {
     ExecAccessRequest::new(
         "alice-x7k2p",
         ExecAccessRequestSpec {
+            start_at: None,
             cluster: None,
             forwarded: None,
             reason: None,

@@ -449,6 +449,7 @@ mod tests {
         let mut request = ExecAccessRequest::new(
             name,
             ExecAccessRequestSpec {
+                start_at: None,
                 cluster: None,
                 forwarded: None,
                 reason: None,

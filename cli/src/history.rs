@@ -228,6 +228,7 @@ mod tests {
         let mut request = ExecAccessRequest::new(
             name,
             ExecAccessRequestSpec {
+                start_at: None,
                 cluster: None,
                 forwarded: None,
                 reason: None,

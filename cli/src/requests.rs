@@ -144,6 +144,14 @@ impl RequestView {
         self.status.expires_at.as_ref().map(|t| t.0)
     }
 
+    /// `spec.startAt`: when a scheduled request's access starts.
+    pub fn starts_at(&self) -> Option<Timestamp> {
+        self.object
+            .pointer("/spec/startAt")
+            .and_then(|v| v.as_str())
+            .and_then(|t| t.parse().ok())
+    }
+
     /// The user who made it, or `?` when no requester was recorded.
     pub fn requester_name(&self) -> &str {
         self.requester.as_ref().map_or("?", |r| r.username.as_str())

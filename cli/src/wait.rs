@@ -14,13 +14,15 @@ use super::{
     error::CliError, progress::Progress, requests::RequestView, session::Session, timefmt,
 };
 
-/// Whether oz has decided a request in this phase: Ready, Denied, Expired, or Failed (oz
-/// retries a Failed request, but only a fix helps it, not waiting).
+/// Whether oz has decided a request in this phase: Ready, Scheduled (it waits for its start,
+/// which may be hours away), Denied, Expired, or Failed (oz retries a Failed request, but only
+/// a fix helps it, not waiting).
 pub fn is_settled(phase: Option<RequestPhase>) -> bool {
     matches!(
         phase,
         Some(
             RequestPhase::Ready
+                | RequestPhase::Scheduled
                 | RequestPhase::Denied
                 | RequestPhase::Failed
                 | RequestPhase::Expired

@@ -237,6 +237,7 @@ mod tests {
             session_idle_timeout: None,
             max_extensions: None,
             max_total_duration: None,
+            max_lead_time: None,
             allowed_groups: vec!["devs".into(), "sre".into()],
             default_duration: "1h".into(),
             max_duration: "2h".into(),

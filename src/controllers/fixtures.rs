@@ -28,6 +28,7 @@ pub fn conditions_of(observations: &[Observation]) -> Vec<Condition> {
 /// An ExecAccessRequest named `r` in `phase`, with `expiresAt` if given.
 pub fn request(phase: RequestPhase, expires_at: Option<Timestamp>) -> ExecAccessRequest {
     let spec = ExecAccessRequestSpec {
+        start_at: None,
         cluster: None,
         forwarded: None,
         reason: None,

@@ -192,6 +192,7 @@ mod tests {
             session_idle_timeout: None,
             max_extensions: None,
             max_total_duration: None,
+            max_lead_time: None,
         }
     }
 

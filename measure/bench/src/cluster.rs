@@ -174,6 +174,7 @@ impl RequestSpec<'_> {
                 target_pod: self.target_pod.clone(),
                 duration: self.duration.clone(),
                 requester: Some(alice()),
+                start_at: None,
             },
         );
         request.metadata.labels = Some(BTreeMap::from([(

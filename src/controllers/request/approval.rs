@@ -121,8 +121,8 @@ async fn deny<B: AccessBuilder, T>(
     stop(r.deny(pass, why).await?)
 }
 
-/// Waits for decisions, granting nothing meanwhile, until `pendingTimeout` past creation; then
-/// ends the request Expired.
+/// Waits for decisions, granting nothing meanwhile, until `pendingTimeout` past creation (or
+/// the request's `spec.startAt`, when later); then ends the request Expired.
 async fn pending<B: AccessBuilder, T>(
     r: &Reconciling<'_, B>,
     pass: &mut Pass,
@@ -144,7 +144,8 @@ async fn pending<B: AccessBuilder, T>(
     let timeout = approval.pending_timeout();
     // The CRD schema only admits positive durations; an hour stands in for anything else.
     let wait = parse_positive_duration(timeout).unwrap_or(chrono::TimeDelta::hours(1));
-    let deadline = time::add(created, wait);
+    // A request scheduled ahead may be decided until its start: approvers have that long.
+    let deadline = time::add(created, wait).max(r.request.start_at().unwrap_or(created));
     if pass.now >= deadline {
         let message = format!("no decision within pendingTimeout {timeout}");
         pass.observe(Observation::no(

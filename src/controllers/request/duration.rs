@@ -19,9 +19,12 @@ use super::{
 };
 use crate::{builders::AccessBuilder, time};
 
-/// The grant's window before any extension: its decided duration and where it ends.
+/// The grant's window before any extension: where it starts, its decided duration and where it
+/// ends.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Window {
+    /// Where it starts: creation, or approval, or `spec.startAt` when that is later.
+    pub starts: Timestamp,
     /// The duration decided from the request and the template.
     pub duration: TimeDelta,
     /// Its end without extensions.
@@ -30,7 +33,8 @@ pub struct Window {
 
 /// The grant's window, its end recorded in the status as `expiresAt`; or the end of the grant
 /// if the durations are not valid. The window starts at `approved_at` when the template
-/// requires approval (the tally's, never the status's), else at creation.
+/// requires approval (the tally's, never the status's), else at creation; or at the request's
+/// `spec.startAt` when that is later.
 pub async fn verify_duration<B: AccessBuilder>(
     r: &Reconciling<'_, B>,
     pass: &mut Pass,
@@ -59,7 +63,7 @@ pub async fn verify_duration<B: AccessBuilder>(
         decision.message,
     ));
     let created = r.request.meta().creation_timestamp.as_ref().map(|t| t.0);
-    let start = approved_at.or(created);
+    let start = scheduled_start(approved_at.or(created), r.request.start_at());
     // What the recorded end holds of extensions is taken off, so that only the extension
     // step adds to the window. A status edited to claim less only shortens the grant.
     let extended = recorded_added(&pass.status.extensions);
@@ -71,9 +75,22 @@ pub async fn verify_duration<B: AccessBuilder>(
     let ends = fix_expires_at(start, pass.now, decision.duration, recorded);
     pass.status.expires_at = Some(Time(ends));
     go_on(Window {
+        starts: start.unwrap_or(pass.now),
         duration: decision.duration,
         ends,
     })
+}
+
+/// Where a window starts: at `admitted` (creation or approval), or at `start_at` if the request
+/// asks for a later start.
+pub fn scheduled_start(
+    admitted: Option<Timestamp>,
+    start_at: Option<Timestamp>,
+) -> Option<Timestamp> {
+    match (admitted, start_at) {
+        (Some(admitted), Some(start_at)) => Some(admitted.max(start_at)),
+        (admitted, start_at) => admitted.or(start_at),
+    }
 }
 
 /// When a grant of `duration` ends: `created + duration` (`now` stands in for a missing creation
@@ -110,6 +127,17 @@ mod tests {
             fix_expires_at(None, now, TimeDelta::hours(1), None),
             at("2026-01-01T01:20:00Z")
         );
+    }
+
+    #[test]
+    fn a_scheduled_window_starts_at_its_start_or_at_approval_when_later() {
+        let created = at("2026-01-01T00:00:00Z");
+        let start = at("2026-01-01T02:00:00Z");
+        assert_eq!(scheduled_start(Some(created), Some(start)), Some(start));
+        // Approved after the start it asked for: from the approval.
+        let approved = at("2026-01-01T03:00:00Z");
+        assert_eq!(scheduled_start(Some(approved), Some(start)), Some(approved));
+        assert_eq!(scheduled_start(Some(created), None), Some(created));
     }
 
     #[test]

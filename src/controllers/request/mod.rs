@@ -17,10 +17,12 @@
 //!    `expiresAt` later, within the template's bounds;
 //! 9. [`expire::is_access_expired`]: the window is not over, and its [`timers`] revoke it when
 //!    it is;
-//! 10. [`build::verify_access_resources`]: the builder makes the grant for the requester (or
+//! 10. [`schedule::is_access_started`]: a request scheduled ahead (`spec.startAt`) waits,
+//!     granted nothing, until its window starts;
+//! 11. [`build::verify_access_resources`]: the builder makes the grant for the requester (or
 //!     Oz's grant is kept, [`adopt::keep_oz_grant`]); on a fleet hub, a fleet template's
 //!     request is instead granted by its spoke ([`forward::forward`]);
-//! 11. [`build::is_access_ready`]: ready or pending, and the access command to use it.
+//! 12. [`build::is_access_ready`]: ready or pending, and the access command to use it.
 //!
 //! Each step records what it found on one [`status::Pass`] and returns an [`outcome::Step`]:
 //! go on, or stop, saying how the pass ends ([`outcome::Stop`]). The reconcile then writes the
@@ -81,6 +83,7 @@ mod outcome;
 mod reconciling;
 mod requester;
 mod revoke;
+mod schedule;
 mod status;
 mod stores;
 pub mod table_timers;
@@ -292,6 +295,7 @@ async fn steps<B: AccessBuilder>(
     } else {
         timers.arm(&r.grant, expires_at);
     }
+    step!(schedule::is_access_started(r, pass, window.starts));
     expire::still_valid(pass);
     if let (Some(_), Grantee::Requester(requester)) = (template.clusters(), &grantee) {
         return forward::forward(r, pass, &template, requester, expires_at).await;

@@ -257,6 +257,7 @@ fn request(name: &str, template: &str, forged_requester: &str) -> ExecAccessRequ
     ExecAccessRequest::new(
         name,
         ExecAccessRequestSpec {
+            start_at: None,
             cluster: None,
             forwarded: None,
             reason: None,

@@ -485,3 +485,78 @@ async fn news_of_a_request_reaches_the_namespace_sink_in_order_after_an_outage()
     assert_eq!(ready["data"]["reason"], "deploy is stuck");
     assert_eq!(ready["data"]["approvers"], json!(["bob"]));
 }
+
+#[tokio::test]
+async fn a_request_scheduled_ahead_is_approved_ahead_and_granted_exactly_its_window() {
+    let f = Fixture::new("approvals-schedule", "{approverGroups: [leads]}").await;
+    // Whole seconds: a Time is written to the second.
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let start = k8s_openapi::jiff::Timestamp::from_second(now + 15).unwrap();
+    let yaml = format!(
+        "apiVersion: crds.wizardofoz.co/v1alpha1\nkind: ExecAccessRequest\nmetadata: {{name: planned}}\n\
+         spec:\n  templateName: web-exec\n  duration: 20s\n  startAt: {start}\n  \
+         requester: {{username: alice, groups: [devs, system:authenticated]}}\n"
+    );
+    create_manifest(&f.admin, &f.ns, &yaml).await.unwrap();
+    let request = f.requests().get("planned").await.unwrap();
+    f.wait_for("planned", RequestPhase::PendingApproval).await;
+
+    // Approved ahead: it waits for its start, granted nothing, its window fixed from the start.
+    f.decide("bob-ok", &request, "bob", "Approve", "").await;
+    let scheduled = f.wait_for("planned", RequestPhase::Scheduled).await;
+    let status = scheduled.status.as_ref().unwrap();
+    assert!(
+        k8s_openapi::jiff::Timestamp::now() < start,
+        "scheduled seen before the start"
+    );
+    let end = start + k8s_openapi::jiff::SignedDuration::from_secs(20);
+    assert_eq!(status.expires_at.as_ref().unwrap().0, end);
+    assert!(!status.ready);
+    let started = condition(&scheduled, condition_type::ACCESS_STARTED);
+    assert_eq!((started.status(), started.reason()), ("False", "Scheduled"));
+    assert!(f.grants_of(&request).is_empty(), "nothing before the start");
+
+    // At the start it is granted, on its timer: nothing was created before.
+    let ready = f.wait_for("planned", RequestPhase::Ready).await;
+    assert_eq!(
+        ready
+            .status
+            .as_ref()
+            .unwrap()
+            .expires_at
+            .as_ref()
+            .unwrap()
+            .0,
+        end
+    );
+    assert_eq!(
+        condition(&ready, condition_type::ACCESS_STARTED).status(),
+        "True"
+    );
+    let roles: Api<Role> = Api::namespaced(f.admin.clone(), &f.ns);
+    let role = roles
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|r| r.owner_references().iter().any(|o| o.name == "planned"))
+        .expect("the grant's Role");
+    assert!(
+        role.meta().creation_timestamp.as_ref().unwrap().0 >= start,
+        "granted at {:?}, before its start {start}",
+        role.meta().creation_timestamp
+    );
+    let expired = f.wait_for("planned", RequestPhase::Expired).await;
+    assert_eq!(
+        expired
+            .status
+            .as_ref()
+            .unwrap()
+            .expires_at
+            .as_ref()
+            .unwrap()
+            .0,
+        end
+    );
+}

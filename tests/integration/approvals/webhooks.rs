@@ -167,6 +167,7 @@ fn exec_request(name: &str, template: &str, reason: Option<&str>) -> ExecAccessR
     ExecAccessRequest::new(
         name,
         ExecAccessRequestSpec {
+            start_at: None,
             cluster: None,
             forwarded: None,
             reason: reason.map(String::from),

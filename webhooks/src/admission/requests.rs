@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use axum::{Extension, Json, extract::State};
 use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
+use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::{
     api::authentication::v1::UserInfo, apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
@@ -398,6 +399,7 @@ pub fn check_create<R: AccessRequest>(
              say why you need access (ozctl create --reason TEXT)"
         ));
     }
+    oz_api::schedule::check_start(created.start_at(), Timestamp::now(), template)?;
     match decide_access_duration(
         created.duration(),
         &template.default_duration,

@@ -191,6 +191,23 @@ async fn an_invalid_duration_is_refused_naming_the_field() {
 }
 
 #[tokio::test]
+async fn a_start_further_ahead_than_the_templates_lead_time_is_refused() {
+    let h = harness(standard_lookup(), EnforceSettings::default()).await;
+    let in_hours = |hours: i64| {
+        let at = k8s_openapi::jiff::Timestamp::now()
+            + k8s_openapi::jiff::SignedDuration::from_hours(hours);
+        json!({"templateName": "web", "startAt": at.to_string()})
+    };
+    let soon = create_as(&h, "alice", &["devs"], in_hours(2)).await;
+    assert_eq!(soon["allowed"], true, "{soon}");
+    let far = create_as(&h, "alice", &["devs"], in_hours(48)).await;
+    assert!(
+        message(&far).starts_with("spec.startAt: ") && message(&far).contains("maxLeadTime (24h)"),
+        "{far}"
+    );
+}
+
+#[tokio::test]
 async fn a_template_with_broken_durations_cannot_grant() {
     let mut broken = access_config(&["devs"], None);
     broken.default_duration = "3h".into();
