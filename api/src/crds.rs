@@ -5,10 +5,11 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::{
-    AccessApproval, ExecAccessRequest, ExecAccessTemplate, PodAccessRequest, PodAccessTemplate,
+    AccessApproval, AccessLock, ExecAccessRequest, ExecAccessTemplate, PodAccessRequest,
+    PodAccessTemplate,
 };
 
-/// The five CRDs: templates first, then requests, then approvals.
+/// The six CRDs: templates first, then requests, then approvals and locks.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     vec![
         ExecAccessTemplate::crd(),
@@ -16,10 +17,11 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         without_nested_pod_spec_docs(PodAccessTemplate::crd()),
         PodAccessRequest::crd(),
         AccessApproval::crd(),
+        AccessLock::crd(),
     ]
 }
 
-/// The five CRDs as one multi-document YAML stream, as committed under `config/crd/`.
+/// The six CRDs as one multi-document YAML stream, as committed under `config/crd/`.
 pub fn crds_yaml() -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     for crd in all_crds() {

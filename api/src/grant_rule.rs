@@ -7,15 +7,20 @@
 //! `attach`; neither port-forward nor debug); when the action takes the grant's route (a
 //! Direct grant's RBAC is on the core API, a Brokered grant's on oz's sessions API only); and
 //! when it is the user's: they made the request, or its template grants to allowedGroups (or
-//! it is a grant Oz made, which oz adopted as Oz bound it) and they are in one of them. Of
+//! it is a grant Oz made, which oz adopted as Oz bound it) and they are in one of them; and
+//! when no AccessLock holding now matches the user, the namespace or the template. Of
 //! several, the user's own wins, then the one ending last (the longest session), then the
 //! first by kind and name, so the choice is stable.
 
-use std::{borrow::Borrow, cmp::Reverse};
+use std::{borrow::Borrow, cmp::Reverse, sync::Arc};
 
 use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 
-use crate::{AccessConfig, AccessKind, AccessRequest, GrantTo, RequestPhase, SessionMode};
+use crate::{
+    AccessConfig, AccessKind, AccessLock, AccessRequest, GrantTo, LockTarget, RequestPhase,
+    SessionMode, locking,
+};
 
 /// A way into a pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -197,15 +202,34 @@ impl GrantSummary {
     }
 }
 
-/// The question: may `user` (in `groups`) take `action` on `pod` by `route`, at `now`.
+/// The question: may `user` (in `groups`) take `action` on `pod` in `namespace` by `route`, at
+/// `now`, with `locks` in place.
 #[derive(Clone, Copy, Debug)]
 pub struct Asked<'a> {
     pub user: &'a str,
     pub groups: &'a [String],
+    pub namespace: &'a str,
     pub pod: &'a str,
     pub action: PodAction,
     pub route: Route,
     pub now: DateTime<Utc>,
+    /// The AccessLocks: a grant one of them matches (for this user, namespace and template)
+    /// lets no one through while it holds.
+    pub locks: &'a [Arc<AccessLock>],
+}
+
+impl Asked<'_> {
+    /// The lock that keeps this user from `grant`, if one holds.
+    pub fn lock_on(&self, grant: &GrantSummary) -> Option<&AccessLock> {
+        let target = LockTarget {
+            user: self.user,
+            groups: self.groups,
+            namespace: self.namespace,
+            template: Some((grant.kind, &grant.template)),
+        };
+        let now = Timestamp::from_microsecond(self.now.timestamp_micros()).ok()?;
+        locking(self.locks.iter().map(|l| &**l), &target, now)
+    }
 }
 
 /// The grant among `requests` (those of the pod's namespace) that lets `asked` through, if
@@ -219,6 +243,7 @@ pub fn granting<'r, T: Borrow<AccessConfig>>(
     requests
         .into_iter()
         .filter(|r| r.covers(asked))
+        .filter(|r| asked.lock_on(r).is_none())
         .filter(|r| {
             let template = template(r.kind, &r.template);
             r.is_for(

@@ -1,4 +1,4 @@
-//! oz's API: the five `crds.wizardofoz.co/v1alpha1` kinds (four Oz kinds and oz's AccessApproval), wire-compatible with Oz, the
+//! oz's API: the six `crds.wizardofoz.co/v1alpha1` kinds (four Oz kinds, oz's AccessApproval and AccessLock), wire-compatible with Oz, the
 //! vocabulary every part of oz shares about them ([`AccessKind`], [`AccessRequest`],
 //! [`AccessTemplate`], [`AccessConfig::admits`], [`conditions`]), and the pure logic around them
 //! (durations, the duration decision, access-command rendering, pod mutation).
@@ -26,6 +26,7 @@ pub mod fleet;
 pub mod grant_rule;
 pub mod kinds;
 pub mod label_selector;
+pub mod lock;
 mod metadata;
 mod mutation;
 pub mod notifications;
@@ -58,6 +59,7 @@ pub use fleet::{
 };
 pub use grant_rule::{Asked, GrantSummary, PodAction, Route, granting};
 pub use kinds::{AccessKind, AccessRequest, AccessTemplate, OzResource};
+pub use lock::{AccessLock, AccessLockSpec, LockTarget, LockedKind, LockedTemplate, locking};
 pub use metadata::{
     LAST_APPLIED_ANNOTATION, REVOKE_ANNOTATION, revoke_asked_by, strip_unread_metadata,
 };

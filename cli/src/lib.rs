@@ -33,6 +33,7 @@ pub mod get;
 pub mod history;
 pub mod identity;
 pub mod kind_arg;
+pub mod locks;
 pub mod names;
 pub mod output;
 pub mod pod_output;
@@ -84,6 +85,13 @@ pub enum Command {
     Revoke(revoke::RevokeArgs),
     /// Ask for more time on a Ready request, keeping its pod and open sessions
     Extend(extend::ExtendArgs),
+    /// Lock access at once: revoke a user's, group's, namespace's or template's grants, close
+    /// their sessions and refuse new requests (lock admins only)
+    Lock(locks::LockArgs),
+    /// Remove a lock (see `locks`)
+    Unlock(locks::UnlockArgs),
+    /// List the locks
+    Locks(locks::LocksArgs),
     /// List the requests whose access has ended, for access reviews
     History(history::HistoryArgs),
     /// List the requests waiting for approval that you may decide
@@ -170,6 +178,9 @@ pub async fn run(cli: Cli, program: &str) -> Result<u8, CliError> {
         Command::Get(args) => get::run(&session().await?, args).await.map(|()| 0),
         Command::Revoke(args) => revoke::run(&session().await?, args).await.map(|()| 0),
         Command::Extend(args) => extend::run(&session().await?, args).await.map(|()| 0),
+        Command::Lock(args) => locks::lock(&session().await?, args).await.map(|()| 0),
+        Command::Unlock(args) => locks::unlock(&session().await?, args).await.map(|()| 0),
+        Command::Locks(args) => locks::locks(&session().await?, args).await.map(|()| 0),
         Command::History(args) => history::run(&session().await?, args).await.map(|()| 0),
         Command::Approvals(args) => approvals::run(&session().await?, args).await.map(|()| 0),
         Command::Approve(args) => decide::approve(&session().await?, args).await.map(|()| 0),

@@ -24,9 +24,10 @@ use kube::{
     },
 };
 use oz_api::{
-    AccessConfig, AccessKind, AccessRequest, AccessTemplate, Asked, ExecAccessRequest,
-    ExecAccessTemplate, GrantSummary, PodAccessRequest, PodAccessTemplate, PodAction, Route,
-    SessionMode, SessionStream, WatchedRequest, duration::parse_positive_duration, granting,
+    AccessConfig, AccessKind, AccessLock, AccessRequest, AccessTemplate, Asked, ExecAccessRequest,
+    ExecAccessTemplate, GrantSummary, LockTarget, PodAccessRequest, PodAccessTemplate, PodAction,
+    Route, SessionMode, SessionStream, WatchedRequest, duration::parse_positive_duration, granting,
+    locking,
 };
 use serde::de::DeserializeOwned;
 use tokio::{sync::watch, task::JoinHandle};
@@ -96,19 +97,21 @@ pub struct Grant {
 /// The grant under which `identity` may open `stream` into `pod`, from `requests` (those of
 /// the pod's namespace) and their templates (`template(kind, name)`): the one grant rule
 /// ([`oz_api::granting`]) for the Brokered route, so a Ready Brokered grant for the pod, not
-/// past `expiresAt`, whose kind grants the stream (attach: a PodAccessRequest only), and which
-/// is the user's own or their group's.
+/// past `expiresAt`, whose kind grants the stream (attach: a PodAccessRequest only), which
+/// is the user's own or their group's, and which none of `locks` holds over.
 pub fn choose_grant(
     requests: &[RequestView],
     template: impl Fn(AccessKind, &str) -> Option<TemplateView>,
     identity: &Identity,
-    pod: &str,
+    (namespace, pod): (&str, &str),
     stream: SessionStream,
-    now: DateTime<Utc>,
+    (now, locks): (DateTime<Utc>, &[Arc<AccessLock>]),
 ) -> Option<Grant> {
     let asked = Asked {
         user: &identity.user,
         groups: &identity.groups,
+        namespace,
+        locks,
         pod,
         action: match stream {
             SessionStream::Exec => PodAction::Exec,
@@ -142,6 +145,8 @@ pub struct RequestTemplateCache {
     pod_requests: Vec<RequestViews>,
     exec_templates: Vec<Store<ExecAccessTemplate>>,
     pod_templates: Vec<Store<PodAccessTemplate>>,
+    /// The AccessLocks, cluster-wide: a new one closes the sessions it matches.
+    locks: Store<AccessLock>,
     changes: watch::Receiver<u64>,
 }
 
@@ -157,11 +162,13 @@ impl RequestTemplateCache {
         } else {
             namespaces.iter().map(|n| Some(n.as_str())).collect()
         };
+        let locks = watch_into(Api::all(client.clone()), &changed, &mut tasks);
         let mut cache = Self {
             exec_requests: Vec::new(),
             pod_requests: Vec::new(),
             exec_templates: Vec::new(),
             pod_templates: Vec::new(),
+            locks,
             changes,
         };
         for scope in scopes {
@@ -196,6 +203,35 @@ impl RequestTemplateCache {
         for store in &self.pod_templates {
             let _ = store.wait_until_ready().await;
         }
+        let _ = self.locks.wait_until_ready().await;
+    }
+
+    /// The AccessLocks.
+    pub fn locks(&self) -> Vec<Arc<AccessLock>> {
+        self.locks.state()
+    }
+
+    /// Whether a lock holds now over `user` (in `groups`) using template `kind`/`template` in
+    /// `namespace`: their open session under it closes.
+    pub fn locked(
+        &self,
+        (user, groups): (&str, &[String]),
+        namespace: &str,
+        (kind, template): (AccessKind, &str),
+    ) -> bool {
+        let target = LockTarget {
+            user,
+            groups,
+            namespace,
+            template: Some((kind, template)),
+        };
+        let locks = self.locks.state();
+        locking(
+            locks.iter().map(|l| &**l),
+            &target,
+            k8s_openapi::jiff::Timestamp::now(),
+        )
+        .is_some()
     }
 
     /// A receiver that changes whenever any watched object does.
@@ -471,9 +507,9 @@ mod tests {
             requests,
             |_, _| Some(t.clone()),
             who,
-            "web-0",
+            ("shop", "web-0"),
             stream,
-            now(),
+            (now(), &[]),
         )
         .map(|g| g.request.summary.name)
     }
@@ -502,9 +538,9 @@ mod tests {
             &requests,
             |_, _| Some(t.clone()),
             &alice(),
-            "web-0",
+            ("shop", "web-0"),
             SessionStream::Exec,
-            now(),
+            (now(), &[]),
         )
         .unwrap();
         assert!(!grant.record_input);

@@ -1,6 +1,6 @@
 //! The request controller's wiring: what it watches (its requests, their templates and
-//! approvals, its grants' Roles, RoleBindings and Pods, and for exec access the workloads'
-//! selectors), how a change maps to the request to reconcile, and which watch events are only
+//! approvals, the AccessLocks, its grants' Roles, RoleBindings and Pods, and for exec access
+//! the workloads' selectors), how a change maps to the request to reconcile, and which watch events are only
 //! echoes of oz's own writes.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use kube::{
         watcher,
     },
 };
-use oz_api::{AccessApproval, AccessRequest, ApprovedKind, WatchedRequest};
+use oz_api::{AccessApproval, AccessLock, AccessRequest, ApprovedKind, WatchedRequest};
 
 use super::{
     active_grants::count_active_grants,
@@ -71,6 +71,16 @@ pub async fn request_controller<B: AccessBuilder>(
     .modify(|approval| oz_api::strip_unread_metadata(approval.meta_mut()))
     .reflect(approvals_writer)
     .touched_objects();
+    // The AccessLocks, cluster-wide whatever the scope (a lock reaches every namespace); a new
+    // or changed one wakes the requests it matches.
+    let (locks, locks_writer) = reflector::store();
+    let lock_changes = watcher::watcher(
+        Api::<AccessLock>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .modify(|lock| oz_api::strip_unread_metadata(lock.meta_mut()))
+    .reflect(locks_writer)
+    .applied_objects();
     // The templates, read by every reconcile; a change to one wakes the requests naming it.
     let (templates, templates_writer) = reflector::store();
     let template_changes = watcher::watcher(
@@ -114,6 +124,7 @@ pub async fn request_controller<B: AccessBuilder>(
     let stores = RequestStores {
         requests: store.clone(),
         templates,
+        locks,
     };
     // The requests the expiry timers send: grants they have revoked, and reconciles asked of
     // them before an expiry. Reconciled next.
@@ -145,6 +156,7 @@ pub async fn request_controller<B: AccessBuilder>(
         })
         .watches_stream(template_changes, requests_naming(&store))
         .watches_stream(decisions, request_decided::<B::Request>)
+        .watches_stream(lock_changes, requests_locked(&store))
         .reconcile_on(timed_requests);
     if let Some(hub) = &ctx.fleet {
         // A fleet hub's requests whose spoke request changed.
@@ -328,6 +340,29 @@ fn requests_naming<R: AccessRequest>(
             .state()
             .iter()
             .filter(|r| r.namespace() == namespace && r.template_name() == name)
+            .map(|r| ObjectRef::from_obj(&**r))
+            .collect()
+    }
+}
+
+/// Maps a new or changed lock to the requests it holds over now.
+fn requests_locked<R: AccessRequest>(
+    store: &Store<CachedRequest<R>>,
+) -> impl Fn(AccessLock) -> Vec<ObjectRef<CachedRequest<R>>> + Send + Sync + 'static {
+    let store = store.clone();
+    move |lock: AccessLock| {
+        let locks = [Arc::new(lock)];
+        let now = k8s_openapi::jiff::Timestamp::now();
+        store
+            .state()
+            .iter()
+            .filter(|cached| {
+                let ended = cached.phase().is_some_and(oz_api::RequestPhase::is_settled);
+                !ended
+                    && cached.request().is_ok_and(|request| {
+                        request::locked::lock_over(&request, &locks, now).is_some()
+                    })
+            })
             .map(|r| ObjectRef::from_obj(&**r))
             .collect()
     }

@@ -106,9 +106,10 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
     let cluster = cluster_rules(o);
     if !cluster.is_empty() {
         let mut comment = vec![if o.runs(Component::Sessions) {
-            "The only cluster-scoped objects oz touches: its own webhook configurations and its sessions APIService."
+            "The only cluster-scoped objects oz touches: the AccessLocks it reads, its own webhook configurations and \
+             its sessions APIService."
         } else {
-            "The only cluster-scoped objects oz touches: its own webhook configurations."
+            "The only cluster-scoped objects oz touches: the AccessLocks it reads and its own webhook configurations."
         }
         .into()];
         comment.extend(rule_comments(&cluster));

@@ -125,7 +125,8 @@ fn a_scoped_install_has_a_role_in_each_watched_namespace_and_no_namespaced_clust
         );
     }
     // oz's only ClusterRole is the webhook one, and it holds only webhook configurations,
-    // by name (create cannot be named).
+    // by name (create cannot be named), and reads AccessLocks (cluster-scoped: a lock reaches
+    // every namespace).
     let cluster_roles = ozs_cluster_roles(&manifests);
     assert_eq!(cluster_roles.len(), 1);
     let cluster_role: ClusterRole = typed(cluster_roles[0]);
@@ -134,10 +135,16 @@ fn a_scoped_install_has_a_role_in_each_watched_namespace_and_no_namespaced_clust
         Some("oz-manager-webhooks")
     );
     for rule in cluster_role.rules.unwrap() {
-        assert_eq!(
-            rule.api_groups.as_deref(),
-            Some(&["admissionregistration.k8s.io".to_string()][..])
-        );
+        let group = rule.api_groups.as_deref().unwrap_or_default();
+        if group == [oz_api::GROUP] {
+            assert_eq!(
+                rule.resources.as_deref(),
+                Some(&["accesslocks".to_string()][..])
+            );
+            assert_eq!(rule.verbs, ["get", "list", "watch"]);
+            continue;
+        }
+        assert_eq!(group, ["admissionregistration.k8s.io".to_string()]);
         assert!(
             rule.resource_names.is_some() || rule.verbs == ["create"],
             "{rule:?}"
@@ -171,7 +178,7 @@ fn a_cluster_wide_install_binds_one_cluster_role() {
     let roles = of_kind(&manifests, "Role");
     assert_eq!(roles.len(), 1, "only the operator namespace's own Role");
     assert_eq!(of_kind(&manifests, "ClusterRoleBinding").len(), 2);
-    assert_eq!(of_kind(&manifests, "CustomResourceDefinition").len(), 5);
+    assert_eq!(of_kind(&manifests, "CustomResourceDefinition").len(), 6);
     assert!(
         of_kind(
             &install_objects(&InstallOptions::committed()).unwrap(),
@@ -414,11 +421,18 @@ fn webhook_configurations_come_only_with_the_webhooks_and_carry_no_ca_bundle() {
     for gone in [
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
-        "ClusterRoleBinding",
     ] {
         assert!(of_kind(&without, gone).is_empty(), "{gone}");
     }
-    assert!(ozs_cluster_roles(&without).is_empty());
+    // The controllers' one cluster-wide right: reading AccessLocks.
+    let cluster_roles = ozs_cluster_roles(&without);
+    assert_eq!(cluster_roles.len(), 1);
+    let rules = cluster_roles[0].object.data["rules"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0]["resources"], serde_json::json!(["accesslocks"]));
     let services: Vec<_> = of_kind(&without, "Service")
         .iter()
         .map(|m| m.object.metadata.name.clone().unwrap())

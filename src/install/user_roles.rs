@@ -17,6 +17,9 @@ use super::{InstallOptions, Manifest, ManifestError, meta};
 
 /// The label prefix the ClusterRole aggregation controller reads for the built-in roles.
 const AGGREGATE_TO: &str = "rbac.authorization.k8s.io/aggregate-to-";
+/// The label on every one of these ClusterRoles, aggregated or not: what tells them from oz's
+/// own.
+const USERS_ROLE: &str = "oz.wizardofoz.co/users-role";
 
 /// One user-facing ClusterRole: its name after the install's, the built-in roles it joins, what
 /// it allows, and why.
@@ -27,7 +30,7 @@ struct UserRole {
     why: &'static str,
 }
 
-/// The ClusterRoles, in order: view, request access, template manager, approver.
+/// The ClusterRoles, in order: view, request access, template manager, lock admin, approver.
 pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestError> {
     let kinds = o.access_kinds();
     let requests: Vec<&str> = kinds.iter().map(|k| k.request_plural()).collect();
@@ -68,6 +71,17 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
                   in its namespace, so a template it writes hands out nothing it could not do.",
         },
         UserRole {
+            suffix: "lock-admin",
+            aggregate_to: &[],
+            rules: vec![rule(
+                &["accesslocks"],
+                &[
+                    "create", "get", "list", "watch", "update", "patch", "delete",
+                ],
+            )],
+            why: "Lock and unlock access (`ozctl lock`, docs/security.md): an AccessLock revokes                   every grant it names, in every namespace, and refuses new ones. AccessLocks are                   cluster-scoped, so this ClusterRole gives rights only through a                   ClusterRoleBinding: bind it to the security team alone.",
+        },
+        UserRole {
             suffix: "approver",
             aggregate_to: &["admin"],
             rules: vec![rule(
@@ -85,15 +99,19 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
             let name = format!("{}-{}", o.name, role.suffix);
             let mut metadata = meta(o, &name, None);
             let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+            labels.insert(USERS_ROLE.into(), "true".into());
             for built_in in role.aggregate_to {
                 labels.insert(format!("{AGGREGATE_TO}{built_in}"), "true".into());
             }
             Manifest::new(
-                vec![format!(
-                    "For users (aggregated into {}). {}",
-                    role.aggregate_to.join(", "),
-                    role.why
-                )],
+                vec![match role.aggregate_to {
+                    [] => format!("For users (bind it yourself). {}", role.why),
+                    into => format!(
+                        "For users (aggregated into {}). {}",
+                        into.join(", "),
+                        role.why
+                    ),
+                }],
                 &ClusterRole {
                     metadata,
                     rules: Some(role.rules),
@@ -104,13 +122,13 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
         .collect()
 }
 
-/// Whether an object of the install is one of these users' ClusterRoles (it carries an
-/// aggregation label), rather than one of oz's own.
+/// Whether an object of the install is one of these users' ClusterRoles (it carries their
+/// label), rather than one of oz's own.
 pub fn is_users_role(metadata: &ObjectMeta) -> bool {
     metadata
         .labels
         .as_ref()
-        .is_some_and(|labels| labels.keys().any(|k| k.starts_with(AGGREGATE_TO)))
+        .is_some_and(|labels| labels.contains_key(USERS_ROLE))
 }
 
 fn rule(resources: &[&str], verbs: &[&str]) -> PolicyRule {
@@ -144,6 +162,7 @@ mod tests {
             ("oz-view", vec!["admin", "edit", "view"]),
             ("oz-request-access", vec!["admin", "edit"]),
             ("oz-template-manager", vec!["admin", "edit"]),
+            ("oz-lock-admin", vec![]),
             ("oz-approver", vec!["admin"]),
         ];
         assert_eq!(

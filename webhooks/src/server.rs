@@ -178,7 +178,7 @@ pub struct WebhookServer {
     tls: TlsServer,
     certificate: Arc<SwappableCert>,
     lookup: Arc<CachedLookup>,
-    /// The lookup's watches; they run on every replica, leader or not.
+    /// The lookup's watches and the AccessLock watch; they run on every replica, leader or not.
     watches: JoinHandle<()>,
     reconciler: JoinHandle<()>,
     stop: oneshot::Sender<()>,
@@ -258,7 +258,10 @@ impl WebhookServer {
             config.requests_after.clone(),
         );
         let lookup = Arc::new(lookup);
-        let watches = tokio::spawn(watches);
+        let (locks, lock_watch) = admission::locks::Locks::watch(client.clone());
+        let watches = tokio::spawn(async move {
+            futures::join!(watches, lock_watch);
+        });
         let state = AdmissionState {
             lookup: lookup.clone(),
             audit_log: audit_log.clone(),
@@ -274,6 +277,7 @@ impl WebhookServer {
             unverified_reads: admission::approvals::UnverifiedReads::default(),
             fleet_hub_user: config.fleet_hub_user.clone(),
             fleet_names: config.fleet_names.clone(),
+            locks,
         };
         let verifier = (config.client_ca.as_ref())
             .map(|ca| CallerVerifier::reloading(ca, config.metrics.server.clone()))

@@ -44,10 +44,57 @@ fn asked(user: &str, action: PodAction, route: Route, now: DateTime<Utc>) -> Ask
     Asked {
         user,
         groups: &DEVS,
+        namespace: "shop",
         pod: "web-0",
         action,
         route,
         now,
+        locks: &[],
+    }
+}
+
+#[test]
+fn a_lock_that_matches_the_user_namespace_or_template_grants_nothing() {
+    let now = now();
+    let grants = [summary(AccessKind::Exec, "own", Some("alice"), None)];
+    let lock = |spec: serde_json::Value| {
+        std::sync::Arc::new(crate::AccessLock::new(
+            "l",
+            serde_json::from_value(spec).unwrap(),
+        ))
+    };
+    let open = asked("alice", PodAction::Exec, Route::Direct, now);
+    assert!(granting(&grants, |_, _| None::<AccessConfig>, &open).is_some());
+    for spec in [
+        serde_json::json!({"user": "alice", "reason": "r"}),
+        serde_json::json!({"group": "devs", "reason": "r"}),
+        serde_json::json!({"namespace": "shop", "reason": "r"}),
+        serde_json::json!({"template": {"namespace": "shop", "name": "web"}, "reason": "r"}),
+    ] {
+        let locks = [lock(spec.clone())];
+        let locked = Asked {
+            locks: &locks,
+            ..open
+        };
+        assert!(
+            granting(&grants, |_, _| None::<AccessConfig>, &locked).is_none(),
+            "{spec}"
+        );
+    }
+    // Someone else's lock, or one that has ended, changes nothing.
+    for spec in [
+        serde_json::json!({"user": "carol", "reason": "r"}),
+        serde_json::json!({"user": "alice", "reason": "r", "expiresAt": "2020-01-01T00:00:00Z"}),
+    ] {
+        let locks = [lock(spec.clone())];
+        let other = Asked {
+            locks: &locks,
+            ..open
+        };
+        assert!(
+            granting(&grants, |_, _| None::<AccessConfig>, &other).is_some(),
+            "{spec}"
+        );
     }
 }
 

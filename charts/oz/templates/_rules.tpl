@@ -136,6 +136,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.exec" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 {{- end }}
 {{- define "oz.rules.watched.pod" }}
 - apiGroups:
@@ -279,6 +287,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.pod" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 {{- end }}
 {{- define "oz.rules.watched.exec,pod" }}
 - apiGroups:
@@ -428,6 +444,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.exec,pod" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 {{- end }}
 {{- define "oz.rules.watched.webhooks" }}
 - apiGroups:
@@ -536,6 +560,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.webhooks" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
@@ -764,6 +796,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.exec,webhooks" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
@@ -1003,6 +1043,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
 {{- end }}
 {{- define "oz.rules.cluster.pod,webhooks" }}
 - apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
+- apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
   - OZNAME-requests
@@ -1230,6 +1278,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
 {{- end }}
 {{- define "oz.rules.cluster.exec,pod,webhooks" }}
 - apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
+- apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
   - OZNAME-requests
@@ -1391,6 +1447,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.webhooks,sessions" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
@@ -1660,6 +1724,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.exec,webhooks,sessions" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
@@ -1940,6 +2012,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
 {{- end }}
 {{- define "oz.rules.cluster.pod,webhooks,sessions" }}
 - apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
+- apiGroups:
   - admissionregistration.k8s.io
   resourceNames:
   - OZNAME-requests
@@ -2199,6 +2279,14 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - create
 {{- end }}
 {{- define "oz.rules.cluster.exec,pod,webhooks,sessions" }}
+- apiGroups:
+  - crds.wizardofoz.co
+  resources:
+  - accesslocks
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - admissionregistration.k8s.io
   resourceNames:

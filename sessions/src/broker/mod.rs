@@ -134,9 +134,9 @@ impl Broker {
                 &grants.requests(namespace),
                 |kind, name| grants.template(kind, namespace, name),
                 identity,
-                pod,
+                (namespace, pod),
                 stream,
-                Utc::now(),
+                (Utc::now(), &grants.locks()),
             );
             if found.is_some() {
                 return found;

@@ -222,7 +222,8 @@ impl Session {
     }
 
     /// Waits for the grant to end: oz shutting down, expiresAt, the idle timeout since
-    /// `last_input`, or a change to the request or template that [`close_reason`] closes on.
+    /// `last_input`, a change to the request or template that [`close_reason`] closes on, or
+    /// an AccessLock over the user (closed as Revoked).
     async fn watch_grant(&self, last_input: &Mutex<Instant>) -> Ended {
         let inner = &self.broker.inner;
         let grants = &inner.grants;
@@ -267,6 +268,10 @@ impl Session {
                     }
                     let template = grants.template(info.grant.kind, &info.namespace, &info.grant.template);
                     let holder = Holder { user: &info.user, groups: &info.groups };
+                    let template_of = (info.grant.kind, info.grant.template.as_str());
+                    if grants.locked((&info.user, &info.groups), &info.namespace, template_of) {
+                        return end(SessionEndReason::Revoked);
+                    }
                     if let Some(reason) = close_reason(holder, &info.grant.uid, expires_at, request.as_ref(), template.as_ref(), Utc::now()) {
                         return end(self.refine(reason).await);
                     }

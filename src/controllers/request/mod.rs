@@ -3,7 +3,8 @@
 //!
 //! 1. [`expire::is_access_over`]: an ended (Expired or Revoked) or Denied request, or one past
 //!    its `expiresAt`, is granted nothing more;
-//! 2. [`revoke::is_revocation_asked`]: a grant whose revocation was asked for ends now;
+//! 2. [`revoke::is_revocation_asked`]: a grant whose revocation was asked for ends now, and
+//!    [`locked::is_locked`] one an AccessLock holds over;
 //! 3. [`template::verify_template`]: its template exists, and owns it;
 //! 4. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it (the
 //!    requester and approval steps are skipped for it), until Oz's end;
@@ -78,6 +79,7 @@ mod ending;
 mod expire;
 mod extend;
 mod forward;
+pub mod locked;
 mod notices;
 mod outcome;
 mod reconciling;
@@ -268,6 +270,7 @@ async fn steps<B: AccessBuilder>(
 ) -> Result<Stop> {
     step!(expire::is_access_over(r, pass));
     step!(revoke::is_revocation_asked(r, pass));
+    step!(locked::is_locked(r, pass));
     let template = step!(template::verify_template(r, pass));
     let config = template.access_config();
     let (grantee, approved_at) = match adopt::oz_grant(r).await? {

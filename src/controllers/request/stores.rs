@@ -1,10 +1,10 @@
-//! A request controller's caches of its requests and their templates, shared by its reconciles
-//! and its expiry timers.
+//! A request controller's caches of its requests, their templates and the AccessLocks, shared
+//! by its reconciles and its expiry timers.
 
 use std::sync::Arc;
 
 use kube::runtime::reflector::{ObjectRef, Store};
-use oz_api::AccessRequest;
+use oz_api::{AccessLock, AccessRequest};
 
 use crate::cache::requests::CachedRequest;
 
@@ -13,6 +13,8 @@ use crate::cache::requests::CachedRequest;
 pub struct RequestStores<R: AccessRequest> {
     pub requests: Store<CachedRequest<R>>,
     pub templates: Store<R::Template>,
+    /// The AccessLocks, cluster-wide.
+    pub locks: Store<AccessLock>,
 }
 
 impl<R: AccessRequest> Clone for RequestStores<R> {
@@ -20,6 +22,7 @@ impl<R: AccessRequest> Clone for RequestStores<R> {
         Self {
             requests: self.requests.clone(),
             templates: self.templates.clone(),
+            locks: self.locks.clone(),
         }
     }
 }
@@ -32,10 +35,11 @@ impl<R: AccessRequest> RequestStores<R> {
             .get(&ObjectRef::new(request.template_name()).within(namespace))
     }
 
-    /// Waits until both stores have been filled by their first LIST.
+    /// Waits until the stores have been filled by their first LIST.
     pub async fn wait_until_ready(&self) {
         // A store whose writer is gone belongs to a controller that is stopping.
         let _ = self.requests.wait_until_ready().await;
         let _ = self.templates.wait_until_ready().await;
+        let _ = self.locks.wait_until_ready().await;
     }
 }

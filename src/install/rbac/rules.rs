@@ -312,6 +312,17 @@ pub fn operator_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
 /// The cluster-scoped rules: with the webhooks, oz's own webhook configurations, by name.
 pub fn cluster_rules(options: &InstallOptions) -> Vec<Rule> {
     let mut rules = RuleSet::default();
+    let controllers = options.runs(Component::Exec) || options.runs(Component::Pod);
+    if controllers || options.runs(Component::Webhooks) || options.runs(Component::Sessions) {
+        rules.add(
+            CRD_GROUP,
+            &["accesslocks"],
+            &["get", "list", "watch"],
+            "locks: the request controller revokes what an AccessLock holds over, the webhooks refuse what it locks and \
+             find no grant for a locked user, and the sessions broker closes a locked user's sessions, each from a \
+             cluster-wide watch cache (a lock reaches every namespace); oz never writes them",
+        );
+    }
     if options.runs(Component::Webhooks) {
         let registration = options.webhook_registration();
         rules.add_named(

@@ -46,7 +46,7 @@ use oz_platform::callers::Caller;
 
 pub use super::unverified_reads::UnverifiedReads;
 use super::{
-    AccessLookup, AdmissionState, RequestState, Review, deny, parse_object, reply,
+    AccessLookup, AdmissionState, RequestState, Review, deny, locks::Locks, parse_object, reply,
     requests::requester_of,
 };
 
@@ -96,7 +96,7 @@ pub async fn validate(
     if !may_answer(&state, &request, is_verified(caller)) {
         return reply(deny(&request, UNVERIFIED_BUDGET_SPENT));
     }
-    reply(validation(state.lookup.as_ref(), &request).await)
+    reply(validation((state.lookup.as_ref(), &state.locks), &request).await)
 }
 
 /// The mutating decision: on CREATE, a JSON patch that stamps `spec.approver`,
@@ -208,7 +208,7 @@ pub fn approval_patch(
 
 /// The validating decision for an AccessApproval CREATE or UPDATE; anything else is allowed.
 pub async fn validation(
-    lookup: &dyn AccessLookup,
+    (lookup, locks): (&dyn AccessLookup, &Locks),
     request: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
     if !is_approval(request) {
@@ -218,7 +218,7 @@ pub async fn validation(
         return AdmissionResponse::from(request);
     }
     let decision = match request.operation {
-        Operation::Create => validate_create(lookup, request).await,
+        Operation::Create => validate_create((lookup, locks), request).await,
         Operation::Update => check_update(
             request.old_object.as_ref().map(|o| &o.data),
             request.object.as_ref().map(|o| &o.data),
@@ -235,7 +235,7 @@ pub async fn validation(
 }
 
 async fn validate_create(
-    lookup: &dyn AccessLookup,
+    (lookup, locks): (&dyn AccessLookup, &Locks),
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<(), String> {
     let caller = requester_of(&request.user_info).ok_or(NO_USER)?;
@@ -248,6 +248,16 @@ async fn validate_create(
     check_approver(&approval, &caller)?;
     let namespace = request.namespace.as_deref().unwrap_or_default();
     let target = decided_request(lookup, namespace, &approval).await?;
+    if let Some(refusal) = target
+        .requester
+        .as_ref()
+        .and_then(|requester| locks.refusal(requester, namespace, (target.kind, &target.template)))
+    {
+        return Err(format!(
+            "spec.requestRef.name: request {:?} cannot be decided on now: {refusal}",
+            target.name
+        ));
+    }
     let template = lookup
         .template(target.kind, namespace, &target.template)
         .await

@@ -22,6 +22,7 @@
 //!   requests through them, and it writes nothing else; the requester it attests is put into
 //!   this cluster's names.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
+//! - [`locks`]: the AccessLocks, kept by a watch, that refuse what they hold over.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
 //! - [`events`]: the audit Events, published from a bounded queue.
 //! - `review.rs`: the AdmissionReview on the wire ([`Review`], the answers); `state.rs`: what
@@ -42,6 +43,7 @@ mod extensions;
 #[cfg(test)]
 mod fake_lookup;
 pub mod fleet;
+pub mod locks;
 pub mod lookup;
 pub mod requests;
 mod review;

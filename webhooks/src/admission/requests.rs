@@ -44,7 +44,7 @@ use tracing::info;
 pub use super::delete_policy::DeletePolicy;
 use super::{
     AccessLookup, AdmissionState, Review, deny, extensions::check_extension_update, fleet,
-    parse_object, reply,
+    locks::Locks, parse_object, reply,
 };
 use oz_audit::CallerKind;
 use oz_platform::callers::Caller;
@@ -101,7 +101,7 @@ pub async fn validate(
     let hub_user = state.fleet_hub_user.as_deref();
     reply(
         validation(
-            state.lookup.as_ref(),
+            (state.lookup.as_ref(), &state.locks),
             &state.deletes,
             (hub_user, &state.fleet_names),
             &request,
@@ -167,7 +167,7 @@ pub fn mutation(
 /// templates exist and whom they admit. `spoke`: on a fleet spoke, the user of its hub's
 /// credential and this cluster's names for the hub's ([`super::fleet`]).
 pub async fn validation(
-    lookup: &dyn AccessLookup,
+    (lookup, locks): (&dyn AccessLookup, &Locks),
     deletes: &DeletePolicy,
     spoke: (Option<&str>, &FleetNames),
     request: &AdmissionRequest<DynamicObject>,
@@ -182,10 +182,11 @@ pub async fn validation(
     let decision = match request.operation {
         Operation::Create => match kind {
             AccessKind::Exec => {
-                validate_create::<ExecAccessRequest>(lookup, spoke, request, verified).await
+                validate_create::<ExecAccessRequest>((lookup, locks), spoke, request, verified)
+                    .await
             }
             AccessKind::Pod => {
-                validate_create::<PodAccessRequest>(lookup, spoke, request, verified).await
+                validate_create::<PodAccessRequest>((lookup, locks), spoke, request, verified).await
             }
         },
         Operation::Update => {
@@ -222,7 +223,7 @@ pub async fn validation(
 }
 
 async fn validate_create<R: AccessRequest>(
-    lookup: &dyn AccessLookup,
+    (lookup, locks): (&dyn AccessLookup, &Locks),
     (hub_user, names): (Option<&str>, &FleetNames),
     request: &AdmissionRequest<DynamicObject>,
     verified: bool,
@@ -276,7 +277,14 @@ async fn validate_create<R: AccessRequest>(
         &created,
         &requester,
         template.as_ref().map(|t| &t.config),
-    )
+    )?;
+    match locks.refusal(&requester, namespace, (R::KIND, template_name)) {
+        Some(refusal) => Err(format!(
+            "spec.requester: {} may not be granted access here now: {refusal}",
+            requester.username
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The one answer an unverified caller gets for a template that is missing or does not admit

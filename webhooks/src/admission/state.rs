@@ -5,8 +5,8 @@ use std::sync::Arc;
 use oz_audit::AuditLog;
 
 use super::{
-    audit::EnforceSettings, delete_policy::DeletePolicy, events::AuditEvents, lookup::AccessLookup,
-    unverified_reads::UnverifiedReads,
+    audit::EnforceSettings, delete_policy::DeletePolicy, events::AuditEvents, locks::Locks,
+    lookup::AccessLookup, unverified_reads::UnverifiedReads,
 };
 
 /// What the handlers share.
@@ -31,4 +31,7 @@ pub struct AdmissionState {
     /// (`--fleet-user-prefix`, `--fleet-group-prefix`), applied to the requester the hub attests
     /// ([`super::fleet::requester_in_our_names`]). The default maps nothing.
     pub fleet_names: oz_api::FleetNames,
+    /// The AccessLocks: a locked user's exec finds no grant, and their requests (and
+    /// decisions on them) are refused. The default holds none.
+    pub locks: Locks,
 }

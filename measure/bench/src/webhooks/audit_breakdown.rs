@@ -91,6 +91,7 @@ pub(super) async fn audit_breakdown(
 ) -> Result<AuditBreakdown> {
     let calls = bench.sizes.breakdown_calls;
     let router = admission::router(Arc::new(AdmissionState {
+        locks: Default::default(),
         lookup: Arc::new(StaticLookup { pod: pod.into() }),
         audit_log: AuditLog::log_only(),
         events: None,
@@ -153,6 +154,8 @@ async fn cached_lookup(bench: &Bench, pod: &str, calls: usize) -> Result<Latenci
         let asked = oz_api::Asked {
             user: cluster::REQUESTER,
             groups: &groups,
+            namespace: DIRECT_NAMESPACE,
+            locks: &[],
             pod,
             action: oz_api::PodAction::Exec,
             route: oz_api::Route::Direct,

@@ -66,9 +66,12 @@ pub async fn audit_decision(
     record.brokered = state.enforce.is_broker(&record.user, action);
     // This webhook sees the core API: the Direct route. (A Brokered session reaches the pod
     // through oz's own exec, marked `brokered` above; the broker judged its grant.)
+    let locks = state.locks.current();
     let asked = Asked {
         user: &record.user,
         groups: &record.groups,
+        namespace: &record.namespace,
+        locks: &locks,
         pod: &record.pod,
         action,
         route: Route::Direct,

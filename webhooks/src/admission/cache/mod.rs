@@ -665,6 +665,8 @@ mod tests {
             let asked = oz_api::Asked {
                 user,
                 groups: &groups,
+                namespace: NS,
+                locks: &[],
                 pod: "web-0",
                 action: oz_api::PodAction::Exec,
                 route: oz_api::Route::Direct,

@@ -604,3 +604,18 @@ async fn an_extension_of_a_ready_grant_takes_decisions_of_its_own() {
     let message = refused(&decide(&h, alice(), on_extension(1)).await);
     assert!(message.contains("your own request"), "{message}");
 }
+
+#[tokio::test]
+async fn a_decision_on_a_locked_users_request_is_refused() {
+    let group_lock = oz_api::AccessLock::new(
+        "devs-freeze",
+        serde_json::from_value(json!({"group": "devs", "namespace": NS, "reason": "freeze"}))
+            .unwrap(),
+    );
+    let h = locked_harness(approval_lookup(), vec![group_lock]);
+    let message = refused(&decide(&h, bob(), approval("r-bob", "r", "Approve", None)).await);
+    assert!(
+        message.ends_with("cannot be decided on now: locked by AccessLock devs-freeze: freeze"),
+        "{message}"
+    );
+}

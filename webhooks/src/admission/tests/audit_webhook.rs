@@ -404,3 +404,19 @@ async fn the_record_names_the_approvers_of_the_grant_and_its_extensions() {
         ])
     );
 }
+
+#[tokio::test]
+async fn a_lock_takes_the_grant_away_from_the_exec_at_once() {
+    // alice's grant is Ready; a lock on her group in this namespace holds: the record names no
+    // grant, before oz has revoked anything.
+    let lookup = standard_lookup().with_request(ready(AccessKind::Exec, "alices", "web", "alice"));
+    let lock = oz_api::AccessLock::new(
+        "devs-freeze",
+        serde_json::from_value(json!({"group": "devs", "namespace": NS, "reason": "freeze"}))
+            .unwrap(),
+    );
+    let h = locked_harness(lookup, vec![lock]);
+    let response = h.review(AUDIT_PATH, alice_exec()).await;
+    assert_eq!(response["auditAnnotations"]["grant"], "none", "{response}");
+    assert_eq!(h.audit_records()[0].grant, None);
+}

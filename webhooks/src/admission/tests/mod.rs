@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::fake_lookup::{FakeLookup, NS};
+use super::locks::Locks;
 use super::*;
 use crate::WebhookMetrics;
 use oz_audit::{AuditLog, AuditRecord, Grant};
@@ -77,6 +78,20 @@ async fn guarded_harness(
         metrics,
         None,
         FleetNames::default(),
+        Locks::default(),
+    )
+}
+
+/// A harness whose AccessLocks are `locks`.
+fn locked_harness(lookup: FakeLookup, locks: Vec<oz_api::AccessLock>) -> Harness {
+    harness_for(
+        lookup,
+        EnforceSettings::default(),
+        CallerPolicy::anyone(),
+        &WebhookMetrics::default(),
+        None,
+        FleetNames::default(),
+        Locks::of(locks),
     )
 }
 
@@ -100,6 +115,7 @@ async fn naming_spoke_harness(
         &metrics,
         Some(hub_user),
         names,
+        Locks::default(),
     )
 }
 
@@ -110,9 +126,11 @@ fn harness_for(
     metrics: &WebhookMetrics,
     fleet_hub_user: Option<&str>,
     fleet_names: FleetNames,
+    locks: Locks,
 ) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
+        locks,
         lookup: Arc::new(lookup),
         audit_log: AuditLog::open(
             audit_file.path(),

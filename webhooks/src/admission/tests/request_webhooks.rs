@@ -505,3 +505,34 @@ async fn extension_asks_are_added_one_at_a_time_and_never_rewritten() {
         "{response}"
     );
 }
+
+// === Locks ===
+
+fn lock(name: &str, spec: Value) -> oz_api::AccessLock {
+    oz_api::AccessLock::new(name, serde_json::from_value(spec).unwrap())
+}
+
+#[tokio::test]
+async fn a_locked_user_is_refused_new_requests_with_the_locks_reason() {
+    let locks = vec![
+        lock(
+            "incident-7",
+            json!({"user": "alice", "reason": "incident 7: credentials leaked"}),
+        ),
+        lock(
+            "old",
+            json!({"user": "carol", "reason": "over", "expiresAt": "2020-01-01T00:00:00Z"}),
+        ),
+    ];
+    let h = locked_harness(standard_lookup(), locks);
+    let response = create_as(&h, "alice", &["devs"], json!({"templateName": "web"})).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(
+        message(&response),
+        "spec.requester: alice may not be granted access here now: locked by AccessLock \
+         incident-7: incident 7: credentials leaked"
+    );
+    // carol's lock has ended; bob is not locked.
+    let carols = create_as(&h, "carol", &["devs"], json!({"templateName": "web"})).await;
+    assert_eq!(carols["allowed"], true, "{carols}");
+}
