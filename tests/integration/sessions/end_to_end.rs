@@ -232,10 +232,20 @@ impl Installed {
         duration: &str,
         replica: &Replica,
     ) {
-        let alice: Api<ExecAccessRequest> = Api::namespaced(
-            self.sessions.plane.client_as("alice").await.unwrap(),
-            &self.ns,
-        );
+        self.asked_as("alice", name, (template, duration), replica)
+            .await;
+    }
+
+    /// `user` asks for `duration` through `template`, once oz's webhooks admit them.
+    pub(crate) async fn asked_as(
+        &self,
+        user: &str,
+        name: &str,
+        (template, duration): (&str, &str),
+        replica: &Replica,
+    ) {
+        let asking: Api<ExecAccessRequest> =
+            Api::namespaced(self.sessions.plane.client_as(user).await.unwrap(), &self.ns);
         let request: ExecAccessRequest = serde_json::from_value(json!({
             "apiVersion": "crds.wizardofoz.co/v1alpha1",
             "kind": "ExecAccessRequest",
@@ -243,7 +253,7 @@ impl Installed {
             "spec": {"templateName": template, "duration": duration},
         }))
         .unwrap();
-        create_once_admitted(&alice, &request, "alice", &replica.operator.log).await;
+        create_once_admitted(&asking, &request, user, &replica.operator.log).await;
     }
 
     /// alice asks for `duration` through `template`, once oz's webhooks admit her, and gets it.
@@ -409,9 +419,14 @@ pub(crate) struct Ended {
 
 impl Shell {
     pub(crate) fn open(installed: &Installed, request: &str) -> Self {
+        Self::open_as(installed, "alice", request)
+    }
+
+    /// A shell `user` opens with `ozctl exec` on their request `request`.
+    pub(crate) fn open_as(installed: &Installed, user: &str, request: &str) -> Self {
         let mut child = tokio::process::Command::new(ozctl_bin())
             .args(["--namespace", &installed.ns, "exec", request, "--", "sh"])
-            .env("KUBECONFIG", installed.kubeconfig_of(Some("alice")))
+            .env("KUBECONFIG", installed.kubeconfig_of(Some(user)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -7,6 +7,7 @@ pub mod brokered_grants;
 pub mod end_to_end;
 pub mod extended;
 pub mod front_door;
+pub mod locked;
 pub mod plane;
 pub mod recorded;
 pub mod recordings;

@@ -1,7 +1,7 @@
 //! A control plane of a test's own for the sessions API: the APIService is cluster-wide and
 //! singular, so a test that needs the apiserver to proxy to oz never uses the shared one.
 //!
-//! [`SessionsPlane::start`] starts it (users alice and bob in devs, dave in leads; one kwok node; a
+//! [`SessionsPlane::start`] starts it (users alice, bob and carol in devs, dave in leads; one kwok node; a
 //! scheduler and the Deployment controllers), installs oz's CRDs, makes a namespace and, in it,
 //! the `ExternalName` Service [`SERVICE`] for `localhost`, through which the apiserver reaches oz
 //! on 127.0.0.1.
@@ -66,6 +66,7 @@ impl SessionsPlane {
                 ControlPlaneOptions::empty()
                     .user("alice", &["devs"])
                     .user("bob", &["devs"])
+                    .user("carol", &["devs"])
                     // An approver, for templates whose grants need approval.
                     .user("dave", &["leads"])
                     // Workloads for templates to target, and their pods on the kwok node.
