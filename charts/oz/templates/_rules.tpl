@@ -461,6 +461,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - pods
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - events.k8s.io
   resources:
@@ -671,6 +673,7 @@ config/default/install.yaml; docs/rbac.md explains the design.
   verbs:
   - get
   - list
+  - watch
 - apiGroups:
   - ""
   resources:
@@ -1316,6 +1319,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - pods
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - events.k8s.io
   resources:
@@ -1543,6 +1548,7 @@ config/default/install.yaml; docs/rbac.md explains the design.
   verbs:
   - get
   - list
+  - watch
 - apiGroups:
   - ""
   resources:
