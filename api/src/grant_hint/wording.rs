@@ -100,7 +100,7 @@ impl GrantHint {
                 "ExecAccessTemplate {}{} can grant it to {user}: {}",
                 only.name,
                 note(only, voice),
-                self.create_line(only, voice)
+                self.create_line(only, voice.program)
             );
         }
         let named = self.granting.iter().take(MAX_NAMED).map(|t| {
@@ -108,7 +108,7 @@ impl GrantHint {
                 "{}{}: {}",
                 t.name,
                 note(t, voice),
-                self.create_line(t, voice)
+                self.create_line(t, voice.program)
             )
         });
         let mut text = format!(
@@ -125,9 +125,9 @@ impl GrantHint {
         text
     }
 
-    /// The command that asks through `template` for this pod.
-    fn create_line(&self, template: &TemplateTarget, voice: &Voice<'_>) -> String {
-        let program = voice.program;
+    /// The command, run as `program`, that asks through `template` for this pod: with
+    /// `--target-pod`, or, for a fleet hub's copy, the line to run on the hub.
+    pub fn create_line(&self, template: &TemplateTarget, program: &str) -> String {
         match &template.hub {
             // The hub forwards no target pod: the spoke's oz picks one of the workload's.
             Some(_) => format!(
