@@ -77,9 +77,10 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
             settled => settled?,
         }
     };
-    let again = match view.phase() {
-        Some(RequestPhase::Ready) => String::new(),
-        _ => exec_hints::ask_again(session, &view).await,
+    // Only an expired, revoked or denied request is asked for again.
+    let again = match view.phase().is_some_and(RequestPhase::is_settled) {
+        true => exec_hints::ask_again(session, &view).await,
+        false => String::new(),
     };
     let pod = ready_pod(session, &view, again)?;
     let command = if args.command.is_empty() {

@@ -405,15 +405,13 @@ impl AccessLookup for CachedLookup {
     }
 
     /// From memory, or nothing known: the pod's workload from the pod watch, the templates and
-    /// the Ready requests from the stores once listed.
+    /// the Ready requests from the stores once listed. Before they have listed, the pod counts
+    /// as unknown too: "no template grants it" would be a guess.
     fn denial_facts(&self, namespace: &str, pod: &str) -> DenialFacts {
-        let owner = self.pods.owner(namespace, pod);
         let Some(stores) = self.stores(namespace) else {
-            return DenialFacts {
-                owner,
-                ..DenialFacts::default()
-            };
+            return DenialFacts::default();
         };
+        let owner = self.pods.owner(namespace, pod);
         let templates = match &owner {
             PodOwner::Workload(workload) => stores.exec_templates_for(namespace, workload),
             PodOwner::Unknown | PodOwner::NoWorkload => Vec::new(),
@@ -780,6 +778,13 @@ mod tests {
         fixture.pod_requests.list(Vec::new()).await;
         fixture.exec_templates.list(Vec::new()).await;
         assert!(!fixture.lookup.is_ready());
+        // A denial knows nothing yet, not even the pod it has seen: without the templates,
+        // "none grants it" would be a guess.
+        list_pods(&fixture.lookup).await;
+        assert_eq!(
+            fixture.lookup.denial_facts(NS, "web-0"),
+            DenialFacts::default()
+        );
 
         let requests = fixture.lookup.requests(NS).await.unwrap();
         assert_eq!(
@@ -1031,6 +1036,21 @@ mod tests {
         assert_eq!(alices[0].phase, Some(RequestPhase::Expired));
     }
 
+    /// The pod watch of NS lists web-0 (of Deployment web's ReplicaSet) and a bare pod.
+    async fn list_pods(lookup: &CachedLookup) {
+        let (events, received) = mpsc::unbounded();
+        let mut pods = pods::keep_pod_owners(received, NS, lookup.pods.clone());
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(pods::tests::pod("web-0", Some("web-7d9f"))),
+            watcher::Event::InitApply(pods::tests::pod("bare", None)),
+            watcher::Event::InitDone,
+        ] {
+            events.unbounded_send(Ok(event)).unwrap();
+            pods.next().await.unwrap().unwrap();
+        }
+    }
+
     #[tokio::test]
     async fn a_denial_reads_the_pods_workload_and_its_templates_from_memory() {
         let mut fixture = Fixture::new(Apiserver::default()).listed().await;
@@ -1045,17 +1065,7 @@ mod tests {
                 watcher::Event::Apply(exec_template(NS, "api", access_config(&["devs"]))),
             ])
             .await;
-        let (events, received) = mpsc::unbounded();
-        let mut pods = pods::keep_pod_owners(received, NS, fixture.lookup.pods.clone());
-        for event in [
-            watcher::Event::Init,
-            watcher::Event::InitApply(pods::tests::pod("web-0", Some("web-7d9f"))),
-            watcher::Event::InitApply(pods::tests::pod("bare", None)),
-            watcher::Event::InitDone,
-        ] {
-            events.unbounded_send(Ok(event)).unwrap();
-            pods.next().await.unwrap().unwrap();
-        }
+        list_pods(&fixture.lookup).await;
 
         let facts = fixture.lookup.denial_facts(NS, "web-0");
         let web = oz_api::grant_hint::PodWorkload {
