@@ -153,6 +153,15 @@ pub enum CliError {
         next: String,
     },
 
+    /// `ozctl exec` on a request whose access starts later (`spec.startAt`).
+    #[error("{kind} {name} is Scheduled: its access starts at {starts}; run `{hint}` then")]
+    Scheduled {
+        kind: &'static str,
+        name: String,
+        starts: String,
+        hint: String,
+    },
+
     /// A flag or argument that clap accepted but that makes no sense.
     #[error("{0}")]
     Usage(String),
@@ -385,6 +394,17 @@ mod tests {
             "web-0 is a pod in namespace \"shop\", not an access request, and you hold no grant \
              for it; ExecAccessTemplate web can grant it to you: \
              ozctl create exec web --target-pod web-0 -n shop"
+        );
+        let scheduled = CliError::Scheduled {
+            kind: "ExecAccessRequest",
+            name: "alice-x7k2p".into(),
+            starts: "2026-12-01 23:00:00 +01:00".into(),
+            hint: "ozctl exec alice-x7k2p -n shop".into(),
+        };
+        assert_eq!(
+            scheduled.to_string(),
+            "ExecAccessRequest alice-x7k2p is Scheduled: its access starts at 2026-12-01 \
+             23:00:00 +01:00; run `ozctl exec alice-x7k2p -n shop` then"
         );
         let waiting = CliError::AwaitingApproval {
             kind: "ExecAccessRequest",

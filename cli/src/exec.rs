@@ -203,6 +203,12 @@ fn ready_pod(session: &Session, view: &RequestView, again: String) -> Result<Str
         Some(RequestPhase::Revoked) => Err(view
             .revoked_error(again)
             .unwrap_or_else(|| CliError::Api(format!("{kind} {} was revoked", view.name)))),
+        Some(RequestPhase::Scheduled) => Err(CliError::Scheduled {
+            kind,
+            name: view.name.clone(),
+            starts: view.starts_at().map_or_else(|| "?".into(), timefmt::local),
+            hint: session.hint(&format!("exec {}", view.name)),
+        }),
         Some(RequestPhase::Denied) => Err(CliError::Denied {
             kind,
             name: view.name.clone(),

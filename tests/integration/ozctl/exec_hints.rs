@@ -48,6 +48,12 @@ async fn alices_requests(f: &Fixture) -> Vec<ExecAccessRequest> {
         .await
         .unwrap()
         .items;
+    requests.retain(|r| {
+        r.spec
+            .requester
+            .as_ref()
+            .is_some_and(|by| by.username == "alice")
+    });
     requests.sort_by_key(|r| r.metadata.creation_timestamp.clone().map(|t| t.0));
     requests
 }
@@ -112,6 +118,28 @@ async fn exec_on_a_pod_or_an_ended_request_says_what_to_run_instead() {
              template"
         )
     );
+    // A request whose access starts later says when, and what to run then.
+    let planned = ozctl(
+        &f,
+        "carol",
+        &["create", "exec", "web-exec", "--start", "1h", "--no-wait"],
+    )
+    .await;
+    assert_ok(&planned, "carol's ozctl create exec --start 1h");
+    let planned = String::from_utf8_lossy(&planned.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let early = ozctl(&f, "carol", &["exec", &planned, "--timeout", "30s"]).await;
+    let line = error_line(&early);
+    assert!(
+        line.starts_with(&format!(
+            "error: ExecAccessRequest {planned} is Scheduled: its access starts at "
+        )) && line.ends_with(&format!("; run `ozctl exec {planned} -n {ns}` then")),
+        "{line}"
+    );
+
     // A name that is neither stays the error it was.
     let neither = ozctl(&f, "alice", &["exec", "no-such-thing"]).await;
     assert_eq!(
