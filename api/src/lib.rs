@@ -23,6 +23,7 @@ mod exec;
 pub mod expiry_table;
 pub mod extension;
 pub mod fleet;
+pub mod grant_hint;
 pub mod grant_rule;
 pub mod kinds;
 pub mod label_selector;

@@ -75,7 +75,8 @@ pub struct AuditRecord {
     pub dry_run: bool,
     /// Whether the operation was allowed.
     pub allowed: bool,
-    /// Why it was denied, in enforcing namespaces.
+    /// Why it was denied, in enforcing namespaces: the message the user got, with what it told
+    /// them to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied_because: Option<String>,
     /// Who sent the review: `apiserver` (its client certificate verified) or `unverified`.

@@ -59,6 +59,29 @@ pub enum CliError {
         hint: String,
     },
 
+    /// `ozctl exec` was given a pod's name, and the user holds a request for that pod.
+    #[error(
+        "{pod} is a pod, not an access request; your {kind} {request} ({phase}) is for it: {hint}"
+    )]
+    PodNotRequest {
+        pod: String,
+        kind: &'static str,
+        request: String,
+        phase: String,
+        hint: String,
+    },
+
+    /// `ozctl exec` was given a pod's name, and the user holds no request for it: `advice` says
+    /// which templates could grant it ([`oz_api::grant_hint`]).
+    #[error(
+        "{pod} is a pod in namespace {namespace:?}, not an access request, and you hold no grant for it; {advice}"
+    )]
+    NoGrantForPod {
+        pod: String,
+        namespace: String,
+        advice: String,
+    },
+
     /// Both kinds have a request of that name.
     #[error(
         "both an ExecAccessRequest and a PodAccessRequest are named {name:?}; say which with --kind exec or --kind pod"
@@ -114,6 +137,28 @@ pub enum CliError {
         name: String,
         after: String,
         last: String,
+        hint: String,
+    },
+
+    /// `ozctl exec` waited for a request that still waits for approval; `next` says how to
+    /// follow it and use it once approved.
+    #[error(
+        "{kind} {name} is still PendingApproval after {after} ({progress}): it can be used once approved; {next}"
+    )]
+    AwaitingApproval {
+        kind: &'static str,
+        name: String,
+        after: String,
+        progress: String,
+        next: String,
+    },
+
+    /// `ozctl exec` on a request whose access starts later (`spec.startAt`).
+    #[error("{kind} {name} is Scheduled: its access starts at {starts}; run `{hint}` then")]
+    Scheduled {
+        kind: &'static str,
+        name: String,
+        starts: String,
         hint: String,
     },
 
@@ -321,6 +366,59 @@ mod tests {
         for e in errors {
             assert!(!e.to_string().contains('\n'));
         }
+    }
+
+    #[test]
+    fn exec_says_what_to_run_instead() {
+        let pod = CliError::PodNotRequest {
+            pod: "web-0".into(),
+            kind: "ExecAccessRequest",
+            request: "alice-x7k2p".into(),
+            phase: "Ready".into(),
+            hint: "ozctl exec alice-x7k2p -n shop".into(),
+        };
+        assert_eq!(
+            pod.to_string(),
+            "web-0 is a pod, not an access request; your ExecAccessRequest alice-x7k2p (Ready) \
+             is for it: ozctl exec alice-x7k2p -n shop"
+        );
+        let ungranted = CliError::NoGrantForPod {
+            pod: "web-0".into(),
+            namespace: "shop".into(),
+            advice: "ExecAccessTemplate web can grant it to you: \
+                     ozctl create exec web --target-pod web-0 -n shop"
+                .into(),
+        };
+        assert_eq!(
+            ungranted.to_string(),
+            "web-0 is a pod in namespace \"shop\", not an access request, and you hold no grant \
+             for it; ExecAccessTemplate web can grant it to you: \
+             ozctl create exec web --target-pod web-0 -n shop"
+        );
+        let scheduled = CliError::Scheduled {
+            kind: "ExecAccessRequest",
+            name: "alice-x7k2p".into(),
+            starts: "2026-12-01 23:00:00 +01:00".into(),
+            hint: "ozctl exec alice-x7k2p -n shop".into(),
+        };
+        assert_eq!(
+            scheduled.to_string(),
+            "ExecAccessRequest alice-x7k2p is Scheduled: its access starts at 2026-12-01 \
+             23:00:00 +01:00; run `ozctl exec alice-x7k2p -n shop` then"
+        );
+        let waiting = CliError::AwaitingApproval {
+            kind: "ExecAccessRequest",
+            name: "alice-x7k2p".into(),
+            after: "2m".into(),
+            progress: "Approved: 0 of 1 approvals; waiting for a member of leads".into(),
+            next: "follow it with `ozctl get requests alice-x7k2p -n shop`".into(),
+        };
+        assert_eq!(
+            waiting.to_string(),
+            "ExecAccessRequest alice-x7k2p is still PendingApproval after 2m (Approved: 0 of 1 \
+             approvals; waiting for a member of leads): it can be used once approved; follow it \
+             with `ozctl get requests alice-x7k2p -n shop`"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `ozctl exec REQUEST [-- COMMAND...]`: wait until the request is ready, then run a command
-//! (the shell of its access instructions by default) in the granted pod.
+//! (the shell of its access instructions by default) in the granted pod. When it cannot, the
+//! error says what to do next ([`super::exec_hints`]).
 //!
 //! A Brokered grant (`status.sessionMode: Brokered`) is used through oz's sessions API only
 //! ([`super::brokered`]): its Role allows nothing else, so kubectl is never used.
@@ -24,7 +25,7 @@ use oz_api::{AccessKind, RequestPhase, SessionMode, pod_mutation::DEFAULT_CONTAI
 use super::{
     brokered,
     error::{CliError, chain},
-    kind_arg,
+    exec_hints, kind_arg,
     pod_output::{exit_code, pipe_output},
     progress::Progress,
     requests::{self, RequestView},
@@ -53,7 +54,12 @@ pub struct ExecArgs {
 
 /// Runs `ozctl exec`; returns the command's exit code.
 pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
-    let view = requests::find(session, &args.request, args.kind).await?;
+    let view = match requests::find(session, &args.request, args.kind).await {
+        Err(missing @ CliError::NoRequest { .. }) => {
+            return Err(exec_hints::not_a_request(session, &args.request, missing).await);
+        }
+        found => found?,
+    };
     let view = if wait::is_settled(view.phase()) {
         view
     } else {
@@ -61,9 +67,22 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<u8, CliError> {
         let settled =
             wait::until_settled(session, view.kind, &view.name, args.timeout, &mut progress).await;
         progress.finish();
-        settled?
+        match settled {
+            Err(timed_out @ CliError::Timeout { .. }) => {
+                let (kind, timeout) = (view.kind, args.timeout);
+                let error =
+                    exec_hints::still_waiting(session, kind, &view.name, timeout, timed_out);
+                return Err(error.await);
+            }
+            settled => settled?,
+        }
     };
-    let pod = ready_pod(session, &view)?;
+    // Only an expired, revoked or denied request is asked for again.
+    let again = match view.phase().is_some_and(RequestPhase::is_settled) {
+        true => exec_hints::ask_again(session, &view).await,
+        false => String::new(),
+    };
+    let pod = ready_pod(session, &view, again)?;
     let command = if args.command.is_empty() {
         default_command(view.status.access_message.as_deref())
     } else {
@@ -165,8 +184,9 @@ pub fn exec_path(mode: Option<SessionMode>, kubectl: impl FnOnce() -> Option<Pat
     }
 }
 
-/// The granted pod of a settled request, or why there is none.
-fn ready_pod(session: &Session, view: &RequestView) -> Result<String, CliError> {
+/// The granted pod of a settled request, or why there is none; `again` is the command that
+/// asks for access again ([`exec_hints::ask_again`]).
+fn ready_pod(session: &Session, view: &RequestView, again: String) -> Result<String, CliError> {
     let kind = view.kind.request_kind();
     match view.phase() {
         Some(RequestPhase::Ready) => view.status.pod_name.clone().ok_or_else(|| {
@@ -178,15 +198,21 @@ fn ready_pod(session: &Session, view: &RequestView) -> Result<String, CliError> 
             when: view
                 .expires_at()
                 .map_or_else(|| "already".into(), |t| timefmt::ago(Timestamp::now(), t)),
-            hint: session.hint(&format!("create {} {}", view.kind.word(), view.template)),
+            hint: again,
         }),
         Some(RequestPhase::Revoked) => Err(view
-            .revoked_error(session.hint(&format!("create {} {}", view.kind.word(), view.template)))
+            .revoked_error(again)
             .unwrap_or_else(|| CliError::Api(format!("{kind} {} was revoked", view.name)))),
+        Some(RequestPhase::Scheduled) => Err(CliError::Scheduled {
+            kind,
+            name: view.name.clone(),
+            starts: view.starts_at().map_or_else(|| "?".into(), timefmt::local),
+            hint: session.hint(&format!("exec {}", view.name)),
+        }),
         Some(RequestPhase::Denied) => Err(CliError::Denied {
             kind,
             name: view.name.clone(),
-            reason: view.problem(),
+            reason: format!("{}; to ask again: {again}", view.problem()),
         }),
         _ => Err(CliError::Failed {
             kind,

@@ -26,6 +26,7 @@ pub mod csv;
 pub mod decide;
 pub mod error;
 pub mod exec;
+pub mod exec_hints;
 pub mod extend;
 #[cfg(test)]
 mod fixtures;

@@ -10,7 +10,7 @@ use kube::{
 };
 use oz_api::{
     AccessTemplate, ControllerKind, CrossVersionObjectReference, ExecAccessRequest,
-    ExecAccessTemplate, Requester, SessionMode,
+    ExecAccessTemplate, Requester, SessionMode, grant_hint::PodWorkload,
 };
 
 use super::{
@@ -182,26 +182,19 @@ fn check_member(
 /// `rollouts-pod-template-hash`) label. A pod that merely has the selector's labels is not the
 /// workload's.
 fn controlled_by(pod: &Pod, target: &CrossVersionObjectReference, workload: &Workload) -> bool {
-    let Some(owner) = pod
-        .owner_references()
-        .iter()
-        .find(|o| o.controller == Some(true))
-    else {
+    // The same reading of the owner reference as the enforced webhook's hint, which names the
+    // templates that could grant a pod (`oz_api::grant_hint`).
+    if PodWorkload::of_pod(&pod.metadata) != Some(PodWorkload::of_target(target)) {
         return false;
-    };
-    let hash_label = match target.kind {
-        ControllerKind::StatefulSet | ControllerKind::DaemonSet => {
-            return owner.kind == format!("{:?}", target.kind)
-                && workload.uid.as_deref() == Some(owner.uid.as_str());
-        }
-        ControllerKind::Deployment => "pod-template-hash",
-        ControllerKind::Rollout => "rollouts-pod-template-hash",
-    };
-    owner.kind == "ReplicaSet"
-        && pod
-            .labels()
-            .get(hash_label)
-            .is_some_and(|hash| owner.name == format!("{}-{hash}", target.name))
+    }
+    match target.kind {
+        ControllerKind::StatefulSet | ControllerKind::DaemonSet => pod
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .is_some_and(|owner| workload.uid.as_deref() == Some(owner.uid.as_str())),
+        ControllerKind::Deployment | ControllerKind::Rollout => true,
+    }
 }
 
 /// A running pod of the workload. The choice is a hash of the grant name, so it is spread over

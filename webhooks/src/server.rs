@@ -171,7 +171,9 @@ impl WebhookConfig {
 ///
 /// The client needs: get/list/watch/create/update/delete on the two Secrets;
 /// get/list/watch/patch on oz's Mutating/ValidatingWebhookConfigurations; get/list/watch on
-/// the four oz kinds; list on accessapprovals (one decision per person); get on pods; create/patch on events.k8s.io events. With an audit file,
+/// the four oz kinds; list on accessapprovals (one decision per person); get on pods, and
+/// list/watch on them where access is enforced (what a denial names); create/patch on
+/// events.k8s.io events. With an audit file,
 /// in the operator's namespace: get/create on Secrets (the signing key), get/create/patch on
 /// ConfigMaps (its public key), create/patch on events.k8s.io events.
 pub struct WebhookServer {
@@ -255,6 +257,7 @@ impl WebhookServer {
         let (lookup, watches) = CachedLookup::new(
             client.clone(),
             &config.watch_namespaces,
+            &config.enforce.namespaces,
             config.requests_after.clone(),
         );
         let lookup = Arc::new(lookup);

@@ -485,6 +485,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - pods
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - events.k8s.io
   resources:
@@ -703,6 +705,7 @@ config/default/install.yaml; docs/rbac.md explains the design.
   verbs:
   - get
   - list
+  - watch
 - apiGroups:
   - ""
   resources:
@@ -1372,6 +1375,8 @@ config/default/install.yaml; docs/rbac.md explains the design.
   - pods
   verbs:
   - get
+  - list
+  - watch
 - apiGroups:
   - events.k8s.io
   resources:
@@ -1607,6 +1612,7 @@ config/default/install.yaml; docs/rbac.md explains the design.
   verbs:
   - get
   - list
+  - watch
 - apiGroups:
   - ""
   resources:

@@ -225,8 +225,9 @@ pub fn watched_namespace_rules(options: &InstallOptions) -> Vec<Rule> {
         rules.add(
             "",
             &["pods"],
-            &["get"],
-            "webhooks: the audit webhook reads the pod an exec or attach goes into, for its record",
+            &["get", "list", "watch"],
+            "webhooks: the audit webhook reads the pod an exec or attach goes into, for its record; where access is \
+             enforced, it watches the pods' metadata, so that a denial names the templates that can grant the pod",
         );
         rules.add(
             "events.k8s.io",

@@ -315,6 +315,28 @@ async fn a_non_approver_is_refused_and_a_deny_ends_the_request() {
     let name = f.alice_asks("one member of qa").await;
     f.until_phase(&name, RequestPhase::PendingApproval).await;
 
+    // alice cannot use it yet: `ozctl exec` waits, then says it waits for approval and what to
+    // run meanwhile.
+    let early = f
+        .ozctl("alice", &["exec", &name, "--timeout", "2s", "--", "true"])
+        .await;
+    assert_eq!(early.status.code(), Some(1), "{}", stderr(&early));
+    let ns = &f.ns;
+    let error = stderr(&early)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.starts_with(&format!(
+            "error: ExecAccessRequest {name} is still PendingApproval after 2s ("
+        )) && error.ends_with(&format!(
+            "): it can be used once approved; follow it with `ozctl get requests {name} -n {ns}` \
+             and run `ozctl exec {name} -n {ns}` then, or wait longer with --timeout"
+        )),
+        "{error}"
+    );
+
     // carol may create AccessApprovals (RBAC) but is not in approverGroups: oz's webhook
     // refuses, and ozctl shows its message as it is, not as an RBAC problem.
     let refused = f.ozctl("carol", &["approve", &name]).await;
@@ -361,6 +383,16 @@ async fn a_non_approver_is_refused_and_a_deny_ends_the_request() {
     assert!(
         request.status.unwrap().pod_name.is_none(),
         "nothing was granted"
+    );
+    // Used anyway, it says why, and how to ask again.
+    let late = f.ozctl("alice", &["exec", &name, "--", "true"]).await;
+    let error = stderr(&late).lines().last().unwrap_or_default().to_string();
+    assert!(
+        error.starts_with(&format!("error: ExecAccessRequest {name} was denied: "))
+            && error.ends_with(&format!(
+                "; to ask again: ozctl create exec web-approved -n {ns}"
+            )),
+        "{error}"
     );
     assert_eq!(queue(&f, "bob").await, Vec::<Value>::new());
     f.cleanup();

@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod exec_hints;
 pub mod extend;
 pub mod requests;
 pub mod sessions;

@@ -481,7 +481,9 @@ async fn history_lists_the_expired_request() {
         json!([])
     );
 
-    // Using it now is an error that says what to do.
+    // Using it now is an error that says what to do. alice may not read pods once her grant
+    // has ended, so whether its pod is still there is not known: the line leaves the pod to oz
+    // (`ozctl/exec_hints.rs` has the line for the same pod).
     let exec = f.ozctl("alice", &["exec", &name]).await;
     assert_eq!(exec.status.code(), Some(1));
     let line = error_line(&exec);

@@ -43,6 +43,7 @@ impl Fixture {
             record_grants: false,
             metrics: false,
             webhooks: false,
+            enforcing: false,
             delete_namespace: false,
         }
     }
@@ -93,6 +94,7 @@ pub struct FixtureBuilder {
     args: Vec<String>,
     metrics: bool,
     webhooks: bool,
+    enforcing: bool,
     delete_namespace: bool,
 }
 
@@ -147,6 +149,13 @@ impl FixtureBuilder {
         self
     }
 
+    /// oz-manager enforces grants in the namespace (`--audit-enforce-namespaces`), with the
+    /// default template admin groups; needs [`FixtureBuilder::webhooks`].
+    pub fn enforcing(mut self) -> Self {
+        self.enforcing = true;
+        self
+    }
+
     /// Deletes the namespace when the fixture is dropped, so its pods go and every command
     /// still exec'd into them is killed.
     pub fn delete_namespace_when_dropped(mut self) -> Self {
@@ -190,7 +199,11 @@ impl FixtureBuilder {
         if self.metrics {
             operator = operator.metrics();
         }
-        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let enforce = format!("--audit-enforce-namespaces={ns}");
+        if self.enforcing {
+            args.push(&enforce);
+        }
         PreparedFixture {
             ns,
             admin,

@@ -12,7 +12,9 @@ use std::{
 
 use oz_api::{AccessApproval, AccessConfig, AccessKind};
 
-use super::{AccessLookup, Answer, GrantSummary, LookupError, RequestState, TemplateSummary};
+use super::{
+    AccessLookup, Answer, DenialFacts, GrantSummary, LookupError, RequestState, TemplateSummary,
+};
 
 /// The one namespace the fake holds anything in.
 pub(crate) const NS: &str = "team-a";
@@ -27,6 +29,9 @@ pub(crate) struct FakeLookup {
     pub(crate) request_states: Mutex<Vec<RequestState>>,
     /// The AccessApprovals stored.
     pub(crate) decisions: Mutex<Vec<AccessApproval>>,
+    /// What a denial reads from memory ([`AccessLookup::denial_facts`]); nothing known by
+    /// default.
+    pub(crate) denial_facts: DenialFacts,
     /// Every read fails, as when the apiserver is away.
     pub(crate) broken: bool,
     pub(crate) request_reads: AtomicUsize,
@@ -143,5 +148,13 @@ impl AccessLookup for FakeLookup {
             Vec::new()
         };
         self.answer(found)
+    }
+
+    /// Counted as no read: it is answered from memory.
+    fn denial_facts(&self, namespace: &str, _pod: &str) -> DenialFacts {
+        match namespace == NS {
+            true => self.denial_facts.clone(),
+            false => DenialFacts::default(),
+        }
     }
 }

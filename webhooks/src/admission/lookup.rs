@@ -8,7 +8,9 @@ use kube::{Api, Client, ResourceExt, api::ListParams};
 use oz_api::{
     AccessApproval, AccessConfig, AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest,
     ExecAccessTemplate, ExtensionRecord, PodAccessRequest, PodAccessTemplate, RequestPhase,
-    Requester, extension::extension_asks,
+    Requester,
+    extension::extension_asks,
+    grant_hint::{PodOwner, TemplateTarget},
 };
 
 /// A request of either kind in the compact form [`AccessLookup::requests`] answers with: what
@@ -66,6 +68,31 @@ pub struct RequestState {
     pub extension_asks: usize,
     /// `status.extensions`: where each ask stands, as oz last recorded it.
     pub extensions: Vec<ExtensionRecord>,
+}
+
+/// What the enforced webhook's denial reads to say what to do instead
+/// ([`AccessLookup::denial_facts`], [`oz_api::grant_hint`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DenialFacts {
+    /// The workload the pod belongs to, if known.
+    pub owner: PodOwner,
+    /// ExecAccessTemplates of the pod's namespace that target that workload (the others are
+    /// never named: see [`oz_api::grant_hint`]).
+    pub templates: Vec<TemplateTarget>,
+    /// The requests Ready for the pod, whoever's and whatever their route: a Brokered one of
+    /// the user's is used with `ozctl exec`, and the denial says so.
+    pub ready: Vec<GrantSummary>,
+}
+
+impl Default for DenialFacts {
+    /// Nothing known: the denial says where to look.
+    fn default() -> Self {
+        Self {
+            owner: PodOwner::Unknown,
+            templates: Vec::new(),
+            ready: Vec::new(),
+        }
+    }
 }
 
 /// A read from the cluster failed.
@@ -139,6 +166,14 @@ pub trait AccessLookup: Send + Sync + 'static {
     fn decisions(&self, namespace: &str) -> Answer<'_, Vec<AccessApproval>> {
         let _ = namespace;
         Box::pin(async { Err(LookupError(NO_APPROVAL_READS.into())) })
+    }
+
+    /// What a denial in `namespace` for `pod` reads to say what to do instead, from memory
+    /// alone: a denial waits for no apiserver call of its own. The default, nothing known
+    /// ([`DenialFacts::default`]): a lookup without a cache would have to ask.
+    fn denial_facts(&self, namespace: &str, pod: &str) -> DenialFacts {
+        let _ = (namespace, pod);
+        DenialFacts::default()
     }
 
     /// For a lookup that answers from a cache, which can lag the apiserver: a lookup that reads

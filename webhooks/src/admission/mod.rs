@@ -66,7 +66,8 @@ pub use audit::EnforceSettings;
 pub use cache::CachedLookup;
 pub use events::AuditEvents;
 pub use lookup::{
-    AccessLookup, Answer, GrantSummary, KubeLookup, LookupError, RequestState, TemplateSummary,
+    AccessLookup, Answer, DenialFacts, GrantSummary, KubeLookup, LookupError, RequestState,
+    TemplateSummary,
 };
 pub use review::{BadReview, MAX_BODY_BYTES, Review, parse_object, parse_review};
 use review::{deny, reply};

@@ -139,7 +139,7 @@ pub(super) async fn audit_breakdown(
 /// `calls` grant lookups for alice's exec into `pod`, as oz-manager makes them: from a cache
 /// of the four oz kinds, synced here from the same apiserver first.
 async fn cached_lookup(bench: &Bench, pod: &str, calls: usize) -> Result<Latencies> {
-    let (lookup, watches) = CachedLookup::new(bench.admin.clone(), &[], None);
+    let (lookup, watches) = CachedLookup::new(bench.admin.clone(), &[], &Default::default(), None);
     let watches = tokio::spawn(watches);
     let synced = tokio::time::timeout(Duration::from_secs(120), lookup.wait_until_ready()).await;
     if !matches!(synced, Ok(Ok(()))) {

@@ -113,7 +113,13 @@ fn grant_of(request: &GrantSummary) -> Grant {
 
 /// Why the access `record` describes is denied, if it is: enforcement applies to its user in
 /// its namespace and no grant was found, or none could be looked up (enforcement fails closed).
-pub fn denial(enforce: &EnforceSettings, record: &AuditRecord) -> Option<String> {
+/// `no_grant` words the first case (it is called only then): that the user has no grant, and
+/// what to do ([`super::no_grant_message`]).
+pub fn denial(
+    enforce: &EnforceSettings,
+    record: &AuditRecord,
+    no_grant: impl FnOnce() -> String,
+) -> Option<String> {
     if record.grant.is_some()
         || record.brokered
         || !enforce.applies(&record.namespace, &record.groups)
@@ -122,11 +128,7 @@ pub fn denial(enforce: &EnforceSettings, record: &AuditRecord) -> Option<String>
     }
     Some(match &record.grant_error {
         Some(e) => format!("oz could not check {}'s access requests: {e}", record.user),
-        None => format!(
-            "{} has no active access request for pod {}/{}: create an ExecAccessRequest \
-             or PodAccessRequest and wait until it is Ready",
-            record.user, record.namespace, record.pod
-        ),
+        None => no_grant(),
     })
 }
 
@@ -135,6 +137,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn no_grant() -> String {
+        "no grant".into()
+    }
 
     fn record(
         grant: Option<Grant>,
@@ -165,27 +171,33 @@ mod tests {
             extensions: Vec::new(),
         };
         assert_eq!(
-            denial(&enforce, &record(Some(granted), None, &["devs"])),
+            denial(&enforce, &record(Some(granted), None, &["devs"]), no_grant),
             None
         );
         assert_eq!(
-            denial(&enforce, &record(None, None, &["devs"])).as_deref(),
-            Some(
-                "alice has no active access request for pod team-a/web-0: create an \
-                 ExecAccessRequest or PodAccessRequest and wait until it is Ready"
-            )
+            denial(&enforce, &record(None, None, &["devs"]), no_grant).as_deref(),
+            Some("no grant")
         );
         assert_eq!(
-            denial(&enforce, &record(None, Some("timed out"), &["devs"])).as_deref(),
+            denial(
+                &enforce,
+                &record(None, Some("timed out"), &["devs"]),
+                no_grant
+            )
+            .as_deref(),
             Some("oz could not check alice's access requests: timed out"),
             "fails closed"
         );
         assert_eq!(
-            denial(&enforce, &record(None, None, &["system:masters"])),
+            denial(&enforce, &record(None, None, &["system:masters"]), no_grant),
             None
         );
         assert_eq!(
-            denial(&EnforceSettings::default(), &record(None, None, &[])),
+            denial(
+                &EnforceSettings::default(),
+                &record(None, None, &[]),
+                no_grant
+            ),
             None
         );
     }
@@ -206,8 +218,11 @@ mod tests {
         assert!(!enforce.is_broker("alice", PodAction::Exec));
         let mut by_oz = record(None, None, &["system:serviceaccounts"]);
         by_oz.brokered = true;
-        assert_eq!(denial(&enforce, &by_oz), None);
+        assert_eq!(denial(&enforce, &by_oz, no_grant), None);
         by_oz.brokered = false;
-        assert!(denial(&enforce, &by_oz).is_some(), "only as a broker");
+        assert!(
+            denial(&enforce, &by_oz, no_grant).is_some(),
+            "only as a broker"
+        );
     }
 }

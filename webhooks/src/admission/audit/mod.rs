@@ -11,12 +11,16 @@
 //! - `describe.rs`: the record ([`oz_audit::AuditRecord`]) of an AdmissionReview.
 //! - `decision.rs`: the grant that covers an access ([`find_grant`]), and enforcement
 //!   ([`EnforceSettings`], [`denial`]).
+//! - `hint.rs`: what a denial for want of a grant tells the user to do
+//!   ([`no_grant_message`]): use their Brokered grant with `ozctl exec`, or ask through one of
+//!   the templates that can grant the pod, with the `ozctl create` line for each.
 //! - `unwritable.rs`: the Warning Event published when the audit file cannot take a record;
 //!   the record itself is written through [`oz_audit::AuditLog`].
 //! - The Event: [`AuditEvents`](super::AuditEvents), in [`super::events`].
 
 mod decision;
 mod describe;
+mod hint;
 mod unwritable;
 
 use std::{sync::Arc, time::Duration};
@@ -29,6 +33,7 @@ use kube::core::{
 
 pub use decision::{EnforceSettings, denial, find_grant};
 pub use describe::{describe, pod_action};
+pub use hint::no_grant_message;
 pub use oz_api::PodAction;
 pub use unwritable::{UNWRITABLE_REASON, report_unwritable_with_events};
 
@@ -83,7 +88,12 @@ pub async fn audit_decision(
         Ok(Err(e)) => record.grant_error = Some(e.0),
         Err(_) => record.grant_error = Some(format!("timed out after {LOOKUP_TIMEOUT:?}")),
     }
-    record.denied_because = denial(&state.enforce, &record);
+    record.denied_because = denial(&state.enforce, &record, || {
+        // From memory only: the denial waits for no further apiserver call.
+        let facts = state.lookup.denial_facts(&record.namespace, &record.pod);
+        let writers = &state.enforce.template_writers;
+        no_grant_message(&facts, writers, &record.namespace, &asked)
+    });
     record.allowed = record.denied_because.is_none();
     state.audit_log.write(&record).await;
     let mut response = match &record.denied_because {

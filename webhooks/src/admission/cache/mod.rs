@@ -21,9 +21,14 @@
 //!
 //! What remains: for those milliseconds, a request that has just expired or been deleted can
 //! still be named as the grant, and a template's just-changed accessConfig is not yet seen.
+//!
+//! Where access is enforced, a fifth kind of watch keeps each pod's workload (`pods.rs`), so a
+//! denial can name the templates that could grant the pod from memory
+//! ([`AccessLookup::denial_facts`]); it is never read through the apiserver, and a pod it has not
+//! seen is answered as unknown.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fmt::Debug,
     sync::{
         Arc,
@@ -43,6 +48,7 @@ use kube::{
 use oz_api::{
     AccessKind, AccessRequest, AccessTemplate, ExecAccessRequest, ExecAccessTemplate,
     PodAccessRequest, PodAccessTemplate, WatchedRequest,
+    grant_hint::{PodOwner, PodWorkload, TemplateTarget},
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -50,19 +56,25 @@ use tracing::warn;
 
 use oz_api::AccessApproval;
 
-use super::{AccessLookup, Answer, GrantSummary, KubeLookup, RequestState, TemplateSummary};
+use super::{
+    AccessLookup, Answer, DenialFacts, GrantSummary, KubeLookup, RequestState, TemplateSummary,
+};
 
+mod pods;
 mod summaries;
 
+use pods::{PodOwners, watch_pod_owners};
 pub use summaries::WatchesStopped;
 use summaries::{RequestSummaries, SummaryWriter, summarize};
 
 /// [`AccessLookup`] from in-memory copies kept by watches, reading through the apiserver where
 /// a copy could be behind (see the module documentation). Needs get/list/watch on the four oz
-/// kinds, in every namespace served.
+/// kinds, in every namespace served, and list/watch on pods in the enforced namespaces.
 pub struct CachedLookup {
     scope: Scope,
     live: Arc<dyn AccessLookup>,
+    /// Each pod's workload, in the enforced namespaces only.
+    pods: Arc<PodOwners>,
 }
 
 /// The stores, for all namespaces at once or one set per namespace.
@@ -188,6 +200,24 @@ impl Stores {
         }
     }
 
+    /// The ExecAccessTemplates in `namespace` that target `workload`: the only templates a
+    /// denial's hint names (see [`oz_api::grant_hint`]). Reads every template of the store,
+    /// which only a denial does.
+    fn exec_templates_for(&self, namespace: &str, workload: &PodWorkload) -> Vec<TemplateTarget> {
+        let target = |t: &ExecAccessTemplate| {
+            let target = &t.spec.controller_target_ref;
+            t.metadata.namespace.as_deref() == Some(namespace)
+                && target.kind == workload.kind
+                && target.name == workload.name
+        };
+        let mut templates: Vec<TemplateTarget> = (self.exec_templates.state().iter())
+            .filter(|t| target(t))
+            .map(|t| TemplateTarget::of(t.as_ref()))
+            .collect();
+        templates.sort_by(|a, b| a.name.cmp(&b.name));
+        templates
+    }
+
     fn template_uid(&self, kind: AccessKind, namespace: &str, name: &str) -> Option<String> {
         match kind {
             AccessKind::Exec => self
@@ -235,12 +265,21 @@ impl CachedLookup {
     /// at once). oz-manager holds them back while its controllers list the same requests at
     /// start-up: both LISTs at once shared the apiserver, and the expiry timers wait for the
     /// controllers' (the restart figures are in docs/benchmarks.md).
+    ///
+    /// In each of `enforced` (the namespaces where access is enforced) the pods are watched
+    /// too, by their metadata, for what a denial says (`pods.rs` has the cost); none when it is
+    /// empty.
     pub fn new(
         client: Client,
         namespaces: &[String],
+        enforced: &BTreeSet<String>,
         requests_after: Option<watch::Receiver<bool>>,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let mut watches = Vec::new();
+        let pods = Arc::new(PodOwners::default());
+        for namespace in enforced {
+            watches.push(run(watch_pod_owners(&client, namespace, pods.clone())));
+        }
         let scope = if namespaces.is_empty() {
             let writers = Writers::new();
             let stores = writers.stores();
@@ -258,6 +297,7 @@ impl CachedLookup {
         let lookup = Self {
             scope,
             live: Arc::new(KubeLookup::new(client)),
+            pods,
         };
         let run = futures::future::join_all(watches).map(|_| ());
         (lookup, run)
@@ -362,6 +402,25 @@ impl AccessLookup for CachedLookup {
     /// Always the apiserver's: see [`AccessLookup::decisions`].
     fn decisions(&self, namespace: &str) -> Answer<'_, Vec<AccessApproval>> {
         self.live.decisions(namespace)
+    }
+
+    /// From memory, or nothing known: the pod's workload from the pod watch, the templates and
+    /// the Ready requests from the stores once listed. Before they have listed, the pod counts
+    /// as unknown too: "no template grants it" would be a guess.
+    fn denial_facts(&self, namespace: &str, pod: &str) -> DenialFacts {
+        let Some(stores) = self.stores(namespace) else {
+            return DenialFacts::default();
+        };
+        let owner = self.pods.owner(namespace, pod);
+        let templates = match &owner {
+            PodOwner::Workload(workload) => stores.exec_templates_for(namespace, workload),
+            PodOwner::Unknown | PodOwner::NoWorkload => Vec::new(),
+        };
+        DenialFacts {
+            owner,
+            templates,
+            ready: stores.requests(namespace, |r| r.ready_for(pod)),
+        }
     }
 
     fn uncached(&self) -> Option<&dyn AccessLookup> {
@@ -623,6 +682,7 @@ mod tests {
             let lookup = CachedLookup {
                 scope: Scope::Cluster(writers.stores()),
                 live: apiserver.clone(),
+                pods: Arc::default(),
             };
             Self {
                 lookup,
@@ -720,6 +780,13 @@ mod tests {
         fixture.pod_requests.list(Vec::new()).await;
         fixture.exec_templates.list(Vec::new()).await;
         assert!(!fixture.lookup.is_ready());
+        // A denial knows nothing yet, not even the pod it has seen: without the templates,
+        // "none grants it" would be a guess.
+        list_pods(&fixture.lookup).await;
+        assert_eq!(
+            fixture.lookup.denial_facts(NS, "web-0"),
+            DenialFacts::default()
+        );
 
         let requests = fixture.lookup.requests(NS).await.unwrap();
         assert_eq!(
@@ -971,6 +1038,61 @@ mod tests {
         assert_eq!(alices[0].phase, Some(RequestPhase::Expired));
     }
 
+    /// The pod watch of NS lists web-0 (of Deployment web's ReplicaSet) and a bare pod.
+    async fn list_pods(lookup: &CachedLookup) {
+        let (events, received) = mpsc::unbounded();
+        let mut pods = pods::keep_pod_owners(received, NS, lookup.pods.clone());
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(pods::tests::pod("web-0", Some("web-7d9f"))),
+            watcher::Event::InitApply(pods::tests::pod("bare", None)),
+            watcher::Event::InitDone,
+        ] {
+            events.unbounded_send(Ok(event)).unwrap();
+            pods.next().await.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_denial_reads_the_pods_workload_and_its_templates_from_memory() {
+        let mut fixture = Fixture::new(Apiserver::default()).listed().await;
+        // Another template for Deployment web, one for Deployment api, and a pod of each kind.
+        let mut web_rec = exec_template(NS, "web-rec", group_access_config(&["devs"]));
+        web_rec.spec.access_config.session_mode = Some(oz_api::SessionMode::Brokered);
+        web_rec.spec.controller_target_ref.name = "web".into();
+        fixture
+            .exec_templates
+            .send(vec![
+                watcher::Event::Apply(web_rec),
+                watcher::Event::Apply(exec_template(NS, "api", access_config(&["devs"]))),
+            ])
+            .await;
+        list_pods(&fixture.lookup).await;
+
+        let facts = fixture.lookup.denial_facts(NS, "web-0");
+        let web = oz_api::grant_hint::PodWorkload {
+            kind: oz_api::ControllerKind::Deployment,
+            name: "web".into(),
+        };
+        assert_eq!(facts.owner, PodOwner::Workload(web));
+        let templates: Vec<_> = facts.templates.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(templates, ["web", "web-rec"], "not api's, nor team-b's");
+        assert_eq!(
+            facts.templates[1].session_mode,
+            oz_api::SessionMode::Brokered
+        );
+        assert_eq!(
+            facts.ready,
+            [summary("alices", "alice", RequestPhase::Ready)]
+        );
+
+        let bare = fixture.lookup.denial_facts(NS, "bare");
+        assert_eq!((bare.owner, bare.templates), (PodOwner::NoWorkload, vec![]));
+        let unseen = fixture.lookup.denial_facts(NS, "web-9");
+        assert_eq!(unseen.owner, PodOwner::Unknown);
+        assert_eq!(fixture.apiserver.reads(), (0, 0), "from memory alone");
+    }
+
     #[tokio::test]
     async fn a_scoped_lookup_reads_its_own_namespaces_from_memory_and_others_through() {
         let writers = Writers::new();
@@ -981,6 +1103,7 @@ mod tests {
         let lookup = CachedLookup {
             scope: Scope::Namespaces(BTreeMap::from([("team-b".to_string(), writers.stores())])),
             live: apiserver.clone(),
+            pods: Arc::default(),
         };
         let mut exec_requests = Feed::requests(writers.exec_requests);
         Feed::<PodAccessRequest>::requests(writers.pod_requests)

@@ -295,6 +295,43 @@ async fn enforcement_denies_access_without_a_grant_in_its_namespaces_only() {
     assert_eq!(h.review(AUDIT_PATH, alice_exec()).await["allowed"], true);
 }
 
+/// What a denial says is read from the lookup's memory: the pod's workload and the templates
+/// that target it, each named with the command that asks through it.
+#[tokio::test]
+async fn an_enforced_denial_names_the_templates_that_can_grant_the_pod() {
+    use oz_api::{
+        ControllerKind, SessionMode,
+        grant_hint::{PodOwner, PodWorkload, TemplateTarget},
+    };
+    let web = PodWorkload {
+        kind: ControllerKind::Deployment,
+        name: "web".into(),
+    };
+    let mut lookup = standard_lookup();
+    lookup.denial_facts = DenialFacts {
+        owner: PodOwner::Workload(web.clone()),
+        templates: vec![TemplateTarget {
+            kind: AccessKind::Exec,
+            name: "web".into(),
+            workload: Some(web),
+            allowed_groups: vec!["devs".into()],
+            session_mode: SessionMode::Direct,
+            hub: None,
+            names_clusters: false,
+        }],
+        ready: Vec::new(),
+    };
+    let h = harness(lookup, enforcing(NS)).await;
+    let response = h.review(AUDIT_PATH, alice_exec()).await;
+    assert_eq!(response["allowed"], false);
+    let told = "alice has no active access request for pod team-a/web-0; ExecAccessTemplate \
+                web can grant it to alice: ozctl create exec web --target-pod web-0 -n team-a";
+    assert_eq!(message(&response), told, "{response}");
+    // The audit trail keeps what the user was told.
+    assert_eq!(response["auditAnnotations"]["denied"], told);
+    assert_eq!(h.audit_records()[0].denied_because.as_deref(), Some(told));
+}
+
 #[tokio::test]
 async fn enforcement_allows_a_granted_user_and_fails_closed_on_lookup_errors() {
     let lookup = standard_lookup().with_request(ready(AccessKind::Exec, "alices", "web", "alice"));
