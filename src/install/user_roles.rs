@@ -79,7 +79,10 @@ pub(super) fn manifests(o: &InstallOptions) -> Result<Vec<Manifest>, ManifestErr
                     "create", "get", "list", "watch", "update", "patch", "delete",
                 ],
             )],
-            why: "Lock and unlock access (`ozctl lock`, docs/security.md): an AccessLock revokes                   every grant it names, in every namespace, and refuses new ones. AccessLocks are                   cluster-scoped, so this ClusterRole gives rights only through a                   ClusterRoleBinding: bind it to the security team alone.",
+            why: "Lock and unlock access (`ozctl lock`, docs/security.md): an AccessLock revokes \
+                  every grant it names, in every namespace, and refuses new ones. AccessLocks are \
+                  cluster-scoped, so this ClusterRole gives rights only through a \
+                  ClusterRoleBinding: bind it to the security team alone.",
         },
         UserRole {
             suffix: "approver",

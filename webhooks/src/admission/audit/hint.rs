@@ -29,6 +29,10 @@ pub fn no_grant_message(
 ) -> String {
     let (user, pod) = (asked.user, asked.pod);
     let reason = format!("{user} has no active access request for pod {namespace}/{pod}");
+    // Locked out: no template would help, the lock says why.
+    if let Some(lock) = lock_over(asked, namespace) {
+        return format!("{reason}: {}", lock.refusal());
+    }
     // Their own grant for the pod, Brokered: a core exec is refused because it is not the
     // route the grant takes, and `ozctl exec` is what they want, not a new request.
     let brokered = Asked {
@@ -65,6 +69,18 @@ pub fn no_grant_message(
     format!("{reason}; {}", hint.advice(&voice))
 }
 
+/// The lock that holds over the user in `namespace` whatever the template, if one does.
+fn lock_over<'a>(asked: &'a Asked<'_>, namespace: &str) -> Option<&'a oz_api::AccessLock> {
+    let target = oz_api::LockTarget {
+        user: asked.user,
+        groups: asked.groups,
+        namespace,
+        template: None,
+    };
+    let now = k8s_openapi::jiff::Timestamp::from_microsecond(asked.now.timestamp_micros()).ok()?;
+    oz_api::locking(asked.locks.iter().map(|l| &**l), &target, now)
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::{TimeDelta, Utc};
@@ -79,6 +95,8 @@ mod tests {
         Asked {
             user: "alice",
             groups,
+            namespace: "team-a",
+            locks: &[],
             pod: "web-0",
             action,
             route: Route::Direct,
@@ -159,6 +177,29 @@ mod tests {
             ),
             "alice has no active access request for pod shop/web-0; no template can grant \
              port-forward: oz grants exec and attach only"
+        );
+    }
+
+    #[test]
+    fn a_locked_user_is_told_the_lock_not_the_templates() {
+        let facts = DenialFacts {
+            owner: PodOwner::Workload(web()),
+            templates: vec![template("web", SessionMode::Direct)],
+            ready: Vec::new(),
+        };
+        let devs = ["devs".to_string()];
+        let locks = [std::sync::Arc::new(oz_api::AccessLock::new(
+            "alice-x",
+            serde_json::from_value(serde_json::json!({"user": "alice", "reason": "INC-9"}))
+                .unwrap(),
+        ))];
+        let locked = Asked {
+            locks: &locks,
+            ..asked(&devs, PodAction::Exec)
+        };
+        assert_eq!(
+            no_grant_message(&facts, &writers(), "shop", &locked),
+            "alice has no active access request for pod shop/web-0: locked by AccessLock alice-x: INC-9"
         );
     }
 
