@@ -104,6 +104,18 @@ pub struct AccessConfig {
     #[schemars(length(max = DURATION_MAX_LENGTH))]
     #[x_kube(validation = Rule::new(positive_duration_rule()).message(format!("spec.accessConfig.maxLeadTime must be {GO_DURATION_HINT}").as_str()))]
     pub max_lead_time: Option<String>,
+
+    /// oz only: how many grants one user may hold through this template at once (requests
+    /// waiting for approval or their start included). Unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_grants_per_user: Option<u32>,
+
+    /// oz only: how many grants this template may have in force at once, everyone's together
+    /// (requests waiting for approval or their start included). Unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_grants: Option<u32>,
 }
 
 impl AccessConfig {
@@ -189,6 +201,8 @@ mod tests {
             max_extensions: None,
             max_total_duration: None,
             max_lead_time: None,
+            max_grants_per_user: None,
+            max_grants: None,
         }
     }
 

@@ -17,6 +17,8 @@ pub mod condition_type {
     pub const ADOPTED_FROM_OZ: &str = "AdoptedFromOz";
     /// oz only, a request with `spec.startAt`: its start has come.
     pub const ACCESS_STARTED: &str = "AccessStarted";
+    /// oz only, on a request denied for its template's limits (`maxGrantsPerUser`, `maxGrants`).
+    pub const WITHIN_LIMITS: &str = "WithinLimits";
     /// oz only, on templates: the accessCommand is a template oz can render.
     pub const ACCESS_COMMAND_VALID: &str = "AccessCommandValid";
 }
@@ -51,6 +53,8 @@ pub mod condition_reason {
     pub const SPOKE_UNREACHABLE: &str = "SpokeUnreachable";
     /// oz only: the reason of AccessStarted while a request waits for its `spec.startAt`.
     pub const SCHEDULED: &str = "Scheduled";
+    /// oz only: the reason of WithinLimits: an earlier request took the last place.
+    pub const OVER_LIMIT: &str = "OverLimit";
     /// oz only: another object already holds the name.
     pub const CONFLICT: &str = "Conflict";
 }

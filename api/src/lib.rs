@@ -27,6 +27,7 @@ pub mod grant_hint;
 pub mod grant_rule;
 pub mod kinds;
 pub mod label_selector;
+pub mod limits;
 pub mod lock;
 mod metadata;
 mod mutation;

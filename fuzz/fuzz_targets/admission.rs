@@ -79,6 +79,7 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 
 static ROUTER: LazyLock<Router> = LazyLock::new(|| {
     router(Arc::new(AdmissionState {
+        places: Default::default(),
         locks: Default::default(),
         lookup: Arc::new(Lookup),
         audit_log: AuditLog::log_only(),

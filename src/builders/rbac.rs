@@ -238,6 +238,8 @@ mod tests {
             max_extensions: None,
             max_total_duration: None,
             max_lead_time: None,
+            max_grants_per_user: None,
+            max_grants: None,
             allowed_groups: vec!["devs".into(), "sre".into()],
             default_duration: "1h".into(),
             max_duration: "2h".into(),

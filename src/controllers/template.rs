@@ -193,6 +193,8 @@ mod tests {
             max_extensions: None,
             max_total_duration: None,
             max_lead_time: None,
+            max_grants_per_user: None,
+            max_grants: None,
         }
     }
 

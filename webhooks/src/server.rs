@@ -266,6 +266,7 @@ impl WebhookServer {
             futures::join!(watches, lock_watch);
         });
         let state = AdmissionState {
+            places: Default::default(),
             lookup: lookup.clone(),
             audit_log: audit_log.clone(),
             events: Some(AuditEvents::start(client.clone(), config.metrics.clone())),

@@ -9,7 +9,8 @@
 //! 4. [`adopt::oz_grant`]: a grant Oz made before oz took over is kept as Oz made it (the
 //!    requester and approval steps are skipped for it), until Oz's end;
 //! 5. [`requester::verify_requester`]: its requester is in allowedGroups (and, through a fleet
-//!    hub's template, the hub forwarded it);
+//!    hub's template, the hub forwarded it), and [`limits::within_limits`] the template's
+//!    limits leave it a place;
 //! 6. [`approval::verify_approval`]: if its template requires approval, its AccessApprovals
 //!    add up (else it waits, or ends Denied or Expired);
 //! 7. [`duration::verify_duration`]: the window is decided and `expiresAt` fixed, from
@@ -79,6 +80,7 @@ mod ending;
 mod expire;
 mod extend;
 mod forward;
+mod limits;
 pub mod locked;
 mod notices;
 mod outcome;
@@ -278,6 +280,7 @@ async fn steps<B: AccessBuilder>(
         None => {
             let hub = oz_api::fleet::managing_hub(template.meta());
             let requester = step!(requester::verify_requester(r, pass, config, hub));
+            step!(limits::within_limits(r, pass, config, requester));
             let approved_at = step!(approval::verify_approval(r, pass, config, requester));
             (Grantee::Requester(requester), approved_at)
         }

@@ -2,6 +2,7 @@
 //! every workload kind a template may target, and grants adopted from Oz.
 
 pub mod exec;
+pub mod limits;
 pub mod oz_adoption;
 pub mod pod;
 pub mod streams;

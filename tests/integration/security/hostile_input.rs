@@ -749,6 +749,7 @@ async fn malformed_admission_reviews_get_a_reason_in_process_and_over_tls() {
 
     // 1. In process, with the real lookup against the cluster.
     let router = admission::router(Arc::new(AdmissionState {
+        places: Default::default(),
         locks: Default::default(),
         lookup: Arc::new(KubeLookup::new(admin.clone())),
         audit_log: AuditLog::log_only(),

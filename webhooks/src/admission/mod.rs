@@ -23,6 +23,7 @@
 //!   this cluster's names.
 //! - [`lookup`]: what the handlers need to read from the cluster, behind a trait.
 //! - [`locks`]: the AccessLocks, kept by a watch, that refuse what they hold over.
+//! - [`places`]: the places a template's limits leave, counted at admission.
 //! - [`cache`]: that, served from memory kept current by watches (what oz-manager uses).
 //! - [`events`]: the audit Events, published from a bounded queue.
 //! - `review.rs`: the AdmissionReview on the wire ([`Review`], the answers); `state.rs`: what
@@ -45,6 +46,8 @@ mod fake_lookup;
 pub mod fleet;
 pub mod locks;
 pub mod lookup;
+pub mod places;
+mod request_changes;
 pub mod requests;
 mod review;
 mod state;

@@ -6,7 +6,7 @@ use oz_audit::AuditLog;
 
 use super::{
     audit::EnforceSettings, delete_policy::DeletePolicy, events::AuditEvents, locks::Locks,
-    lookup::AccessLookup, unverified_reads::UnverifiedReads,
+    lookup::AccessLookup, places::AdmittedPlaces, unverified_reads::UnverifiedReads,
 };
 
 /// What the handlers share.
@@ -34,4 +34,7 @@ pub struct AdmissionState {
     /// The AccessLocks: a locked user's exec finds no grant, and their requests (and
     /// decisions on them) are refused. The default holds none.
     pub locks: Locks,
+    /// The requests this replica admitted through limited templates that its cache may not
+    /// show yet.
+    pub places: AdmittedPlaces,
 }

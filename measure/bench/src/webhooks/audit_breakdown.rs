@@ -91,6 +91,7 @@ pub(super) async fn audit_breakdown(
 ) -> Result<AuditBreakdown> {
     let calls = bench.sizes.breakdown_calls;
     let router = admission::router(Arc::new(AdmissionState {
+        places: Default::default(),
         locks: Default::default(),
         lookup: Arc::new(StaticLookup { pod: pod.into() }),
         audit_log: AuditLog::log_only(),

@@ -130,6 +130,7 @@ fn harness_for(
 ) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
+        places: Default::default(),
         locks,
         lookup: Arc::new(lookup),
         audit_log: AuditLog::open(

@@ -536,3 +536,50 @@ async fn a_locked_user_is_refused_new_requests_with_the_locks_reason() {
     let carols = create_as(&h, "carol", &["devs"], json!({"templateName": "web"})).await;
     assert_eq!(carols["allowed"], true, "{carols}");
 }
+
+// === Limits ===
+
+/// alice's CREATE of request `name` through `template`, stamped.
+fn alice_creates(name: &str, template: &str) -> Value {
+    let mut review = create_review(
+        "ExecAccessRequest",
+        user("alice", &["devs"]),
+        exec_request(stamped(
+            json!({"templateName": template}),
+            "alice",
+            &["devs"],
+        )),
+    );
+    review["request"]["name"] = json!(name);
+    review["request"]["object"]["metadata"]["name"] = json!(name);
+    review
+}
+
+#[tokio::test]
+async fn a_request_over_the_templates_limit_is_refused_even_when_two_race() {
+    let mut one_each = access_config(&["devs"], None);
+    one_each.max_grants_per_user = Some(1);
+    let lookup = standard_lookup().with_template(AccessKind::Exec, "limited", one_each);
+    let h = harness(lookup, EnforceSettings::default()).await;
+    // Two at once for the last place: one is admitted, the other refused with the limit named.
+    let (a, b) = tokio::join!(
+        h.review(VALIDATE_REQUESTS_PATH, alice_creates("a", "limited")),
+        h.review(VALIDATE_REQUESTS_PATH, alice_creates("b", "limited")),
+    );
+    let allowed = [&a, &b].iter().filter(|r| r["allowed"] == true).count();
+    assert_eq!(allowed, 1, "{a}\n{b}");
+    let refused = if a["allowed"] == true { &b } else { &a };
+    assert!(
+        message(refused).contains("accessConfig.maxGrantsPerUser (1)"),
+        "{refused}"
+    );
+    // A third later, too; an unlimited template is not affected.
+    let c = h
+        .review(VALIDATE_REQUESTS_PATH, alice_creates("c", "limited"))
+        .await;
+    assert_eq!(c["allowed"], false, "{c}");
+    let web = h
+        .review(VALIDATE_REQUESTS_PATH, alice_creates("d", "web"))
+        .await;
+    assert_eq!(web["allowed"], true, "{web}");
+}
