@@ -203,7 +203,8 @@ impl RequestTemplateCache {
         for store in &self.pod_templates {
             let _ = store.wait_until_ready().await;
         }
-        let _ = self.locks.wait_until_ready().await;
+        // Not the locks: a session is judged again on every change, a lock's first LIST
+        // included, and an install without the right to read locks must still open sessions.
     }
 
     /// The AccessLocks.

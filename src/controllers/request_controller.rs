@@ -78,6 +78,8 @@ pub async fn request_controller<B: AccessBuilder>(
         Api::<AccessLock>::all(client.clone()),
         watcher::Config::default(),
     )
+    // An install whose RBAC predates locks is refused the LIST: retried, not in a tight loop.
+    .default_backoff()
     .modify(|lock| oz_api::strip_unread_metadata(lock.meta_mut()))
     .reflect(locks_writer)
     .applied_objects();

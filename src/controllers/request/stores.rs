@@ -35,11 +35,13 @@ impl<R: AccessRequest> RequestStores<R> {
             .get(&ObjectRef::new(request.template_name()).within(namespace))
     }
 
-    /// Waits until the stores have been filled by their first LIST.
+    /// Waits until the request and template stores have been filled by their first LIST. Not
+    /// the locks: an install whose RBAC predates them (no cluster-wide read of AccessLocks)
+    /// must still grant and revoke on time. A lock's first LIST wakes every request it holds
+    /// over, so a grant made before it arrived is revoked as soon as it does.
     pub async fn wait_until_ready(&self) {
         // A store whose writer is gone belongs to a controller that is stopping.
         let _ = self.requests.wait_until_ready().await;
         let _ = self.templates.wait_until_ready().await;
-        let _ = self.locks.wait_until_ready().await;
     }
 }

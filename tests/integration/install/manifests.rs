@@ -57,8 +57,18 @@ async fn the_scoped_install_applies_and_its_service_account_can_grant_exec() {
         .collect();
     assert_eq!(
         cluster_scoped,
-        ["Namespace"],
-        "a scoped install without webhooks gives oz nothing cluster-scoped"
+        ["Namespace", "ClusterRole", "ClusterRoleBinding"],
+        "a scoped install without webhooks gives oz nothing cluster-scoped but reading locks"
+    );
+    let cluster_role = applied
+        .iter()
+        .find(|o| o.types.as_ref().unwrap().kind == "ClusterRole" && !is_users_role(&o.metadata))
+        .unwrap();
+    assert_eq!(
+        cluster_role.data["rules"],
+        serde_json::json!([{"apiGroups": [oz_api::GROUP], "resources": ["accesslocks"],
+                            "verbs": ["get", "list", "watch"]}]),
+        "only reading AccessLocks"
     );
 
     let kubeconfig = service_account_kubeconfig(env(), &admin, &operator_ns, "oz-manager").await;

@@ -44,7 +44,14 @@ async fn edit_users_may_ask_for_access_and_view_users_only_read_through_the_aggr
         .collect();
     assert_eq!(
         names,
-        ["view", "request-access", "template-manager", "approver"].map(|s| format!("{ns}-{s}"))
+        [
+            "view",
+            "request-access",
+            "template-manager",
+            "lock-admin",
+            "approver"
+        ]
+        .map(|s| format!("{ns}-{s}"))
     );
     create_manifest(
         &admin,
