@@ -251,6 +251,11 @@ pub struct RunArgs {
     #[arg(long, env = "OZ_REQUEST_ADMIN_GROUPS", value_delimiter = ',', default_values = ["system:masters"])]
     pub request_admin_groups: Vec<String>,
 
+    /// How many grants one user may hold at once through every template oz serves (requests
+    /// waiting for approval or their start included), checked by oz's webhook. Unset: no cap.
+    #[arg(long, env = "OZ_MAX_GRANTS_PER_USER", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_grants_per_user: Option<u32>,
+
     /// How long an expired request is kept (access revoked) for access reviews before it is
     /// deleted: a Go duration such as 168h, or days such as 7d. 0 deletes at expiry, as Oz does.
     #[arg(long, env = "OZ_HISTORY_RETENTION", default_value = "7d", value_parser = parse_retention)]
@@ -447,6 +452,7 @@ impl RunArgs {
         };
         config.audit_checkpoint_interval = self.audit_checkpoint_interval;
         config.request_admin_groups = nonblank(&self.request_admin_groups);
+        config.max_grants_per_user = self.max_grants_per_user;
         config.enforce.namespaces = nonblank(&self.audit_enforce_namespaces)
             .into_iter()
             .collect();

@@ -63,6 +63,9 @@ pub struct WebhookConfig {
     /// Groups whose members may delete anyone's requests, expired ones included (besides the
     /// cluster's controllers and oz itself). Default `system:masters`.
     pub request_admin_groups: Vec<String>,
+    /// `--max-grants-per-user`: how many grants one user may hold at once through every
+    /// template served. Default: no cap.
+    pub max_grants_per_user: Option<u32>,
     /// `--fleet-hub-user`: on a fleet spoke, the user its hub's credential authenticates as;
     /// only it writes hub-managed templates and requests through them
     /// ([`admission::fleet`]), and the templates webhook is registered in every namespace
@@ -113,6 +116,7 @@ impl WebhookConfig {
             audit_checkpoint_interval: Duration::from_secs(30),
             enforce: EnforceSettings::default(),
             request_admin_groups: vec!["system:masters".into()],
+            max_grants_per_user: None,
             fleet_hub_user: None,
             fleet_names: oz_api::FleetNames::default(),
             check_interval: Duration::from_secs(60 * 60),
@@ -266,7 +270,7 @@ impl WebhookServer {
             futures::join!(watches, lock_watch);
         });
         let state = AdmissionState {
-            places: Default::default(),
+            places: admission::places::AdmittedPlaces::capped(config.max_grants_per_user),
             lookup: lookup.clone(),
             audit_log: audit_log.clone(),
             events: Some(AuditEvents::start(client.clone(), config.metrics.clone())),

@@ -113,6 +113,14 @@ impl AccessLookup for FakeLookup {
         self.answer(found)
     }
 
+    fn requests_of(&self, user: &str) -> Answer<'_, Vec<(String, GrantSummary)>> {
+        let found = (self.requests.lock().unwrap().iter())
+            .filter(|r| r.requested_by.as_deref() == Some(user))
+            .map(|r| (NS.to_string(), r.clone()))
+            .collect();
+        self.answer(found)
+    }
+
     fn requests(&self, namespace: &str) -> Answer<'_, Vec<GrantSummary>> {
         self.request_reads.fetch_add(1, Ordering::SeqCst);
         let found = if namespace == NS {

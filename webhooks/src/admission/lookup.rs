@@ -147,6 +147,13 @@ pub trait AccessLookup: Send + Sync + 'static {
         })
     }
 
+    /// Every request `user` made, in every namespace served, with its namespace: what a per-user
+    /// cap across templates counts. The default answers that this lookup cannot.
+    fn requests_of(&self, user: &str) -> Answer<'_, Vec<(String, GrantSummary)>> {
+        let _ = user;
+        Box::pin(async { Err(LookupError("this lookup counts no one's requests".into())) })
+    }
+
     /// `kind`'s request `name` in `namespace`, or `None` if there is no such request. The
     /// default answers that this lookup reads no single requests (a lookup that only serves
     /// the audit), so the approval handlers refuse rather than guess.

@@ -231,6 +231,13 @@ impl Stores {
         }
     }
 
+    /// The requests of both kinds in every namespace that are `wanted`, with their namespace.
+    fn everywhere(&self, wanted: impl Fn(&GrantSummary) -> bool) -> Vec<(String, GrantSummary)> {
+        let mut requests = self.exec_requests.everywhere(&wanted);
+        requests.extend(self.pod_requests.everywhere(&wanted));
+        requests
+    }
+
     /// The requests of both kinds in `namespace` that are `wanted`.
     fn requests(
         &self,
@@ -374,6 +381,24 @@ impl AccessLookup for CachedLookup {
             }
             None => self.live.requests(namespace),
         }
+    }
+
+    /// From memory only, once every store has listed: counting a user's grants across every
+    /// namespace through the apiserver would be a LIST per namespace on every create.
+    fn requests_of(&self, user: &str) -> Answer<'_, Vec<(String, GrantSummary)>> {
+        if !self.is_ready() {
+            let listing = "oz is still listing the requests; try again in a moment";
+            return Box::pin(async { Err(super::LookupError(listing.into())) });
+        }
+        let theirs = |r: &GrantSummary| r.requested_by.as_deref() == Some(user);
+        let found = match &self.scope {
+            Scope::Cluster(stores) => stores.everywhere(theirs),
+            Scope::Namespaces(scoped) => scoped
+                .values()
+                .flat_map(|stores| stores.everywhere(theirs))
+                .collect(),
+        };
+        Box::pin(async move { Ok(found) })
     }
 
     /// Filtered under the stores' lock: an audited exec copies the few summaries that may

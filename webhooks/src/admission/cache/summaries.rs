@@ -61,6 +61,25 @@ impl RequestSummaries {
             .unwrap_or_default()
     }
 
+    /// The requests in every namespace that are `wanted`, with their namespace.
+    pub(super) fn everywhere(
+        &self,
+        wanted: impl Fn(&GrantSummary) -> bool,
+    ) -> Vec<(String, GrantSummary)> {
+        let by_namespace = self
+            .by_namespace
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        by_namespace
+            .iter()
+            .flat_map(|(namespace, requests)| {
+                (requests.iter().map(|kept| &kept.0))
+                    .filter(|summary| wanted(summary))
+                    .map(|summary| (namespace.clone(), summary.clone()))
+            })
+            .collect()
+    }
+
     pub(super) fn listed(&self) -> bool {
         *self.listed.borrow()
     }

@@ -60,7 +60,7 @@ fn grant_request(
 }
 
 /// A Ready request for pod web-0.
-fn ready(kind: AccessKind, name: &str, template: &str, who: &str) -> GrantSummary {
+pub(super) fn ready(kind: AccessKind, name: &str, template: &str, who: &str) -> GrantSummary {
     grant_request(kind, name, template, who, RequestPhase::Ready, "web-0")
 }
 

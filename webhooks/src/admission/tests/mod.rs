@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::fake_lookup::{FakeLookup, NS};
-use super::locks::Locks;
 use super::*;
+use super::{locks::Locks, places::AdmittedPlaces};
 use crate::WebhookMetrics;
 use oz_audit::{AuditLog, AuditRecord, Grant};
 use oz_platform::{
@@ -78,7 +78,7 @@ async fn guarded_harness(
         metrics,
         None,
         FleetNames::default(),
-        Locks::default(),
+        (Locks::default(), AdmittedPlaces::default()),
     )
 }
 
@@ -91,7 +91,20 @@ fn locked_harness(lookup: FakeLookup, locks: Vec<oz_api::AccessLock>) -> Harness
         &WebhookMetrics::default(),
         None,
         FleetNames::default(),
-        Locks::of(locks),
+        (Locks::of(locks), AdmittedPlaces::default()),
+    )
+}
+
+/// A harness that lets one user hold `cap` grants at once across templates.
+fn capped_harness(lookup: FakeLookup, cap: u32) -> Harness {
+    harness_for(
+        lookup,
+        EnforceSettings::default(),
+        CallerPolicy::anyone(),
+        &WebhookMetrics::default(),
+        None,
+        FleetNames::default(),
+        (Locks::default(), AdmittedPlaces::capped(Some(cap))),
     )
 }
 
@@ -115,7 +128,7 @@ async fn naming_spoke_harness(
         &metrics,
         Some(hub_user),
         names,
-        Locks::default(),
+        (Locks::default(), AdmittedPlaces::default()),
     )
 }
 
@@ -126,11 +139,11 @@ fn harness_for(
     metrics: &WebhookMetrics,
     fleet_hub_user: Option<&str>,
     fleet_names: FleetNames,
-    locks: Locks,
+    (locks, places): (Locks, AdmittedPlaces),
 ) -> Harness {
     let audit_file = tempfile::NamedTempFile::new().unwrap();
     let state = AdmissionState {
-        places: Default::default(),
+        places,
         locks,
         lookup: Arc::new(lookup),
         audit_log: AuditLog::open(

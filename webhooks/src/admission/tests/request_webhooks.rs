@@ -583,3 +583,36 @@ async fn a_request_over_the_templates_limit_is_refused_even_when_two_race() {
         .await;
     assert_eq!(web["allowed"], true, "{web}");
 }
+
+#[tokio::test]
+async fn one_user_holds_at_most_the_cap_across_templates() {
+    // alice holds a Ready grant through web already; the cap is 2 across every template.
+    let lookup = standard_lookup().with_request(super::audit_webhook::ready(
+        AccessKind::Exec,
+        "alices",
+        "web",
+        "alice",
+    ));
+    let h = capped_harness(lookup, 2);
+    let second = h
+        .review(VALIDATE_REQUESTS_PATH, alice_creates("second", "web"))
+        .await;
+    assert_eq!(second["allowed"], true, "{second}");
+    // The third, through another template, is over the cap (the second counted from this
+    // replica's own admissions, before any cache shows it).
+    let mut third = alice_creates("third", "debug");
+    third["request"]["kind"]["kind"] = json!("PodAccessRequest");
+    third["request"]["object"]["kind"] = json!("PodAccessRequest");
+    let third = h.review(VALIDATE_REQUESTS_PATH, third).await;
+    assert_eq!(
+        message(&third),
+        "spec.requester: alice already holds 2 grants, the most oz lets one person hold at once \
+         (--max-grants-per-user 2); end one (ozctl revoke) or wait for one to end"
+    );
+    // bob is not alice.
+    let mut bobs = alice_creates("bobs", "web");
+    bobs["request"]["userInfo"] = user("carol", &["devs"]);
+    bobs["request"]["object"]["spec"]["requester"] = requester("carol", &["devs"]);
+    let bobs = h.review(VALIDATE_REQUESTS_PATH, bobs).await;
+    assert_eq!(bobs["allowed"], true, "{bobs}");
+}
