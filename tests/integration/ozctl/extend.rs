@@ -15,7 +15,7 @@ use super::requests::{OzctlFixture, error_line};
 use crate::support::{
     fixture::Fixture,
     ozctl::{assert_ok, stderr, stdout},
-    polling::eventually,
+    polling::{eventually, sleep_past},
     users::can_exec,
 };
 
@@ -31,13 +31,6 @@ fn expires_at(request: &ExecAccessRequest) -> Timestamp {
         .clone()
         .unwrap()
         .0
-}
-
-async fn sleep_past(at: Timestamp) {
-    let left = at.duration_since(Timestamp::now());
-    if let Ok(left) = Duration::try_from(left) {
-        tokio::time::sleep(left).await;
-    }
 }
 
 #[tokio::test]

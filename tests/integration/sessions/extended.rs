@@ -4,8 +4,6 @@
 //! granted, and is closed by oz at the new end; an extension still waiting for approval
 //! changes nothing, and the session closes at the first end.
 
-use std::time::Duration;
-
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use oz_api::{AccessRequest, ExecAccessRequest, ExtensionPhase, RequestPhase, SessionEndReason};
 use oz_testenv::workloads::{self, WorkloadSpec};
@@ -13,7 +11,7 @@ use oz_testenv::workloads::{self, WorkloadSpec};
 use super::end_to_end::{CLOSE_WITHIN, Installed, Replica, Shell, WAIT, expires_at};
 use crate::support::{
     manifests::create_manifest,
-    polling::eventually,
+    polling::{eventually, sleep_past},
     rbac::{grant, rule, subject},
 };
 
@@ -100,12 +98,6 @@ fn assert_closed_at(closed: Timestamp, end: Timestamp, stdout: &str) {
         lag >= SignedDuration::ZERO && lag < SignedDuration::try_from(CLOSE_WITHIN).unwrap(),
         "closed {lag:?} after {end} (stdout {stdout:?})"
     );
-}
-
-async fn sleep_past(at: Timestamp) {
-    if let Ok(left) = Duration::try_from(at.duration_since(Timestamp::now())) {
-        tokio::time::sleep(left).await;
-    }
 }
 
 /// An extension dave approves: the open session runs past the first end, on the same stream,

@@ -78,3 +78,13 @@ pub async fn event_reasons_once(
 /// slow to settle. The properties that matter (revocation lag, no extra access) are asserted
 /// strictly and separately.
 pub const SETTLE: Duration = Duration::from_secs(90);
+
+/// Returns once the clock has passed `at`: for a test that checks what still holds after a
+/// deadline oz moved (an extended grant past its first end), not a wait for something to
+/// happen (that is [`eventually`]).
+pub async fn sleep_past(at: k8s_openapi::jiff::Timestamp) {
+    let left = at.duration_since(k8s_openapi::jiff::Timestamp::now());
+    if let Ok(left) = Duration::try_from(left) {
+        tokio::time::sleep(left).await;
+    }
+}
