@@ -102,6 +102,21 @@ pub fn extension_notices(
         .collect()
 }
 
+/// The uid a notice of `kind` about request `uid` carries, which the notifier drops repeats
+/// by: the request's, except that an ExpiringSoon after `n` granted extensions is
+/// `UID.extended-n`, so each new end is announced before it comes.
+pub fn notice_uid(kind: NoticeKind, uid: &str, status: &RequestStatus) -> String {
+    let extended = status
+        .extensions
+        .iter()
+        .filter(|e| e.phase == ExtensionPhase::Granted)
+        .count();
+    match kind {
+        NoticeKind::ExpiringSoon if extended > 0 => format!("{uid}.extended-{extended}"),
+        _ => uid.to_string(),
+    }
+}
+
 /// The sentence of an ExpiringSoon notice.
 pub fn expiring_soon_message(status: &RequestStatus) -> String {
     format!(
@@ -125,7 +140,7 @@ pub fn notice<R: AccessRequest>(
         access: R::KIND,
         namespace: request.namespace().unwrap_or_default(),
         name: request.name_any(),
-        uid: request.uid().unwrap_or_default(),
+        uid: notice_uid(kind, &request.uid().unwrap_or_default(), status),
         sinks,
         requester: request
             .requester()
@@ -196,6 +211,23 @@ mod tests {
         );
         s.approved_at = Some(Time(at("2026-01-01T00:00:05Z")));
         s
+    }
+
+    #[test]
+    fn each_end_an_extension_moves_to_is_announced_as_expiring_soon_again() {
+        let mut status = RequestStatus::default();
+        assert_eq!(notice_uid(NoticeKind::ExpiringSoon, "u", &status), "u");
+        status.extensions = serde_json::from_value(serde_json::json!([
+            {"number": 1, "by": "30m", "askedBy": "alice", "phase": "Granted", "added": "30m"},
+            {"number": 2, "by": "1h", "askedBy": "alice", "phase": "Denied"},
+        ]))
+        .unwrap();
+        assert_eq!(
+            notice_uid(NoticeKind::ExpiringSoon, "u", &status),
+            "u.extended-1"
+        );
+        // Other notices are once per request, as before.
+        assert_eq!(notice_uid(NoticeKind::Ready, "u", &status), "u");
     }
 
     #[test]
