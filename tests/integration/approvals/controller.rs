@@ -189,6 +189,17 @@ fn progress(request: &ExecAccessRequest) -> Option<&str> {
     request.status.as_ref()?.approval_progress.as_deref()
 }
 
+fn expires_at(request: &ExecAccessRequest) -> k8s_openapi::jiff::Timestamp {
+    request
+        .status
+        .as_ref()
+        .unwrap()
+        .expires_at
+        .as_ref()
+        .unwrap()
+        .0
+}
+
 fn approvers(request: &ExecAccessRequest) -> Vec<String> {
     request
         .status
@@ -518,17 +529,7 @@ async fn a_request_scheduled_ahead_is_approved_ahead_and_granted_exactly_its_win
 
     // At the start it is granted, on its timer: nothing was created before.
     let ready = f.wait_for("planned", RequestPhase::Ready).await;
-    assert_eq!(
-        ready
-            .status
-            .as_ref()
-            .unwrap()
-            .expires_at
-            .as_ref()
-            .unwrap()
-            .0,
-        end
-    );
+    assert_eq!(expires_at(&ready), end);
     assert_eq!(
         condition(&ready, condition_type::ACCESS_STARTED).status(),
         "True"
@@ -548,15 +549,5 @@ async fn a_request_scheduled_ahead_is_approved_ahead_and_granted_exactly_its_win
         role.meta().creation_timestamp
     );
     let expired = f.wait_for("planned", RequestPhase::Expired).await;
-    assert_eq!(
-        expired
-            .status
-            .as_ref()
-            .unwrap()
-            .expires_at
-            .as_ref()
-            .unwrap()
-            .0,
-        end
-    );
+    assert_eq!(expires_at(&expired), end);
 }
