@@ -47,25 +47,23 @@ pub async fn verify_extensions<B: AccessBuilder>(
         }
     };
     let requester = requester.map(|r| r.username.as_str()).unwrap_or_default();
-    let decided: Vec<(ExtensionAsk, Decided, Vec<_>)> = asks
+    // The asks with what was decided of each, and apart, the approvals counted for each.
+    let (decided, approvals): (Vec<(ExtensionAsk, Decided)>, Vec<_>) = asks
         .into_iter()
         .enumerate()
         .map(|(index, ask)| {
             let (decided, approvals) = decide(r, config, requester, index as u32 + 1);
-            (ask, decided, approvals)
+            ((ask, decided), approvals)
         })
-        .collect();
-    let plain: Vec<(ExtensionAsk, Decided)> = decided
-        .iter()
-        .map(|(ask, decided, _)| (ask.clone(), decided.clone()))
-        .collect();
-    let planned = plan(config, window.duration, &plain);
+        .unzip();
+    let planned = plan(config, window.duration, &decided);
     let added: TimeDelta = planned.iter().map(|p| p.added).sum();
     pass.status.extensions = decided
         .into_iter()
         .zip(planned)
+        .zip(approvals)
         .enumerate()
-        .map(|(index, ((ask, _, approvals), planned))| {
+        .map(|(index, (((ask, _), planned), approvals))| {
             record(index as u32 + 1, ask, planned, approvals)
         })
         .collect();
