@@ -221,11 +221,18 @@ pub struct Asked<'a> {
 impl Asked<'_> {
     /// The lock that keeps this user from `grant`, if one holds.
     pub fn lock_on(&self, grant: &GrantSummary) -> Option<&AccessLock> {
+        self.lock_through(Some((grant.kind, &grant.template)))
+    }
+
+    /// The lock that holds now over this user in the pod's namespace through `template` (its
+    /// kind and name), or, for `None`, whatever the template: one naming a template matches
+    /// only that template.
+    pub fn lock_through(&self, template: Option<(AccessKind, &str)>) -> Option<&AccessLock> {
         let target = LockTarget {
             user: self.user,
             groups: self.groups,
             namespace: self.namespace,
-            template: Some((grant.kind, &grant.template)),
+            template,
         };
         let now = Timestamp::from_microsecond(self.now.timestamp_micros()).ok()?;
         locking(self.locks.iter().map(|l| &**l), &target, now)

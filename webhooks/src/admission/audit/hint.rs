@@ -30,7 +30,7 @@ pub fn no_grant_message(
     let (user, pod) = (asked.user, asked.pod);
     let reason = format!("{user} has no active access request for pod {namespace}/{pod}");
     // Locked out: no template would help, the lock says why.
-    if let Some(lock) = lock_over(asked, namespace) {
+    if let Some(lock) = asked.lock_through(None) {
         return format!("{reason}: {}", lock.refusal());
     }
     // Their own grant for the pod, Brokered: a core exec is refused because it is not the
@@ -67,18 +67,6 @@ pub fn no_grant_message(
         template_writers: &writers,
     };
     format!("{reason}; {}", hint.advice(&voice))
-}
-
-/// The lock that holds over the user in `namespace` whatever the template, if one does.
-fn lock_over<'a>(asked: &'a Asked<'_>, namespace: &str) -> Option<&'a oz_api::AccessLock> {
-    let target = oz_api::LockTarget {
-        user: asked.user,
-        groups: asked.groups,
-        namespace,
-        template: None,
-    };
-    let now = k8s_openapi::jiff::Timestamp::from_microsecond(asked.now.timestamp_micros()).ok()?;
-    oz_api::locking(asked.locks.iter().map(|l| &**l), &target, now)
 }
 
 #[cfg(test)]
